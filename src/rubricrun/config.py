@@ -1,0 +1,385 @@
+"""Strict YAML config: typed, frozen objects that reject unknown keys and name the file, line and key.
+
+`load_config(path)` is the only entry point. Every error is an `InputError` (exit code 2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from .errors import InputError
+
+# --------------------------------------------------------------------------------------------------
+# The config objects
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    output_dir: str = "outputs"
+    concurrency: int = 16  # threads that generate candidate responses
+    seed: int = 0
+    judge_parallel_workers: int = 8  # threads that make judge calls
+    judge_rate_limit_rpm: float | None = None  # one bucket shared by every judge call
+    max_examples: int | None = None
+    on_bad_row: Literal["fail", "skip"] = "fail"  # a malformed data row fails the run, or is skipped and counted
+    budget_usd: float | None = None  # stop starting new calls once the spend would pass this
+    progress: bool = True  # progress bar on stderr
+    bootstrap_samples: int = 1000
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    dir: str = ".cache/rubricrun"
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class RetryConfig:
+    max_attempts: int = 5
+    max_wait_s: float = 60.0
+    initial_wait_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    path: str
+    name: str = ""
+    format: Literal["auto", "prbench", "healthbench", "mc", "qa", "mtbench", "generic"] = "auto"
+    fields: dict[str, str] = field(default_factory=dict)  # normalized field -> key in the row
+    limit: int | None = None
+
+
+@dataclass(frozen=True)
+class Price:
+    input_per_mtok: float = 0.0  # USD per million prompt tokens
+    output_per_mtok: float = 0.0  # USD per million completion tokens
+
+
+@dataclass(frozen=True)
+class WeightedModel:
+    model: str
+    weight: float = 1.0
+    api_base: str | None = None
+    api_key_env: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A candidate or a judge: one LiteLLM model string and how to call it."""
+
+    name: str
+    model: str = ""
+    api_base: str | None = None
+    api_key_env: str | None = None
+    rpm: float | None = None
+    timeout_s: float = 120.0
+    params: dict[str, Any] = field(default_factory=dict)
+    system_prompt: str | None = None
+    samples_per_prompt: int = 1
+    models: list[WeightedModel] = field(default_factory=list)  # weighted routing; replaces `model`
+    structured_output: Literal["auto", "on", "off"] = "auto"
+    price: Price | None = None
+
+
+@dataclass(frozen=True)
+class CriterionConfig:
+    text: str
+    id: str = ""
+    weight: float = 1.0
+    tags: list[str] = field(default_factory=list)
+    category: str | None = None
+
+
+@dataclass(frozen=True)
+class JudgingConfig:
+    pass_threshold: float = 0.5
+    default_rubric: list[CriterionConfig] | None = None  # applied to examples that have no rubric
+    judges_per_criterion: int = 1
+    max_explanation_chars: int = 400
+    prompt_template: str | None = None  # path to a Jinja2-free text template with {placeholders}
+
+
+@dataclass(frozen=True)
+class SynthesizeConfig:
+    main_topic: str
+    model: str = ""  # name of a candidate or judge entry; default: the first candidate
+    num_subtopics: int = 4
+    prompts_per_subtopic: int = 4
+    over_generation_buffer: float = 0.15
+    max_exclusions: int = 50
+    subtopic_template: str | None = None  # path to a Jinja2 template
+    prompt_template: str | None = None  # path to a Jinja2 template
+    dataset_name: str = "synthesized"
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    formats: list[Literal["sft", "dpo", "kto", "reward", "hybrid"]] = field(default_factory=list)
+    score: Literal["normalized", "clipped"] = "normalized"
+    sft_threshold: float = 0.7
+    kto_threshold: float = 0.5
+    min_margin: float = 0.1
+    chosen_candidate: str | None = None
+    rejected_candidate: str | None = None
+
+
+@dataclass(frozen=True)
+class Config:
+    candidates: list[ModelConfig]
+    datasets: list[DatasetConfig] = field(default_factory=list)
+    judges: list[ModelConfig] = field(default_factory=list)
+    judge: ModelConfig | None = None  # a single judge, accepted for convenience
+    run: RunConfig = RunConfig()
+    cache: CacheConfig = CacheConfig()
+    retry: RetryConfig = RetryConfig()
+    judging: JudgingConfig = JudgingConfig()
+    synthesize: SynthesizeConfig | None = None
+    export: ExportConfig | None = None
+    # Where the config came from, for resolving relative paths (not a YAML key).
+    path: str = ""
+
+    @property
+    def judge_pool(self) -> list[ModelConfig]:
+        return list(self.judges) + ([self.judge] if self.judge else [])
+
+    def resolve(self, p: str) -> Path:
+        """A path from the config, relative to the working directory (as users type it)."""
+        return Path(os.path.expanduser(p))
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading
+
+
+class _Lines:
+    """Maps a dotted key path to the line it appears on in the YAML file."""
+
+    def __init__(self, text: str):
+        self.lines: dict[str, int] = {}
+        try:
+            node = yaml.compose(text)
+        except yaml.YAMLError:
+            return
+        if node is not None:
+            self._walk(node, "")
+
+    def _walk(self, node: yaml.Node, prefix: str) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                path = f"{prefix}.{k.value}" if prefix else str(k.value)
+                self.lines[path] = k.start_mark.line + 1
+                self._walk(v, path)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                path = f"{prefix}[{i}]"
+                self.lines[path] = v.start_mark.line + 1
+                self._walk(v, path)
+
+    def get(self, key: str) -> int | None:
+        while key:
+            if key in self.lines:
+                return self.lines[key]
+            key = key.rsplit(".", 1)[0] if "." in key else ""
+        return None
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp) if a is not type(None))
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    if origin is list:
+        return "a list"
+    if origin is dict:
+        return "a mapping"
+    return getattr(tp, "__name__", str(tp))
+
+
+class _Builder:
+    def __init__(self, file: str, lines: _Lines):
+        self.file, self.lines = file, lines
+
+    def fail(self, key: str, msg: str) -> InputError:
+        return InputError(msg, file=self.file, line=self.lines.get(key), key=key)
+
+    def build(self, tp: Any, value: Any, key: str) -> Any:
+        origin = typing.get_origin(tp)
+        if tp is Any:
+            return value
+        if origin in (typing.Union, types.UnionType):
+            args = typing.get_args(tp)
+            if value is None and type(None) in args:
+                return None
+            non_none = [a for a in args if a is not type(None)]
+            if len(non_none) == 1:
+                return self.build(non_none[0], value, key)
+            for a in non_none:
+                try:
+                    return self.build(a, value, key)
+                except InputError:
+                    continue
+            raise self.fail(key, f"expected {_type_name(tp)}, got {value!r}")
+        if value is None:
+            raise self.fail(key, f"expected {_type_name(tp)}, got null")
+        if origin is Literal:
+            if value not in typing.get_args(tp):
+                raise self.fail(key, f"expected one of {_type_name(tp)}, got {value!r}")
+            return value
+        if dataclasses.is_dataclass(tp):
+            return self.build_dataclass(tp, value, key)
+        if origin is list:
+            if not isinstance(value, list):
+                raise self.fail(key, f"expected a list, got {type(value).__name__} {value!r}")
+            (item,) = typing.get_args(tp)
+            return [self.build(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
+        if origin is dict:
+            if not isinstance(value, dict):
+                raise self.fail(key, f"expected a mapping, got {type(value).__name__} {value!r}")
+            _, vt = typing.get_args(tp)
+            return {str(k): self.build(vt, v, f"{key}.{k}") for k, v in value.items()}
+        if tp is bool:
+            if not isinstance(value, bool):
+                raise self.fail(key, f"expected true or false, got {value!r}")
+            return value
+        if tp is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise self.fail(key, f"expected an integer, got {value!r}")
+            return value
+        if tp is float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise self.fail(key, f"expected a number, got {value!r}")
+            return float(value)
+        if tp is str:
+            if not isinstance(value, str):
+                raise self.fail(key, f"expected a string, got {value!r}")
+            return value
+        raise self.fail(key, f"unsupported type {tp}")  # pragma: no cover - a bug in the config classes
+
+    def build_dataclass(self, cls: Any, value: Any, key: str) -> Any:
+        if not isinstance(value, dict):
+            raise self.fail(key, f"expected a mapping, got {type(value).__name__} {value!r}")
+        hints = typing.get_type_hints(cls)
+        fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "path" or cls is not Config}
+        kwargs = {}
+        for k, v in value.items():
+            sub = f"{key}.{k}" if key else str(k)
+            if k not in fields:
+                allowed = ", ".join(sorted(fields))
+                raise self.fail(sub, f"unknown key (allowed: {allowed})")
+            kwargs[k] = self.build(hints[k], v, sub)
+        for name, f in fields.items():
+            if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise self.fail(f"{key}.{name}" if key else name, "missing required key")
+        return cls(**kwargs)
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    file = str(path)
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("config file not found", file=file) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read config: {e}", file=file) from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise InputError(f"malformed YAML: {problem}", file=file, line=mark.line + 1 if mark else None) from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise InputError("the config must be a YAML mapping at the top level", file=file)
+    lines = _Lines(text)
+    b = _Builder(file, lines)
+    if "candidates" not in raw and "synthesize" not in raw:
+        raise InputError("missing required key", file=file, key="candidates")
+    cfg: Config = b.build_dataclass(Config, raw, "")
+    cfg = dataclasses.replace(cfg, path=file)
+    _check(cfg, b)
+    return cfg
+
+
+def _check(cfg: Config, b: _Builder) -> None:
+    """Cross-field checks that types alone cannot express."""
+    if not cfg.candidates:
+        raise b.fail("candidates", "at least one candidate is required")
+    if cfg.run.concurrency < 1:
+        raise b.fail("run.concurrency", "must be at least 1")
+    if cfg.run.judge_parallel_workers < 1:
+        raise b.fail("run.judge_parallel_workers", "must be at least 1")
+    if cfg.retry.max_attempts < 1:
+        raise b.fail("retry.max_attempts", "must be at least 1")
+    if not cfg.datasets and cfg.synthesize is None:
+        raise b.fail("datasets", "no datasets and no synthesize section: nothing to run on")
+    seen: dict[str, str] = {}
+    for section, entries in (("candidates", cfg.candidates), ("judges", cfg.judge_pool)):
+        for i, m in enumerate(entries):
+            key = f"{section}[{i}]" if section == "candidates" or m is not cfg.judge else "judge"
+            if not m.model and not m.models:
+                raise b.fail(f"{key}.model", "missing required key (or give `models:` for weighted routing)")
+            if m.model and m.models:
+                raise b.fail(f"{key}.models", "give either `model` or `models`, not both")
+            if m.samples_per_prompt < 1:
+                raise b.fail(f"{key}.samples_per_prompt", "must be at least 1")
+            for j, wm in enumerate(m.models):
+                if wm.weight <= 0:
+                    raise b.fail(f"{key}.models[{j}].weight", "must be positive")
+            for mm in [m.model] + [w.model for w in m.models]:
+                if mm and "/" not in mm:
+                    raise b.fail(
+                        f"{key}.model", f"'{mm}' has no provider prefix (write e.g. openai/{mm} or local/smollm2)"
+                    )
+            if m.name in seen and seen[m.name] == section:
+                raise b.fail(f"{key}.name", f"duplicate name '{m.name}'")
+            seen[m.name] = section
+    if cfg.judging.judges_per_criterion < 1:
+        raise b.fail("judging.judges_per_criterion", "must be at least 1")
+    if cfg.judging.judges_per_criterion > max(1, len(cfg.judge_pool)):
+        raise b.fail(
+            "judging.judges_per_criterion",
+            f"is {cfg.judging.judges_per_criterion} but the pool has {len(cfg.judge_pool)} judges",
+        )
+    names = set()
+    for i, d in enumerate(cfg.datasets):
+        name = d.name or Path(d.path).stem
+        if name in names:
+            raise b.fail(f"datasets[{i}].name", f"duplicate dataset name '{name}'")
+        names.add(name)
+
+
+def dataset_name(d: DatasetConfig) -> str:
+    return d.name or Path(d.path).stem
+
+
+def config_to_dict(cfg: Config) -> dict[str, Any]:
+    """The resolved config as plain data (for the run folder's config.yaml). Holds env var names, never keys."""
+    d = dataclasses.asdict(cfg)
+    d.pop("path", None)
+    return _redact(d)
+
+
+_SECRET_WORDS = ("api_key", "apikey", "token", "secret", "password", "authorization")
+
+
+def _redact(value: Any, key: str = "") -> Any:
+    if isinstance(value, dict):
+        return {k: _redact(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact(v, key) for v in value]
+    lk = key.lower()
+    if isinstance(value, str) and any(w in lk for w in _SECRET_WORDS) and not lk.endswith("_env"):
+        return "***"
+    return value

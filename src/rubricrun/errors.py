@@ -1,0 +1,48 @@
+"""The few exception types rubricrun raises, each carrying its context in the message."""
+
+from __future__ import annotations
+
+
+class RubricrunError(Exception):
+    """Base class."""
+
+
+class InputError(RubricrunError):
+    """Bad config, data or CLI input: printed as one line, exit code 2.
+
+    The message names the file, line and key: `config.yaml: key 'run.concurrency': expected int`.
+    """
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None, key: str | None = None):
+        self.file, self.line, self.key = file, line, key
+        where = ""
+        if file:
+            where = f"{file}:{line}" if line else f"{file}"
+        if key:
+            where = f"{where}: key '{key}'" if where else f"key '{key}'"
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class ProviderError(RubricrunError):
+    """A model call failed. `retryable` says whether the retry policy may try again."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        model: str = "",
+        status_code: int | None = None,
+        retryable: bool = False,
+        retry_after_s: float | None = None,
+    ):
+        self.model, self.status_code, self.retryable, self.retry_after_s = model, status_code, retryable, retry_after_s
+        code = f" (HTTP {status_code})" if status_code else ""
+        super().__init__(f"{model}{code}: {message}" if model else message)
+
+
+class RunLockedError(RubricrunError):
+    """Another process holds the run id."""
+
+
+class BudgetExceeded(RubricrunError):
+    """The run's spend would pass `budget_usd`; no new calls are started."""
