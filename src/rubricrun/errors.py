@@ -46,3 +46,7 @@ class RunLockedError(RubricrunError):
 
 class BudgetExceeded(RubricrunError):
     """The run's spend would pass `budget_usd`; no new calls are started."""
+
+
+class Cancelled(RubricrunError):
+    """The run is stopping (Ctrl+C or budget): no new call is started."""

@@ -1,0 +1,109 @@
+"""Writing run artifacts: atomically (temp file + rename), so a crash never leaves a half-written file,
+and a per-run lock so two processes never share a run id."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO, Any
+
+from .errors import RubricrunError, RunLockedError
+from .types import to_row
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
+def _atomic_write(path: Path, write: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise RubricrunError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_jsonl(path: Path, rows: Iterable[Any]) -> int:
+    """Rows are dataclasses (written with to_row) or dicts. Returns the count."""
+    count = 0
+
+    def write(fh: IO[str]) -> None:
+        nonlocal count
+        for r in rows:
+            obj = r if isinstance(r, dict) else to_row(r)
+            fh.write(json.dumps(obj, ensure_ascii=False) + "\n")
+            count += 1
+
+    _atomic_write(path, write)
+    return count
+
+
+def write_json(path: Path, obj: Any) -> None:
+    _atomic_write(path, lambda fh: (json.dump(obj, fh, ensure_ascii=False, indent=2), fh.write("\n")))
+
+
+def write_text(path: Path, text: str) -> None:
+    _atomic_write(path, lambda fh: fh.write(text))
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+class RunLock:
+    """An exclusive flock on <run_dir>/.lock, released by the OS even on kill -9."""
+
+    def __init__(self, run_dir: Path):
+        self.path = run_dir / ".lock"
+        self._fh: IO[str] | None = None
+
+    def acquire(self) -> None:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip()
+            fh.close()
+            raise RunLockedError(
+                f"run directory {self.path.parent} is in use by another rubricrun process ({holder or 'unknown pid'}); "
+                "wait for it to finish or choose another --run-id"
+            ) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()}\n")
+        fh.flush()
+        self._fh = fh
+
+    def release(self) -> None:
+        if self._fh:
+            self._fh.close()
+            self._fh = None

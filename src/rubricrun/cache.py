@@ -1,0 +1,123 @@
+"""Hash-keyed disk cache wrapped around a provider (diskcache, SQLite underneath).
+
+The key is sha256 of canonical JSON of exactly the fields that change the output (model, api_base,
+messages, params, response schema, and the sample index when it is not 0). Retries, timeouts,
+concurrency and keys are left out. Only successes are stored, with their usage, so a rerun of the
+same calls pays for nothing twice and a crashed run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from .errors import RubricrunError
+from .providers import BaseProvider
+from .trace import Tracer
+from .types import LLMRequest, LLMResponse, Usage, to_row
+
+CACHE_FORMAT = 1  # bump when the stored shape changes
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def cache_key(request: LLMRequest) -> str:
+    return hashlib.sha256(canonical_json(request.cache_fields()).encode("utf-8")).hexdigest()
+
+
+def _from_row(row: dict[str, Any]) -> LLMResponse:
+    u = row.get("usage") or {}
+    return LLMResponse(
+        text=row["text"],
+        finish_reason=row.get("finish_reason"),
+        usage=Usage(**u),
+        model=row.get("model"),
+        cost_usd=row.get("cost_usd"),
+        cache_hit=True,
+        latency_ms=0.0,
+    )
+
+
+class ResponseCache:
+    """The store itself; shared by every thread (and safe across processes)."""
+
+    def __init__(self, directory: str | Path):
+        import diskcache
+
+        try:
+            Path(directory).mkdir(parents=True, exist_ok=True)
+            self._cache = diskcache.Cache(str(directory), size_limit=2**40, eviction_policy="none")
+        except Exception as exc:  # noqa: BLE001 - sqlite3/OSError: unwritable dir, full disk
+            raise RubricrunError(f"cache directory {directory}: cannot open ({exc})") from None
+        self.directory = str(directory)
+
+    def get(self, key: str) -> LLMResponse | None:
+        row = self._cache.get(key)
+        if not isinstance(row, dict) or row.get("_v") != CACHE_FORMAT:
+            return None
+        return _from_row(row)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._cache
+
+    def set(self, key: str, response: LLMResponse) -> None:
+        row = to_row(response)
+        row["_v"] = CACHE_FORMAT
+        row.pop("cache_hit", None)
+        try:
+            self._cache.set(key, row)
+        except Exception as exc:  # noqa: BLE001
+            raise RubricrunError(f"cache directory {self.directory}: cannot write ({exc})") from None
+
+    def close(self) -> None:
+        self._cache.close()
+
+
+class CachingProvider(BaseProvider):
+    """Returns the stored response when there is one; otherwise calls through and stores a success.
+    Two threads asking for the same key at once make one call: the second waits for the first."""
+
+    def __init__(self, inner: BaseProvider, cache: ResponseCache | None, tracer: Tracer):
+        self.inner, self.cache, self.tracer = inner, cache, tracer
+        self._lock = threading.Lock()
+        self._inflight: dict[str, threading.Event] = {}
+
+    def generate(self, request: LLMRequest) -> LLMResponse:
+        if self.cache is None:
+            return self.inner.generate(request)
+        key = cache_key(request)
+        while True:
+            hit = self.cache.get(key)
+            if hit is not None:
+                self.tracer.emit(
+                    role=request.role,
+                    model=request.model,
+                    key=key,
+                    cache_hit=True,
+                    attempt=0,
+                    latency_ms=0.0,
+                    status="ok",
+                    usage=hit.usage,
+                )
+                return hit
+            with self._lock:
+                event = self._inflight.get(key)
+                owner = event is None
+                if owner:
+                    event = self._inflight[key] = threading.Event()
+            if owner:
+                break
+            event.wait()  # the owner finished (or failed): look again
+        try:
+            response = self.inner.generate(request)
+            self.cache.set(key, response)
+            return response
+        finally:
+            with self._lock:
+                self._inflight.pop(key, None)
+            event.set()

@@ -1,0 +1,110 @@
+"""Command line: `python run.py --config config.yaml [--run-id ID] [--max-examples N] [--validate]`.
+
+Exit codes: 0 done, 1 a run-time failure (cache or disk), 2 bad input (config, data, CLI), 130 interrupted.
+Bad input is one line on stderr naming the file, line and key; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+
+from .errors import InputError, RubricrunError, RunLockedError
+
+log = logging.getLogger("rubricrun")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        self.exit(2, f"error: command line: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="run.py",
+        description="Run candidate models over datasets, judge each response criterion by criterion, "
+        "write examples/responses/judgments/trace/summary under outputs/<run_id>/.",
+    )
+    p.add_argument("--config", required=True, help="YAML config (see config.example.yaml)")
+    p.add_argument("--run-id", help="run folder name under run.output_dir; reuse one to resume or rerun from cache")
+    p.add_argument("--max-examples", type=int, help="use at most N examples from each dataset")
+    p.add_argument("--validate", action="store_true", help="check config and data, count the calls, call nothing")
+    return p
+
+
+def setup_logging(run_dir: Path | None, quiet: bool = False) -> None:
+    root = logging.getLogger("rubricrun")
+    root.setLevel(logging.INFO)
+    root.handlers.clear()
+    root.propagate = False
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S")
+    console = logging.StreamHandler(sys.stderr)
+    console.setFormatter(fmt)
+    console.setLevel(logging.WARNING if quiet else logging.INFO)
+    root.addHandler(console)
+    if run_dir is not None:
+        from concurrent_log_handler import ConcurrentRotatingFileHandler
+
+        run_dir.mkdir(parents=True, exist_ok=True)
+        fh = ConcurrentRotatingFileHandler(str(run_dir / "run.log"), maxBytes=20 * 2**20, backupCount=3)
+        fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(message)s"))
+        root.addHandler(fh)
+    # LiteLLM logs every failed attempt at ERROR on its own; our trace and log already say it once.
+    logging.getLogger("LiteLLM").setLevel(logging.CRITICAL)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _main(args)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except RunLockedError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except RubricrunError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(args: argparse.Namespace) -> int:
+    from .config import load_config
+
+    if args.max_examples is not None and args.max_examples < 1:
+        raise InputError("--max-examples must be at least 1", key="--max-examples")
+    cfg = load_config(args.config)
+    if args.validate:
+        from .runner import count_calls
+
+        setup_logging(None, quiet=True)
+        counts = count_calls(cfg, args.max_examples)
+        print(json.dumps({"config": args.config, "valid": True, **counts}, indent=2))
+        return 0
+    if args.run_id is not None and (not args.run_id or "/" in args.run_id or args.run_id.startswith(".")):
+        raise InputError(f"--run-id {args.run_id!r}: use a plain folder name", key="--run-id")
+    run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(cfg.run.output_dir) / run_id
+    setup_logging(run_dir)
+    from .runner import execute
+
+    # The first Ctrl+C stops starting new calls and writes artifacts; a second one exits at once.
+    def _second_sigint(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, _second_sigint)
+    outcome = execute(cfg, run_id, max_examples=args.max_examples)
+    log.info("artifacts in %s", outcome.run_dir)
+    for h in logging.getLogger("rubricrun").handlers:
+        h.flush()
+    return outcome.exit_code

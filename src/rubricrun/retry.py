@@ -1,0 +1,102 @@
+"""Retry policy (tenacity) wrapped around a provider: every attempt is a trace event.
+
+Retried: 429, 5xx, timeouts, connection errors (ProviderError.retryable). Not retried: 400, 401, 403,
+404, context-length errors. The wait is exponential with jitter, at least the server's Retry-After,
+and never more than `max_wait_s`; the attempts stop at `max_attempts`.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+
+from .cache import cache_key
+from .config import RetryConfig
+from .errors import Cancelled, InputError, ProviderError
+from .providers import BaseProvider, classify_error
+from .trace import Tracer
+from .types import LLMRequest, LLMResponse
+
+
+def backoff_delay(exc: ProviderError, attempt: int, cfg: RetryConfig, rng: random.Random) -> float:
+    """Seconds to wait after failed attempt number `attempt` (1-based)."""
+    base = min(cfg.max_wait_s, cfg.initial_wait_s * 2 ** (attempt - 1))
+    delay = rng.uniform(base / 2, base)  # "equal jitter": spreads threads, keeps a floor
+    if exc.retry_after_s is not None:
+        # Honour Retry-After, plus up to 10% so threads that were told the same moment do not stampede.
+        delay = max(delay, exc.retry_after_s * (1 + 0.1 * rng.random()))
+    return min(delay, cfg.max_wait_s)
+
+
+class RetryingProvider(BaseProvider):
+    def __init__(self, inner: BaseProvider, cfg: RetryConfig, tracer: Tracer, stop: threading.Event | None = None):
+        self.inner, self.cfg, self.tracer = inner, cfg, tracer
+        self.stop = stop or threading.Event()
+        self._rng = random.Random()
+        self._rng_lock = threading.Lock()
+
+    def _delay(self, exc: ProviderError, attempt: int) -> float:
+        with self._rng_lock:
+            return backoff_delay(exc, attempt, self.cfg, self._rng)
+
+    def generate(self, request: LLMRequest) -> LLMResponse:
+        key = cache_key(request)
+        delays: dict[int, float] = {}
+
+        def wait(state: RetryCallState) -> float:
+            return delays.get(state.attempt_number, 0.0)
+
+        retrying = Retrying(
+            stop=stop_after_attempt(self.cfg.max_attempts),
+            wait=wait,
+            retry=retry_if_exception(lambda e: isinstance(e, ProviderError) and e.retryable),
+            sleep=self._sleep,
+            reraise=True,
+        )
+        for attempt in retrying:
+            with attempt:
+                n = attempt.retry_state.attempt_number
+                if self.stop.is_set():
+                    raise Cancelled("run is stopping")
+                start = time.perf_counter()
+                try:
+                    resp = self.inner.generate(request)
+                except (Cancelled, InputError):
+                    raise
+                except Exception as exc:  # noqa: BLE001
+                    err = classify_error(exc, request.model)
+                    retry_in = None
+                    if err.retryable and n < self.cfg.max_attempts:
+                        retry_in = delays[n] = self._delay(err, n)
+                    self.tracer.emit(
+                        role=request.role,
+                        model=request.model,
+                        key=key,
+                        cache_hit=False,
+                        attempt=n,
+                        latency_ms=(time.perf_counter() - start) * 1000,
+                        status="error",
+                        error=str(err),
+                        status_code=err.status_code,
+                        retry_in_s=retry_in,
+                    )
+                    raise err from None
+                self.tracer.emit(
+                    role=request.role,
+                    model=request.model,
+                    key=key,
+                    cache_hit=False,
+                    attempt=n,
+                    latency_ms=resp.latency_ms or (time.perf_counter() - start) * 1000,
+                    status="ok",
+                    usage=resp.usage,
+                )
+                return resp
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _sleep(self, seconds: float) -> None:
+        if self.stop.wait(seconds):
+            raise Cancelled("run is stopping")

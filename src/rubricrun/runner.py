@@ -1,0 +1,309 @@
+"""One run: lock the run folder, load examples, generate, judge, score, write every artifact.
+
+Artifacts are written at the end of the run and also when it stops early (Ctrl+C, budget): every
+call already paid for is in the cache, so a rerun of the same run id picks up where this one stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import artifacts
+from .cache import CachingProvider, ResponseCache, cache_key
+from .config import Config, config_to_dict
+from .errors import InputError
+from .loaders import load_dataset
+from .pipeline import (
+    AUTO_CRITERION,
+    Judging,
+    auto_judgment,
+    generate,
+    generation_tasks,
+    judge,
+    judge_items,
+    route_for,
+    rubric_for,
+    score_all,
+)
+from .pool import Interrupted
+from .providers import BaseProvider, LiteLLMProvider
+from .ratelimit import ThrottledProvider, TokenBucket
+from .retry import RetryingProvider
+from .summary import build_summary
+from .trace import Tracer
+from .types import Example, Judgment, LLMRequest, LLMResponse, Response, to_row
+
+log = logging.getLogger("rubricrun")
+
+
+@dataclass
+class Outcome:
+    exit_code: int
+    run_dir: Path
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def load_examples(cfg: Config, max_examples: int | None) -> tuple[list[Example], list[str]]:
+    """All datasets' examples (each dataset capped at max_examples), and the skipped bad rows."""
+    examples: list[Example] = []
+    skipped: list[str] = []
+    seen: dict[str, str] = {}
+    cap = max_examples if max_examples is not None else cfg.run.max_examples
+    for d in cfg.datasets:
+        res = load_dataset(d, on_bad_row=cfg.run.on_bad_row, max_examples=cap)
+        for ex in res.examples:
+            if ex.id in seen:
+                raise InputError(f"example id '{ex.id}' also at {seen[ex.id]}", file=ex.source, key="id")
+            seen[ex.id] = ex.source
+        examples.extend(res.examples)
+        skipped.extend(res.skipped)
+    return examples, skipped
+
+
+def build_stack(cfg: Config, tracer: Tracer, stop: threading.Event, cache: ResponseCache | None) -> BaseProvider:
+    buckets = {}
+    for m in cfg.candidates:
+        if m.rpm:
+            buckets[f"candidate:{m.name}"] = TokenBucket(m.rpm)
+    for m in cfg.judge_pool:
+        if m.rpm:
+            buckets[f"judge:{m.name}"] = TokenBucket(m.rpm)
+    judge_bucket = TokenBucket(cfg.run.judge_rate_limit_rpm) if cfg.run.judge_rate_limit_rpm else None
+    inner = ThrottledProvider(LiteLLMProvider(), buckets, judge_bucket, stop)
+    return CachingProvider(RetryingProvider(inner, cfg.retry, tracer, stop), cache, tracer)
+
+
+def open_cache(cfg: Config) -> ResponseCache | None:
+    return ResponseCache(cfg.cache.dir) if cfg.cache.enabled else None
+
+
+def check_keys(cfg: Config) -> None:
+    """Every api_key_env named in the config is set: detected before any call is paid for."""
+    for section, entries in (("candidates", cfg.candidates), ("judges", cfg.judge_pool)):
+        for i, m in enumerate(entries):
+            envs = [m.api_key_env] + [w.api_key_env for w in m.models]
+            for env in envs:
+                if env and not os.environ.get(env):
+                    raise InputError(
+                        f"environment variable {env} is not set (model '{m.name}')",
+                        file=cfg.path,
+                        key=f"{section}[{i}].api_key_env",
+                    )
+
+
+def synthesize_examples(cfg: Config, stack: BaseProvider) -> tuple[list[Example], list[dict[str, Any]]]:
+    """Prompts synthesized from a topic, through the same cached stack as every other call."""
+    from .synth import synthesize
+
+    scfg = cfg.synthesize
+    assert scfg is not None
+    entries = [("candidate", m) for m in cfg.candidates] + [("judge", m) for m in cfg.judge_pool]
+    role, model = entries[0]
+    if scfg.model:
+        found = [e for e in entries if e[1].name == scfg.model]
+        if not found:
+            raise InputError(f"no candidate or judge named '{scfg.model}'", file=cfg.path, key="synthesize.model")
+        role, model = found[0]
+    route = route_for(model, "synthesize", 0, cfg.run.seed)
+
+    def call(messages: list[dict], attempt: int) -> LLMResponse:
+        req = LLMRequest(
+            model=route.model,
+            messages=tuple(messages),
+            params=dict(model.params),
+            api_base=route.api_base,
+            api_key_env=route.api_key_env,
+            timeout_s=model.timeout_s,
+            sample_index=attempt,
+            role="synthesis",
+            limiter=f"{role}:{model.name}",
+        )
+        return stack.generate(req)
+
+    examples, logs = synthesize(scfg, call, log=log.info)
+    return examples, [to_row(entry) for entry in logs]
+
+
+def _criteria_index(cfg: Config, examples: list[Example]) -> dict[tuple[str, str], Any]:
+    out = {}
+    for ex in examples:
+        for c in rubric_for(ex, cfg) or ((AUTO_CRITERION,) if ex.kind != "open" else ()):
+            out[(ex.id, c.id)] = c
+    return out
+
+
+def execute(cfg: Config, run_id: str, *, max_examples: int | None = None) -> Outcome:
+    run_dir = Path(cfg.run.output_dir) / run_id
+    lock = artifacts.RunLock(run_dir)
+    lock.acquire()
+    stop = threading.Event()
+    tracer = Tracer(run_dir / "trace.jsonl", invocation=f"{int(time.time())}")
+    cache = open_cache(cfg)
+    try:
+        return _execute(cfg, run_id, run_dir, stop, tracer, cache, max_examples)
+    finally:
+        tracer.close()
+        if cache:
+            cache.close()
+        lock.release()
+
+
+def _execute(
+    cfg: Config,
+    run_id: str,
+    run_dir: Path,
+    stop: threading.Event,
+    tracer: Tracer,
+    cache: ResponseCache | None,
+    max_examples: int | None,
+) -> Outcome:
+    t0 = time.monotonic()
+    check_keys(cfg)
+    examples, skipped = load_examples(cfg, max_examples)
+    for s in skipped:
+        log.warning("skipped bad row: %s", s)
+    Judging(cfg, BaseProvider())  # loads and checks the judge template before any call
+    artifacts.write_text(run_dir / "config.yaml", yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
+    stack = build_stack(cfg, tracer, stop, cache)
+    stack_calls = tracer.counts
+
+    synth_logs: list[Any] = []
+    if cfg.synthesize is not None:
+        synthesized, synth_logs = synthesize_examples(cfg, stack)
+        examples = examples + synthesized
+    artifacts.write_jsonl(run_dir / "examples.jsonl", examples)
+    by_id = {ex.id: ex for ex in examples}
+    log.info(
+        "run %s: %d examples, %d candidates, %d judges", run_id, len(examples), len(cfg.candidates), len(cfg.judge_pool)
+    )
+
+    interrupted = False
+    tasks = generation_tasks(cfg, examples)
+    try:
+        gen = generate(tasks, stack, workers=cfg.run.concurrency, stop=stop, progress=cfg.run.progress)
+    except Interrupted as exc:
+        gen, interrupted = exc.results, True
+    responses: list[Response] = [r for r in gen if r is not None]
+
+    judgments: list[Judgment] = []
+    if not interrupted:
+        items = judge_items(cfg, by_id, responses)
+        try:
+            judged = judge(cfg, stack, items, stop=stop, progress=cfg.run.progress)
+        except Interrupted as exc:
+            judged, interrupted = exc.results, True
+        rubric_j = {j.id: j for j in judged if j is not None}
+        for r in responses:  # keep response order, then rubric order
+            ex = by_id[r.example_id]
+            for c in rubric_for(ex, cfg):
+                j = rubric_j.get(f"{r.id}#{c.id}")
+                if j is not None:
+                    judgments.append(j)
+            auto = auto_judgment(ex, r)
+            if auto is not None:
+                judgments.append(auto)
+
+    scores = score_all(cfg, by_id, responses, judgments)
+    not_done = len(tasks) - len(responses)
+    status = "interrupted" if interrupted else "complete"
+    extra = {
+        "status": status,
+        "calls": {
+            "made": stack_calls["calls"],
+            "cache_hits": stack_calls["cache_hits"],
+            "errors": stack_calls["errors"],
+        },
+        "responses_not_done": not_done,
+        "skipped_rows": len(skipped),
+        "wall_s": round(time.monotonic() - t0, 2),
+    }
+    if synth_logs:
+        extra["synthesis"] = synth_logs
+    summary = build_summary(cfg, run_id, examples, responses, judgments, scores, _criteria_index(cfg, examples), extra)
+    artifacts.write_jsonl(run_dir / "responses.jsonl", responses)
+    artifacts.write_jsonl(run_dir / "judgments.jsonl", judgments)
+    artifacts.write_json(run_dir / "summary.json", summary)
+    _log_summary(summary)
+    if interrupted:
+        log.warning("interrupted: artifacts written for what was done; rerun with --run-id %s to resume", run_id)
+        return Outcome(130, run_dir, summary)
+    return Outcome(0, run_dir, summary)
+
+
+def _log_summary(summary: dict[str, Any]) -> None:
+    calls = summary["calls"]
+    log.info("calls: %d made, %d from cache, %d failed attempts", calls["made"], calls["cache_hits"], calls["errors"])
+    for name, c in summary["candidates"].items():
+        ci = c["normalized_ci"]
+        log.info(
+            "%-16s score %s [%s, %s]  pass %s  scored %d/%d  response errors %d  judgment errors %d",
+            name,
+            c["mean_normalized"],
+            ci[0],
+            ci[1],
+            c["pass_rate"],
+            c["scored"],
+            c["responses"],
+            c["response_errors"],
+            c["judgment_errors"],
+        )
+
+
+def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
+    """--validate: how many calls the run would make and how many are already cached. Calls nothing."""
+    check_keys(cfg)
+    examples, skipped = load_examples(cfg, max_examples)
+    Judging(cfg, BaseProvider())
+    by_id = {ex.id: ex for ex in examples}
+    cache = open_cache(cfg)
+    tasks = generation_tasks(cfg, examples)
+    gen_cached = 0
+    judge_calls = 0
+    judge_cached = 0
+    k = cfg.judging.judges_per_criterion
+    for t in tasks:
+        ex = t.example
+        n_crit = len(rubric_for(ex, cfg)) if cfg.judge_pool else 0
+        judge_calls += n_crit * k
+        hit = cache.get(cache_key(t.request)) if cache else None
+        if hit is None:
+            continue
+        gen_cached += 1
+        if n_crit:
+            resp = Response(
+                t.response_id,
+                ex.id,
+                t.candidate.name,
+                t.request.model,
+                t.sample_index,
+                "ok",
+                hit.text,
+                None,
+                None,
+                hit.usage,
+                True,
+                "",
+            )
+            j = Judging(cfg, BaseProvider())
+            for item in judge_items(cfg, by_id, [resp]):
+                for ji in item.judges:
+                    if cache and cache_key(j.request(cfg.judge_pool[ji], item, 0)) in cache:
+                        judge_cached += 1
+    if cache:
+        cache.close()
+    return {
+        "examples": len(examples),
+        "skipped_rows": len(skipped),
+        "candidate_calls": len(tasks),
+        "candidate_cached": gen_cached,
+        "judge_calls": judge_calls,
+        "judge_cached": judge_cached,
+    }

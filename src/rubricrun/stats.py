@@ -1,0 +1,297 @@
+"""Pure statistics for summary.json: bootstrap CIs, paired comparisons, leaderboards, vote and agreement measures.
+
+Everything here is deterministic given `seed`: each bootstrap draws from its own `random.Random(seed)`, never from
+the global RNG. Only the standard library is used.
+
+Bootstrap conventions (shared by `mean_ci`, `paired_diff` and `leaderboard`):
+- the unit of resampling is the example: callers pass one value per example (for `paired_diff`, one value per
+  example id and candidate), so the CI reflects example-to-example variation only;
+- percentile method: the CI bounds are the (1-level)/2 and (1+level)/2 quantiles of the `n_boot` resampled means,
+  using linear interpolation between order statistics (the "type 7" quantile, `statistics.quantiles`' inclusive
+  method);
+- means are computed with `math.fsum`, so a constant sample gives a CI exactly equal to its mean.
+With very few examples the percentile bootstrap is over-confident (its CIs are too narrow); read small-n CIs with care.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections import Counter
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+VERDICTS = ("met", "not_met", "error")
+
+
+def _check_boot_args(n_boot: int, level: float) -> None:
+    """Raise ValueError on a bootstrap size below 1 or a confidence level outside (0, 1)."""
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+
+
+def _mean(values: Sequence[float]) -> float:
+    """Mean of a non-empty sequence, summed exactly with math.fsum."""
+    return math.fsum(values) / len(values)
+
+
+def _quantile(sorted_values: Sequence[float], q: float) -> float:
+    """The q-quantile (0 <= q <= 1) of already-sorted values, linearly interpolated between order statistics."""
+    pos = q * (len(sorted_values) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    frac = pos - lo
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
+
+
+def _bootstrap_means(values: Sequence[float], n_boot: int, seed: int) -> list[float]:
+    """Sorted means of `n_boot` resamples (with replacement, same size) of `values`, drawn from Random(seed)."""
+    rng = random.Random(seed)
+    n = len(values)
+    return sorted(_mean(rng.choices(values, k=n)) for _ in range(n_boot))
+
+
+def _percentile_ci(boot_means: Sequence[float], level: float) -> tuple[float, float]:
+    """The percentile-bootstrap interval at `level` from sorted bootstrap means."""
+    tail = (1.0 - level) / 2.0
+    return _quantile(boot_means, tail), _quantile(boot_means, 1.0 - tail)
+
+
+def _finite_floats(values: Sequence[float], what: str) -> list[float]:
+    """`values` as a list of floats; ValueError on NaN or infinity (they would silently poison every statistic)."""
+    out = [float(v) for v in values]
+    for v in out:
+        if not math.isfinite(v):
+            raise ValueError(f"{what}: non-finite value {v!r}")
+    return out
+
+
+def mean_ci(values: Sequence[float], *, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, Any]:
+    """Mean of one-value-per-example `values` with a percentile-bootstrap CI over examples.
+
+    Returns {"mean", "ci_low", "ci_high", "se", "se_boot", "n"}: `se` is the sample standard deviation / sqrt(n),
+    `se_boot` the standard deviation of the bootstrap means. n == 0: everything None (n 0). n == 1: the CI is the
+    value itself and both standard errors are None (one example carries no information about spread).
+    """
+    _check_boot_args(n_boot, level)
+    vals = _finite_floats(values, "mean_ci")
+    n = len(vals)
+    if n == 0:
+        return {"mean": None, "ci_low": None, "ci_high": None, "se": None, "se_boot": None, "n": 0}
+    mean = _mean(vals)
+    if n == 1:
+        return {"mean": mean, "ci_low": mean, "ci_high": mean, "se": None, "se_boot": None, "n": 1}
+    boots = _bootstrap_means(vals, n_boot, seed)
+    ci_low, ci_high = _percentile_ci(boots, level)
+    se_boot = statistics.stdev(boots) if n_boot >= 2 else None
+    return {
+        "mean": mean,
+        "ci_low": ci_low,
+        "ci_high": ci_high,
+        "se": statistics.stdev(vals) / math.sqrt(n),
+        "se_boot": se_boot,
+        "n": n,
+    }
+
+
+def paired_diff(
+    a: Mapping[str, float],
+    b: Mapping[str, float],
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    tie_eps: float = 1e-9,
+) -> dict[str, Any]:
+    """Paired comparison of a against b over the example ids both have.
+
+    Returns {"n", "mean_diff", "ci_low", "ci_high", "wins", "ties", "losses", "significant"}. `mean_diff` is
+    mean(a - b); wins/ties/losses count examples from a's point of view, |a - b| <= tie_eps being a tie. The paired
+    bootstrap resamples example ids jointly (both candidates' values of one id travel together), which is the same
+    as resampling the per-id differences. Ids are taken in sorted order, so the result does not depend on mapping
+    order, and paired_diff(b, a) mirrors paired_diff(a, b) exactly for the same seed.
+
+    `significant` is True when the CI excludes 0 and n >= 2; with n == 1 the CI degenerates to the single
+    difference and no claim is made. n == 0: mean_diff and CI are None.
+    """
+    _check_boot_args(n_boot, level)
+    ids = sorted(set(a) & set(b))
+    diffs = _finite_floats([float(a[i]) - float(b[i]) for i in ids], "paired_diff")
+    n = len(diffs)
+    wins = sum(1 for d in diffs if d > tie_eps)
+    losses = sum(1 for d in diffs if d < -tie_eps)
+    out: dict[str, Any] = {
+        "n": n,
+        "mean_diff": None,
+        "ci_low": None,
+        "ci_high": None,
+        "wins": wins,
+        "ties": n - wins - losses,
+        "losses": losses,
+        "significant": False,
+    }
+    if n == 0:
+        return out
+    mean_diff = _mean(diffs)
+    if n == 1:
+        out.update(mean_diff=mean_diff, ci_low=mean_diff, ci_high=mean_diff)
+        return out
+    ci_low, ci_high = _percentile_ci(_bootstrap_means(diffs, n_boot, seed), level)
+    out.update(mean_diff=mean_diff, ci_low=ci_low, ci_high=ci_high, significant=ci_low > 0.0 or ci_high < 0.0)
+    return out
+
+
+def leaderboard(
+    per_candidate: Mapping[str, Mapping[str, float]], *, n_boot: int = 1000, seed: int = 0
+) -> list[dict[str, Any]]:
+    """Rank candidates by mean score (one score per example id), best first, with CIs and noise neighbours.
+
+    Each row is {"rank", "candidate", "mean", "ci_low", "ci_high", "n", "within_noise_of"}. Rows are sorted by mean
+    descending, then by name; candidates with no scores (mean None) come last. `rank` is competition ranking:
+    exactly equal means share a rank ("1224"). `within_noise_of` lists, in leaderboard order, the other candidates
+    this one cannot be told apart from: their paired_diff CI (over shared example ids) includes 0, or fewer than two
+    shared ids leave the comparison undecided. The relation is symmetric.
+    """
+    names = list(per_candidate)
+    cis = {
+        name: mean_ci([per_candidate[name][i] for i in sorted(per_candidate[name])], n_boot=n_boot, seed=seed)
+        for name in names
+    }
+    order = sorted(names, key=lambda name: (cis[name]["mean"] is None, -(cis[name]["mean"] or 0.0), name))
+    separated: set[frozenset[str]] = set()
+    for i, x in enumerate(order):
+        for y in order[i + 1 :]:
+            if paired_diff(per_candidate[x], per_candidate[y], n_boot=n_boot, seed=seed)["significant"]:
+                separated.add(frozenset((x, y)))
+    rows: list[dict[str, Any]] = []
+    for pos, name in enumerate(order):
+        ci = cis[name]
+        rank = pos + 1
+        if rows and rows[-1]["mean"] == ci["mean"]:
+            rank = rows[-1]["rank"]
+        rows.append(
+            {
+                "rank": rank,
+                "candidate": name,
+                "mean": ci["mean"],
+                "ci_low": ci["ci_low"],
+                "ci_high": ci["ci_high"],
+                "n": ci["n"],
+                "within_noise_of": [o for o in order if o != name and frozenset((name, o)) not in separated],
+            }
+        )
+    return rows
+
+
+def majority_vote(verdicts: Sequence[str]) -> str:
+    """Combine judge verdicts ("met" / "not_met" / "error") into one.
+
+    "error" votes are ignored; the verdict with a strict majority of the remaining votes wins. A tie, or no valid
+    vote at all, gives "error": an undecided criterion is never silently counted as "not_met".
+    """
+    counts = Counter(verdicts)
+    unknown = set(counts) - set(VERDICTS)
+    if unknown:
+        raise ValueError(f"majority_vote: unknown verdicts {sorted(unknown)}; expected one of {VERDICTS}")
+    met, not_met = counts["met"], counts["not_met"]
+    if met > not_met:
+        return "met"
+    if not_met > met:
+        return "not_met"
+    return "error"
+
+
+def percent_agreement(items: Sequence[Sequence[str]]) -> float | None:
+    """Mean, over items with >= 2 ratings, of the share of rater pairs that agree.
+
+    Each item is the list of valid (non-error) verdicts its raters gave; the caller drops "error" first. An item
+    with k ratings has k(k-1)/2 pairs, of which sum_c n_c(n_c-1)/2 agree. None when no item has 2 ratings.
+    """
+    shares: list[float] = []
+    for item in items:
+        m = len(item)
+        if m < 2:
+            continue
+        agreeing = sum(c * (c - 1) for c in Counter(item).values())
+        shares.append(agreeing / (m * (m - 1)))
+    return _mean(shares) if shares else None
+
+
+def _modal_rater_count(items: Sequence[Sequence[Hashable]]) -> int | None:
+    """The most common number of ratings among items having >= 2; ties go to the larger count. None if none."""
+    sizes = Counter(len(item) for item in items if len(item) >= 2)
+    if not sizes:
+        return None
+    return max(sizes, key=lambda size: (sizes[size], size))
+
+
+def fleiss_kappa(
+    items: Sequence[Sequence[Hashable]], categories: Sequence[Hashable] = ("met", "not_met")
+) -> float | None:
+    """Fleiss' kappa for items rated into `categories` (any labels; "met"/"not_met" by default).
+
+    Fleiss' kappa needs the same number of raters n on every item. Judges fail independently, so items can end up
+    with different counts of valid ratings: only the items having the modal number of ratings (>= 2; ties go to the
+    larger number) are used, and the others are dropped. With N such items and n_ij raters putting item i in
+    category j: p_j = sum_i n_ij / (N n), P_i = (sum_j n_ij^2 - n) / (n (n - 1)), P_bar = mean P_i,
+    P_e = sum_j p_j^2, kappa = (P_bar - P_e) / (1 - P_e).
+
+    Returns None when undefined: fewer than 2 usable items, or P_e == 1 (every rating in one category).
+    A rating outside `categories` raises ValueError.
+    """
+    allowed = set(categories)
+    for item in items:
+        bad = set(item) - allowed
+        if bad:
+            raise ValueError(f"fleiss_kappa: ratings {sorted(map(str, bad))} not in categories {list(categories)}")
+    n = _modal_rater_count(items)
+    if n is None:
+        return None
+    used = [Counter(item) for item in items if len(item) == n]
+    if len(used) < 2:
+        return None
+    big_n = len(used)
+    p_e = sum((sum(c[cat] for c in used) / (big_n * n)) ** 2 for cat in allowed)
+    if 1.0 - p_e <= 1e-12:
+        return None
+    p_bar = _mean([(sum(v * v for v in c.values()) - n) / (n * (n - 1)) for c in used])
+    return (p_bar - p_e) / (1.0 - p_e)
+
+
+def krippendorff_alpha_nominal(items: Sequence[Sequence[Hashable]]) -> float | None:
+    """Krippendorff's alpha for nominal data; items may have different numbers of ratings.
+
+    Items with fewer than 2 ratings are not pairable and are dropped. With m_u ratings in item u, n_uc of them in
+    category c, the coincidence matrix is o_ck = sum_u n_uc n_uk / (m_u - 1) for c != k; n_c = sum_k o_ck (= the
+    number of pairable ratings in c) and n = sum_c n_c. Then
+        alpha = 1 - (n - 1) * sum_{c != k} o_ck / sum_{c != k} n_c n_k,
+    where item u contributes sum_{c != k} n_uc n_uk / (m_u - 1) = (m_u^2 - sum_c n_uc^2) / (m_u - 1).
+
+    Returns None when undefined: no pairable item, or a single category used throughout (no expected disagreement).
+    """
+    observed = 0.0
+    totals: Counter[Hashable] = Counter()
+    for item in items:
+        m = len(item)
+        if m < 2:
+            continue
+        counts = Counter(item)
+        observed += (m * m - sum(v * v for v in counts.values())) / (m - 1)
+        totals.update(counts)
+    n = sum(totals.values())
+    expected = n * n - sum(v * v for v in totals.values())
+    if n == 0 or expected == 0:
+        return None
+    return 1.0 - (n - 1) * observed / expected
+
+
+def rate(successes: int, total: int) -> float | None:
+    """successes / total, or None when total is 0. ValueError if counts are negative or successes > total."""
+    if successes < 0 or total < 0 or successes > total:
+        raise ValueError(f"rate: need 0 <= successes <= total, got {successes}/{total}")
+    if total == 0:
+        return None
+    return successes / total

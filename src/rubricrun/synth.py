@@ -1,0 +1,291 @@
+"""Prompt synthesis: main topic -> subtopics -> prompts, with over-generation, dedupe and one shortfall retry.
+
+Each step asks the model for `ceil(target * (1 + over_generation_buffer))` items as a JSON array of strings,
+parses the reply leniently (`parse_json_list`), dedupes it (`dedupe`) and, if fewer unique items than the
+target came back, asks exactly once more for `ceil(shortfall * (1 + buffer))` items with an exclusion list of
+what it already has. The exclusion list is the step's accepted items so far, in the order they were accepted,
+capped to the `max_exclusions` most recent (so the most recent item is last; 0 disables the list). The result
+is trimmed to the target; a step that is still short keeps what it has and says so in its log line.
+
+Prompts are deduped across subtopics too, so the synthesized dataset holds each prompt once.
+The `call` function does the real model call (cache, retry, throttle); attempt 0 is the first ask of a step and
+attempt 1 the shortfall retry, so their cache keys differ and a rerun with the same config is all cache hits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from .config import SynthesizeConfig
+from .errors import InputError, ProviderError
+from .types import Example, LLMResponse
+
+Call = Callable[[list[dict], int], LLMResponse]  # (messages, attempt_no) -> response
+
+TEMPLATES_DIR = Path(__file__).parent / "templates"
+SUBTOPICS_TEMPLATE = "subtopics.j2"
+PROMPTS_TEMPLATE = "prompts.j2"
+
+
+@dataclass(frozen=True)
+class SynthLog:
+    """What one step asked for and got. `asked` and `received` add up both asks when the retry ran."""
+
+    step: str  # "subtopics" or "prompts[<sub_topic index>] <sub_topic>"
+    requested: int  # the target
+    asked: int  # items asked for, first ask plus retry
+    received: int  # items parsed from the replies (before dedupe)
+    unique: int  # items left after dedupe (before trimming)
+    final: int  # items kept
+    error: str | None = None  # a ProviderError that cut the step short (prompts steps only)
+
+
+# --------------------------------------------------------------------------------------------------
+# Parsing and dedupe
+
+_DECODER = json.JSONDecoder(strict=False)  # strict=False: raw newlines inside strings are accepted
+
+
+def parse_json_list(text: str) -> list[str]:
+    """The strings of the first JSON array in `text` that holds any, leniently.
+
+    Tolerates code fences and stray text around the array (it scans for `[`), a JSON object wrapping the array,
+    trailing commas, a missing comma between two strings, and a reply cut off mid-array (the complete items are
+    kept, a half-written last string is dropped). Non-string items (numbers, null, nested arrays, objects) are
+    skipped rather than stringified, since they are not usable prompts. Items are stripped; empty ones dropped.
+    Single-quoted strings are not JSON and are not recovered. No array -> [].
+    """
+    start = text.find("[")
+    while start != -1:
+        items = _scan_array(text, start)
+        if items:
+            return items
+        start = text.find("[", start + 1)
+    return []
+
+
+def _skip_ws(text: str, i: int) -> int:
+    while i < len(text) and text[i] in " \t\r\n":
+        i += 1
+    return i
+
+
+def _scan_array(text: str, start: int) -> list[str]:
+    """The string items of the array opening at text[start], up to its end, a truncation or the first junk."""
+    items: list[str] = []
+    i, n = start + 1, len(text)
+    while True:
+        i = _skip_ws(text, i)
+        while i < n and text[i] == ",":  # leading, doubled or trailing commas
+            i = _skip_ws(text, i + 1)
+        if i >= n or text[i] == "]":
+            return items
+        try:
+            value, i = _DECODER.raw_decode(text, i)
+        except ValueError:  # an unterminated string (truncated reply) or a bare word
+            return items
+        if isinstance(value, str) and value.strip():
+            items.append(value.strip())
+        i = _skip_ws(text, i)
+        if i < n and text[i] not in ',]"':  # '"' : a missing comma between two strings
+            return items
+
+
+def _key(item: str) -> str:
+    return " ".join(item.split()).casefold()
+
+
+def dedupe(items: Iterable[str], *, exclude: Iterable[str] = ()) -> list[str]:
+    """`items` without repeats or anything in `exclude`, comparing case- and whitespace-insensitively.
+
+    The first spelling of each item is kept, in the original order. Blank items are dropped.
+    """
+    seen = {_key(x) for x in exclude}
+    out: list[str] = []
+    for item in items:
+        k = _key(item)
+        if k and k not in seen:
+            seen.add(k)
+            out.append(item)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Templates
+
+
+def load_template(path: str | None, default_name: str) -> jinja2.Template:
+    """The Jinja2 template at `path`, or the packaged default `default_name` when `path` is None.
+
+    Templates render with StrictUndefined (a misspelt variable is an error) and trim_blocks/lstrip_blocks (a line
+    holding only a `{% ... %}` tag leaves no blank line). Unreadable files and syntax errors are InputErrors naming
+    the file (and the line, for syntax errors).
+    """
+    label = os.path.expanduser(path) if path is not None else str(TEMPLATES_DIR / default_name)
+    try:
+        source = Path(label).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("template file not found", file=label) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read template: {e}", file=label) from None
+
+    def load(name: str) -> tuple[str, str, Callable[[], bool]] | None:
+        return (source, label, lambda: True) if name == label else None
+
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(load),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    try:
+        return env.get_template(label)
+    except jinja2.TemplateSyntaxError as e:
+        raise InputError(f"Jinja2 syntax error: {e.message}", file=label, line=e.lineno) from None
+
+
+def render(template: jinja2.Template, **variables: Any) -> str:
+    """The rendered template; a render error (undefined variable, ...) is an InputError naming file and line."""
+    try:
+        return template.render(**variables).strip()
+    except jinja2.TemplateError as e:
+        line = None
+        tb = e.__traceback__
+        while tb is not None:  # Jinja2 rewrites tracebacks so template frames carry the template's file and line
+            if tb.tb_frame.f_code.co_filename == template.filename:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        names = ", ".join(sorted(variables))
+        raise InputError(f"template error: {e} (variables: {names})", file=template.filename, line=line) from None
+
+
+# --------------------------------------------------------------------------------------------------
+# Synthesis
+
+
+def _with_buffer(n: int, buffer: float) -> int:
+    """ceil(n * (1 + buffer)), rounded first so float noise (100 * 1.1 = 110.00000000000001) does not add one."""
+    return math.ceil(round(n * (1 + buffer), 9))
+
+
+def _check(cfg: SynthesizeConfig) -> None:
+    for key, value in (("num_subtopics", cfg.num_subtopics), ("prompts_per_subtopic", cfg.prompts_per_subtopic)):
+        if value < 1:
+            raise InputError(f"must be at least 1, got {value}", key=f"synthesize.{key}")
+    if cfg.over_generation_buffer < 0:
+        raise InputError(f"must be >= 0, got {cfg.over_generation_buffer}", key="synthesize.over_generation_buffer")
+    if cfg.max_exclusions < 0:
+        raise InputError(f"must be >= 0, got {cfg.max_exclusions}", key="synthesize.max_exclusions")
+
+
+def _step(
+    step: str,
+    target: int,
+    prompt_for: Callable[[int, list[str]], str],
+    call: Call,
+    cfg: SynthesizeConfig,
+    exclude: Iterable[str],
+    log: Callable[[str], None],
+    *,
+    catch: bool,
+) -> tuple[list[str], SynthLog]:
+    """One step: ask, dedupe, retry once for a shortfall, trim, log. `catch`: turn a ProviderError into a log."""
+    exclude = list(exclude)
+    asked = received = 0
+    unique: list[str] = []
+    error: str | None = None
+    try:
+        for attempt in (0, 1):
+            if attempt == 1:
+                if len(unique) >= target:
+                    break
+                count = _with_buffer(target - len(unique), cfg.over_generation_buffer)
+                exclusions = unique[-cfg.max_exclusions :] if cfg.max_exclusions else []
+            else:
+                count = _with_buffer(target, cfg.over_generation_buffer)
+                exclusions = []
+            asked += count
+            reply = call([{"role": "user", "content": prompt_for(count, exclusions)}], attempt)
+            items = parse_json_list(reply.text or "")
+            received += len(items)
+            unique += dedupe(items, exclude=exclude + unique)
+    except ProviderError as e:
+        if not catch:
+            raise
+        error = str(e)
+    final = unique[:target]
+    entry = SynthLog(step, target, asked, received, len(unique), len(final), error)
+    line = (
+        f"synthesize {step}: requested={target} asked={asked} received={received} unique={len(unique)} "
+        f"final={len(final)}"
+    )
+    if len(final) < target:
+        line += f" (short by {target - len(final)})"
+    if error:
+        line += f"; model error: {error}"
+    log(line)
+    return final, entry
+
+
+def synthesize(
+    cfg: SynthesizeConfig, call: Call, *, log: Callable[[str], None] = print
+) -> tuple[list[Example], list[SynthLog]]:
+    """Synthesize prompts for `cfg.main_topic`: one Example per final prompt, in subtopic then prompt order.
+
+    A ProviderError while asking for subtopics propagates; one while asking for a subtopic's prompts is logged
+    (the SynthLog carries it) and the other subtopics go on. Both templates are rendered once with sample values
+    before any call, so a template error costs no model call.
+    """
+    _check(cfg)
+    sub_tpl = load_template(cfg.subtopic_template, SUBTOPICS_TEMPLATE)
+    prm_tpl = load_template(cfg.prompt_template, PROMPTS_TEMPLATE)
+    for exclusions in ([], ["an example"]):  # both sides of an `{% if exclusions %}`
+        render(sub_tpl, main_topic=cfg.main_topic, count=1, exclusions=exclusions)
+        render(prm_tpl, main_topic=cfg.main_topic, sub_topic="a subtopic", count=1, exclusions=exclusions)
+
+    def subtopics_prompt(count: int, exclusions: list[str]) -> str:
+        return render(sub_tpl, main_topic=cfg.main_topic, count=count, exclusions=exclusions)
+
+    subtopics, first = _step("subtopics", cfg.num_subtopics, subtopics_prompt, call, cfg, (), log, catch=False)
+    logs = [first]
+    examples: list[Example] = []
+    accepted: list[str] = []  # every prompt so far, so no prompt repeats across subtopics
+    for si, sub_topic in enumerate(subtopics):
+
+        def prompts_prompt(count: int, exclusions: list[str], sub_topic: str = sub_topic) -> str:
+            return render(prm_tpl, main_topic=cfg.main_topic, sub_topic=sub_topic, count=count, exclusions=exclusions)
+
+        prompts, entry = _step(
+            f"prompts[{si}] {sub_topic}",
+            cfg.prompts_per_subtopic,
+            prompts_prompt,
+            call,
+            cfg,
+            accepted,
+            log,
+            catch=True,
+        )
+        logs.append(entry)
+        accepted += prompts
+        for pi, prompt in enumerate(prompts):
+            digest = hashlib.sha256(f"{cfg.main_topic}|{sub_topic}|{prompt}".encode()).hexdigest()[:12]
+            examples.append(
+                Example(
+                    id=f"{cfg.dataset_name}/{digest}",
+                    dataset=cfg.dataset_name,
+                    source=f"synthesize:{si}:{pi}",
+                    messages=({"role": "user", "content": prompt},),
+                    metadata={"main_topic": cfg.main_topic, "sub_topic": sub_topic, "synthesized": True},
+                )
+            )
+    return examples, logs

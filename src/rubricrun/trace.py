@@ -1,0 +1,72 @@
+"""trace.jsonl: one event per model call attempt, appended as it happens so a crash keeps it."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+from .types import TraceEvent, Usage, to_row
+
+
+class Tracer:
+    """Thread-safe JSONL appender. With no path it only counts (used by --validate and tests)."""
+
+    def __init__(self, path: Path | None = None, *, invocation: str = ""):
+        self._lock = threading.Lock()
+        self._fh: IO[str] | None = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
+        self.invocation = invocation
+        self.counts: dict[str, int] = {"events": 0, "errors": 0, "cache_hits": 0, "calls": 0}
+
+    def emit(
+        self,
+        *,
+        role: str,
+        model: str,
+        key: str,
+        cache_hit: bool,
+        attempt: int,
+        latency_ms: float,
+        status: str,
+        error: str | None = None,
+        usage: Usage | None = None,
+        status_code: int | None = None,
+        retry_in_s: float | None = None,
+    ) -> None:
+        event = TraceEvent(
+            ts=round(time.time(), 3),
+            role=role,
+            model=model,
+            key=key,
+            cache_hit=cache_hit,
+            attempt=attempt,
+            latency_ms=round(latency_ms, 1),
+            status=status,  # type: ignore[arg-type]
+            error=error,
+            usage=usage,
+            status_code=status_code,
+            retry_in_s=None if retry_in_s is None else round(retry_in_s, 3),
+        )
+        row = to_row(event)
+        if self.invocation:
+            row["invocation"] = self.invocation
+        line = json.dumps(row, ensure_ascii=False) + "\n"
+        with self._lock:
+            self.counts["events"] += 1
+            if cache_hit:
+                self.counts["cache_hits"] += 1
+            else:
+                self.counts["calls"] += 1
+            if status != "ok":
+                self.counts["errors"] += 1
+            if self._fh:
+                self._fh.write(line)
+                self._fh.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fh:
+                self._fh.close()
+                self._fh = None

@@ -1,0 +1,726 @@
+"""A local OpenAI-compatible server for integration tests, fault tests and benchmarks (stdlib only).
+
+    with FakeOpenAIServer(latency_s=0.01, p_429=0.1, seed=1) as server:
+        litellm.completion(model="openai/fake-model", api_base=server.base_url, api_key="sk-test", messages=...)
+        assert server.count(status=200) == ...
+
+Endpoints (all under ``base_url`` = ``http://127.0.0.1:PORT/v1``):
+    POST /v1/chat/completions   a chat.completion JSON (or an SSE stream when the body has "stream": true)
+    GET  /v1/models             the models it has seen, plus "fake-model"
+    anything else               404 with an OpenAI-style JSON error
+Admin endpoints (not logged, not under /v1; for a server run in another process with the CLI):
+    GET  /_admin/stats          {"total", "by_status", "by_model", "by_fault", "duplicate_fingerprints"}
+    GET  /_admin/requests       the request log (without headers)
+    POST /_admin/reset          clears the request log and the rate-limit window
+    POST /_admin/configure      JSON body of `configure()` keyword arguments (rules excluded)
+
+How one chat request is answered, in this order:
+    1. a body that is not JSON -> 400.
+    2. `latency_s` sleep (fixed, per request).
+    3. `rules`, first match wins: (match, status, count) where match is a model-name substring or a predicate on
+       the request dict, and count is how many times the rule fires (None = always).
+    4. rate limit: `rpm` (global) and `model_rpm` (per exact model name) are ROLLING WINDOWS of `rpm_window_s`
+       (default 60 s): a request arriving when the window already holds N accepted requests gets 429 with
+       Retry-After = whole seconds until the oldest one leaves the window. Only accepted requests enter the
+       window (rejected ones do not); a request admitted here counts even if a random fault follows.
+    5. random faults, one draw of a seeded `random.Random` per request: p_429 (Retry-After: `retry_after_s`),
+       p_500, p_hang (sleep `hang_s` - 30 s by default - then reply normally), p_bad_json (200, body not JSON).
+    6. the reply: the per-model FIFO queue (`enqueue(..., model=...)`), then the global queue, then `responder`,
+       then the deterministic default: for a judge request (it has a response_format, or a system/user message
+       says "criteria_met") the JSON text {"explanation": ..., "criteria_met": <bool from a hash of the
+       messages>}; otherwise "Answer to: <first 60 chars of the last user message>".
+
+A reply (queued, or returned by `responder`) is either a string (the message content) or a dict:
+    {"content": str, "finish_reason": "stop"|"length"|..., "usage": {...}, "model": str,
+     "status": int (non-200 answers an OpenAI-style error), "message": str (the error message),
+     "retry_after": float (Retry-After header for a 429), "raw": str (send this body verbatim, status 200 unless
+     "status" says otherwise), "delay_s": float (extra sleep before answering)}
+or a full response body (a dict with "choices"), which is sent as is.
+
+Every request (including faults) is logged with its time, model, parsed body, answered status and a fingerprint
+(sha256 of the canonical JSON body); see `requests`, `count()`, `fingerprint_counts()` and `reset_log()`.
+Stopping never waits for hanging requests: `stop()` wakes every sleeping handler and closes every connection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import http.server
+import json
+import math
+import random
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+Match = str | Callable[[dict[str, Any]], bool]
+Reply = str | dict[str, Any]
+
+_ERROR_TYPES = {
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("permission_error", None),
+    404: ("invalid_request_error", "model_not_found"),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+    500: ("server_error", None),
+    502: ("server_error", None),
+    503: ("server_error", None),
+}
+_MESSAGES = {  # OpenAI's wording: LiteLLM picks its exception class partly from these strings
+    400: "Invalid request.",
+    401: "Incorrect API key provided: sk-te****. You can find your API key at https://platform.openai.com/account/api-keys.",
+    403: "You are not allowed to sample from this model.",
+    404: "The model `{model}` does not exist or you do not have access to it.",
+    429: "Rate limit reached for requests. Please try again in {retry_after}s.",
+    500: "The server had an error while processing your request. Sorry about that!",
+    502: "Bad gateway.",
+    503: "The engine is currently overloaded, please try again later.",
+}
+_BAD_JSON_BODY = "<html><body>upstream proxy error: this is not JSON</body></html>"
+
+
+def fingerprint(body: Any) -> str:
+    """sha256 of the canonical JSON of a request body (sorted keys, no spaces); raw bytes are hashed as is."""
+    if isinstance(body, bytes | bytearray):
+        data = bytes(body)
+    else:
+        data = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+def estimate_tokens(text: str) -> int:
+    """Roughly 4 characters a token, at least 1."""
+    return max(1, math.ceil(len(text) / 4))
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text of a chat message whose content is a string or a list of parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def is_judge_request(body: dict[str, Any]) -> bool:
+    if body.get("response_format"):
+        return True
+    for m in body.get("messages") or []:
+        if isinstance(m, dict) and m.get("role") in ("system", "user") and "criteria_met" in message_text(m):
+            return True
+    return False
+
+
+def default_reply(body: dict[str, Any]) -> str:
+    """The deterministic reply to a request (see the module docstring)."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    if is_judge_request(body):
+        digest = hashlib.sha256(json.dumps([message_text(m) for m in messages]).encode()).digest()
+        met = bool(digest[0] & 1)
+        explanation = "The response satisfies the criterion." if met else "The response does not satisfy the criterion."
+        return json.dumps({"explanation": explanation, "criteria_met": met})
+    users = [m for m in messages if m.get("role") == "user"]
+    last = message_text(users[-1]) if users else ""
+    return f"Answer to: {last[:60]}"
+
+
+@dataclass(frozen=True)
+class LoggedRequest:
+    t: float  # time.time() when the request arrived
+    method: str
+    path: str
+    model: str | None
+    body: Any  # the parsed JSON body (the raw text when it was not JSON; None for GET)
+    status: int  # the status it answered
+    fingerprint: str
+    fault: str | None = None  # "rule", "rpm", "p_429", "p_500", "p_hang", "p_bad_json", "queued_error", ...
+    headers: dict[str, str] = field(default_factory=dict)
+    client_port: int = 0  # the client's TCP port: one port per kept-alive connection
+
+
+@dataclass
+class Rule:
+    """Answer `status` to the requests `match` accepts, `count` times (None: always)."""
+
+    match: Match
+    status: int
+    count: int | None = None
+    message: str = ""
+    retry_after_s: float | None = None  # Retry-After header of a 429 (default: the server's retry_after_s)
+
+    def matches(self, body: dict[str, Any]) -> bool:
+        if self.count is not None and self.count <= 0:
+            return False
+        if callable(self.match):
+            return bool(self.match(body))
+        return self.match in str(body.get("model", ""))
+
+
+def _as_rule(rule: Rule | tuple[Any, ...]) -> Rule:
+    if isinstance(rule, Rule):
+        return rule
+    return Rule(*rule)
+
+
+_CONFIG_KEYS = (
+    "latency_s",
+    "p_429",
+    "p_500",
+    "p_hang",
+    "p_bad_json",
+    "hang_s",
+    "retry_after_s",
+    "rpm",
+    "model_rpm",
+    "rpm_window_s",
+    "responder",
+    "honor_max_tokens",
+)
+
+
+class FakeOpenAIServer:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        latency_s: float = 0.0,
+        p_429: float = 0.0,
+        p_500: float = 0.0,
+        p_hang: float = 0.0,
+        p_bad_json: float = 0.0,
+        hang_s: float = 30.0,
+        retry_after_s: float = 1.0,
+        rpm: float | None = None,
+        model_rpm: dict[str, float] | None = None,
+        rpm_window_s: float = 60.0,
+        rules: Iterable[Rule | tuple[Any, ...]] = (),
+        responder: Callable[[dict[str, Any]], Reply] | None = None,
+        honor_max_tokens: bool = False,  # truncate replies to max_tokens*4 chars with finish_reason "length"
+        seed: int = 0,
+    ):
+        self._lock = threading.Lock()
+        self.host, self._port = host, port
+        self.latency_s, self.p_429, self.p_500, self.p_hang, self.p_bad_json = (
+            latency_s,
+            p_429,
+            p_500,
+            p_hang,
+            p_bad_json,
+        )
+        self.hang_s, self.retry_after_s = hang_s, retry_after_s
+        self.rpm, self.model_rpm, self.rpm_window_s = rpm, dict(model_rpm or {}), rpm_window_s
+        self.responder, self.honor_max_tokens = responder, honor_max_tokens
+        self._rules = [_as_rule(r) for r in rules]
+        self._rng = random.Random(seed)
+        self._log: list[LoggedRequest] = []
+        self._queue: collections.deque[Reply] = collections.deque()
+        self._model_queues: dict[str, collections.deque[Reply]] = {}
+        self._window: collections.deque[float] = collections.deque()
+        self._model_windows: dict[str, collections.deque[float]] = {}
+        self._models_seen: set[str] = set()
+        self._stopping = threading.Event()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._conns: set[socket.socket] = set()
+
+    # ---------------------------------------------------------------------------------------------
+    # Lifecycle
+
+    def start(self) -> FakeOpenAIServer:
+        if self._httpd is not None:
+            raise RuntimeError("server already started")
+        self._stopping.clear()
+        self._httpd = _HTTPServer((self.host, self._port), _Handler, self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fakeserver", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        self._stopping.set()  # wakes every latency/hang sleep
+        httpd.shutdown()
+        httpd.server_close()
+        with self._lock:
+            conns = list(self._conns)
+        for conn in conns:  # idle keep-alive connections: their handler threads exit on EOF
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("server not started")
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    # ---------------------------------------------------------------------------------------------
+    # Runtime control (thread-safe)
+
+    def configure(self, **kwargs: Any) -> None:
+        """Change fault settings while serving, e.g. `configure(p_500=0.0, latency_s=0.2)`."""
+        unknown = set(kwargs) - set(_CONFIG_KEYS)
+        if unknown:
+            raise TypeError(f"unknown settings: {sorted(unknown)}")
+        with self._lock:
+            for key, value in kwargs.items():
+                setattr(self, key, dict(value or {}) if key == "model_rpm" else value)
+
+    def add_rule(self, match: Match, status: int, count: int | None = None, **kwargs: Any) -> Rule:
+        rule = Rule(match, status, count, **kwargs)
+        with self._lock:
+            self._rules.append(rule)
+        return rule
+
+    def clear_rules(self) -> None:
+        with self._lock:
+            self._rules.clear()
+
+    @property
+    def rules(self) -> list[Rule]:
+        with self._lock:
+            return list(self._rules)
+
+    def enqueue(self, reply: Reply, model: str | None = None) -> None:
+        """Queue a reply (FIFO). With `model`, only a request for exactly that model name takes it."""
+        with self._lock:
+            if model is None:
+                self._queue.append(reply)
+            else:
+                self._model_queues.setdefault(model, collections.deque()).append(reply)
+
+    def pending(self) -> int:
+        """Queued replies not yet consumed."""
+        with self._lock:
+            return len(self._queue) + sum(len(q) for q in self._model_queues.values())
+
+    # ---------------------------------------------------------------------------------------------
+    # Request log (thread-safe)
+
+    @property
+    def requests(self) -> list[LoggedRequest]:
+        with self._lock:
+            return list(self._log)
+
+    def count(self, status: int | None = None, model: str | None = None) -> int:
+        """Logged chat requests, optionally only those answered `status` / for exactly `model`."""
+        with self._lock:
+            return sum(
+                1
+                for r in self._log
+                if r.method == "POST" and (status is None or r.status == status) and (model is None or r.model == model)
+            )
+
+    def fingerprint_counts(self, status: int | None = None) -> collections.Counter[str]:
+        """How many times each distinct chat request body was received (optionally only those answered `status`)."""
+        with self._lock:
+            return collections.Counter(
+                r.fingerprint for r in self._log if r.method == "POST" and (status is None or r.status == status)
+            )
+
+    def reset_log(self) -> None:
+        """Forget logged requests and the rate-limit windows (rules, queues and settings stay)."""
+        with self._lock:
+            self._log.clear()
+            self._window.clear()
+            self._model_windows.clear()
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            posts = [r for r in self._log if r.method == "POST"]
+        fps = collections.Counter(r.fingerprint for r in posts)
+        return {
+            "total": len(posts),
+            "by_status": dict(collections.Counter(str(r.status) for r in posts)),
+            "by_model": dict(collections.Counter(str(r.model) for r in posts)),
+            "by_fault": dict(collections.Counter(str(r.fault) for r in posts if r.fault)),
+            "duplicate_fingerprints": sum(1 for n in fps.values() if n > 1),
+        }
+
+    # ---------------------------------------------------------------------------------------------
+    # Decisions (called by the handler)
+
+    def _record(self, entry: LoggedRequest) -> None:
+        with self._lock:
+            self._log.append(entry)
+
+    def _sleep(self, seconds: float) -> bool:
+        """Sleep unless the server stops first; True if it stopped."""
+        if seconds <= 0:
+            return self._stopping.is_set()
+        return self._stopping.wait(seconds)
+
+    def _decide(self, body: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
+        """(fault name, error spec) or (random fault name for hang/bad json, None) or (None, None) for a reply."""
+        model = str(body.get("model", ""))
+        with self._lock:
+            self._models_seen.add(model)
+            for rule in self._rules:
+                if rule.matches(body):
+                    if rule.count is not None:
+                        rule.count -= 1
+                    spec = {"status": rule.status, "message": rule.message or _message(rule.status, model, "rule")}
+                    if rule.retry_after_s is not None:
+                        spec["retry_after"] = rule.retry_after_s
+                    return "rule", spec
+            now = time.monotonic()
+            wait = self._rate_limit_wait(now, model)
+            if wait is not None:
+                return "rpm", {"status": 429, "message": _message(429, model, "rpm", wait), "retry_after": wait}
+            self._window.append(now)
+            if model in self.model_rpm:
+                self._model_windows.setdefault(model, collections.deque()).append(now)
+            r = self._rng.random()
+            edge = 0.0
+            for name in ("p_429", "p_500", "p_hang", "p_bad_json"):
+                edge += getattr(self, name)
+                if r < edge:
+                    if name == "p_429":
+                        return name, {"status": 429, "message": _message(429, model, name, self.retry_after_s)}
+                    if name == "p_500":
+                        return name, {"status": 500, "message": _message(500, model, name)}
+                    return name, None
+            return None, None
+
+    def _rate_limit_wait(self, now: float, model: str) -> int | None:
+        """Whole seconds until a slot frees, or None if the request may go (caller holds the lock)."""
+        waits = []
+        limits = [(self.rpm, self._window)]
+        if model in self.model_rpm:
+            limits.append((self.model_rpm[model], self._model_windows.setdefault(model, collections.deque())))
+        for limit, window in limits:
+            if limit is None:
+                continue
+            while window and window[0] <= now - self.rpm_window_s:
+                window.popleft()
+            if len(window) >= limit:
+                waits.append(max(1, math.ceil(window[0] + self.rpm_window_s - now)))
+        return max(waits) if waits else None
+
+    def _next_reply(self, body: dict[str, Any]) -> Reply:
+        model = str(body.get("model", ""))
+        with self._lock:
+            queue = self._model_queues.get(model)
+            if queue:
+                return queue.popleft()
+            if self._queue:
+                return self._queue.popleft()
+            responder = self.responder
+        if responder is not None:
+            return responder(body)
+        return default_reply(body)
+
+    def _completion(self, body: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
+        content = reply.get("content", "")
+        finish_reason = reply.get("finish_reason", "stop")
+        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
+        if self.honor_max_tokens and isinstance(max_tokens, int) and estimate_tokens(content) > max_tokens:
+            content, finish_reason = content[: max_tokens * 4], "length"
+        prompt_tokens = sum(estimate_tokens(message_text(m)) + 3 for m in body.get("messages") or [])
+        completion_tokens = estimate_tokens(content)
+        usage = reply.get("usage") or {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        seed_text = fingerprint(body)[:24]
+        return {
+            "id": f"chatcmpl-{seed_text}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": reply.get("model") or body.get("model", "fake-model"),
+            "system_fingerprint": "fp_fakeserver",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content, "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": finish_reason,
+                }
+            ],
+            "usage": usage,
+        }
+
+
+class _HTTPServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], handler: type, fake: FakeOpenAIServer):
+        self.fake = fake
+        super().__init__(address, handler)
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "FakeOpenAI/1.0"
+    disable_nagle_algorithm = True
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        fake = self.server.fake
+        with fake._lock:
+            fake._conns.add(self.connection)
+
+    def finish(self) -> None:
+        fake = self.server.fake
+        with fake._lock:
+            fake._conns.discard(self.connection)
+        try:
+            super().finish()
+        except OSError:
+            pass
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence the per-request stderr line
+        pass
+
+    # ---------------------------------------------------------------------------------------------
+
+    def _read_body(self) -> bytes:
+        length = self.headers.get("Content-Length")
+        if length is not None:
+            return self.rfile.read(int(length))
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        return b""
+
+    def _send(self, status: int, body: bytes, content_type: str = "application/json", headers: dict | None = None):
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(body)
+        except OSError:  # the client went away (timed out on a hang, or the server is stopping)
+            self.close_connection = True
+
+    def _send_json(self, status: int, obj: Any, headers: dict | None = None) -> None:
+        self._send(status, json.dumps(obj).encode(), headers=headers)
+
+    def _send_error(self, status: int, message: str, retry_after: float | None = None) -> None:
+        err_type, code = _ERROR_TYPES.get(status, ("server_error" if status >= 500 else "invalid_request_error", None))
+        headers = {}
+        if status == 429:
+            headers["Retry-After"] = _fmt_seconds(retry_after if retry_after is not None else 1)
+        body = {"error": {"message": message, "type": err_type, "param": None, "code": code}}
+        self._send_json(status, body, headers)
+
+    def _log(self, t: float, model: str | None, body: Any, status: int, fp: str, fault: str | None = None) -> None:
+        headers = dict(self.headers.items())
+        entry = LoggedRequest(
+            t, self.command, self.path, model, body, status, fp, fault, headers, self.client_address[1]
+        )
+        self.server.fake._record(entry)
+
+    # ---------------------------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        fake = self.server.fake
+        path = self.path.split("?")[0].rstrip("/")
+        if path == "/_admin/stats":
+            return self._send_json(200, fake.stats())
+        if path == "/_admin/requests":
+            rows = [{k: v for k, v in asdict(r).items() if k != "headers"} for r in fake.requests]
+            return self._send_json(200, rows)
+        t = time.time()
+        if path in ("/v1/models", "/models"):
+            with fake._lock:
+                names = sorted(fake._models_seen | {"fake-model"})
+            data = [{"id": n, "object": "model", "created": 0, "owned_by": "fakeserver"} for n in names]
+            self._log(t, None, None, 200, fingerprint(b""))
+            return self._send_json(200, {"object": "list", "data": data})
+        self._log(t, None, None, 404, fingerprint(b""))
+        self._send_error(404, f"Unknown path: GET {self.path}")
+
+    def do_POST(self) -> None:
+        fake = self.server.fake
+        t = time.time()
+        raw = self._read_body()
+        path = self.path.split("?")[0].rstrip("/")
+        if path.startswith("/_admin/"):
+            return self._admin(path, raw)
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            self._log(t, None, raw.decode(errors="replace"), 400, fingerprint(raw), "bad_request_json")
+            return self._send_error(400, "We could not parse the JSON body of your request.")
+        fp = fingerprint(body)
+        model = str(body.get("model")) if isinstance(body, dict) and "model" in body else None
+        if path not in ("/v1/chat/completions", "/chat/completions"):
+            self._log(t, model, body, 404, fp)
+            return self._send_error(404, f"Unknown path: POST {self.path}")
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            self._log(t, model, body, 400, fp, "bad_request")
+            return self._send_error(400, "'messages' is a required property")
+
+        if fake._sleep(fake.latency_s):
+            self.close_connection = True
+            return
+        fault, spec = fake._decide(body)
+        if spec is not None:
+            self._log(t, model, body, spec["status"], fp, fault)
+            return self._send_error(spec["status"], spec["message"], spec.get("retry_after", fake.retry_after_s))
+        if fault == "p_bad_json":
+            self._log(t, model, body, 200, fp, fault)
+            return self._send(200, _BAD_JSON_BODY.encode())
+        if fault == "p_hang":
+            self._log(t, model, body, 200, fp, fault)
+            if fake._sleep(fake.hang_s):
+                self.close_connection = True
+                return
+
+        reply = fake._next_reply(body)
+        if isinstance(reply, str):
+            reply = {"content": reply}
+        if not isinstance(reply, dict):
+            raise TypeError(f"a reply must be a str or a dict, got {type(reply).__name__}")
+        if reply.get("delay_s") and fake._sleep(float(reply["delay_s"])):
+            self.close_connection = True
+            return
+        status = int(reply.get("status", 200))
+        if fault is None:
+            self._log(t, model, body, status, fp, "queued_error" if status != 200 else None)
+        if "raw" in reply:
+            return self._send(status, str(reply["raw"]).encode())
+        if status != 200:
+            message = reply.get("message") or _message(status, str(model), "queued")
+            return self._send_error(status, message, reply.get("retry_after"))
+        completion = reply if "choices" in reply else fake._completion(body, reply)
+        if body.get("stream"):
+            return self._send(200, _sse(completion, body), "text/event-stream")
+        self._send_json(200, completion)
+
+    def _admin(self, path: str, raw: bytes) -> None:
+        fake = self.server.fake
+        if path == "/_admin/reset":
+            fake.reset_log()
+            return self._send_json(200, {"ok": True})
+        if path == "/_admin/configure":
+            try:
+                fake.configure(**{k: v for k, v in json.loads(raw or b"{}").items() if k != "responder"})
+            except (TypeError, ValueError) as e:
+                return self._send_error(400, str(e))
+            return self._send_json(200, {"ok": True})
+        self._send_error(404, f"Unknown admin path: {path}")
+
+
+def _message(status: int, model: str, source: str, retry_after: float | None = None) -> str:
+    text = _MESSAGES.get(status, f"HTTP {status}.").format(model=model, retry_after=_fmt_seconds(retry_after or 1))
+    return f"{text} (fakeserver: {source})"
+
+
+def _fmt_seconds(seconds: float) -> str:
+    return str(int(seconds)) if float(seconds).is_integer() else f"{seconds:g}"
+
+
+def _sse(completion: dict[str, Any], body: dict[str, Any]) -> bytes:
+    """The completion as a (single content chunk) server-sent event stream."""
+    choice = completion["choices"][0]
+    base = {k: completion[k] for k in ("id", "created", "model", "system_fingerprint") if k in completion}
+    base["object"] = "chat.completion.chunk"
+    chunks = [
+        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "delta": {"content": choice["message"]["content"]}, "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice.get("finish_reason", "stop")}]},
+    ]
+    if (body.get("stream_options") or {}).get("include_usage"):
+        chunks.append({**base, "choices": [], "usage": completion.get("usage")})
+    return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+
+
+# -------------------------------------------------------------------------------------------------
+# CLI: python tests/fakeserver.py --port 0 --latency 0.2 --rpm 600
+
+
+def _parse_rule(spec: str) -> Rule:
+    """'SUBSTRING:STATUS[:COUNT]' (an empty substring matches every model), e.g. 'bad:400', ':429:3'."""
+    parts = spec.split(":")
+    if len(parts) not in (2, 3):
+        raise argparse.ArgumentTypeError(f"rule {spec!r}: expected SUBSTRING:STATUS[:COUNT]")
+    return Rule(parts[0], int(parts[1]), int(parts[2]) if len(parts) == 3 else None)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="Local OpenAI-compatible fake server. Prints its base URL first.")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--latency", type=float, default=0.0, help="seconds slept per request")
+    ap.add_argument("--rpm", type=float, default=None, help="rolling 60 s window limit, 429 beyond it")
+    ap.add_argument("--rpm-window", type=float, default=60.0)
+    ap.add_argument("--p-429", type=float, default=0.0)
+    ap.add_argument("--p-500", type=float, default=0.0)
+    ap.add_argument("--p-hang", type=float, default=0.0)
+    ap.add_argument("--p-bad-json", type=float, default=0.0)
+    ap.add_argument("--hang", type=float, default=30.0, help="seconds a hanging request sleeps")
+    ap.add_argument("--retry-after", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rule", action="append", type=_parse_rule, default=[], help="SUBSTRING:STATUS[:COUNT]")
+    ap.add_argument("--stats-on-exit", action="store_true", help="print stats JSON to stderr on exit")
+    args = ap.parse_args(argv)
+    server = FakeOpenAIServer(
+        host=args.host,
+        port=args.port,
+        latency_s=args.latency,
+        rpm=args.rpm,
+        rpm_window_s=args.rpm_window,
+        p_429=args.p_429,
+        p_500=args.p_500,
+        p_hang=args.p_hang,
+        p_bad_json=args.p_bad_json,
+        hang_s=args.hang,
+        retry_after_s=args.retry_after,
+        seed=args.seed,
+        rules=args.rule,
+    ).start()
+    print(server.base_url, flush=True)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    try:
+        while not done.wait(0.5):
+            pass
+    finally:
+        server.stop()
+        if args.stats_on_exit:
+            print(json.dumps(server.stats()), file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    main()
