@@ -8,7 +8,8 @@ small files:
 - POST /api/{type}s/{ns}/{name}/preupload/{rev}   -> every file "regular" (inline base64 in the commit, no LFS/xet)
 - POST /api/{type}s/{ns}/{name}/commit/{rev}      -> stores the ndjson payload's files, {"commitUrl", "commitOid"}
 
-Anything else gets a 404 and is recorded, so a test can assert that no unexpected call was made.
+Anything else gets a 404 and is recorded, so a test can assert that no unexpected call was made. (With telemetry on,
+huggingface_hub 1.x also GETs {HF_ENDPOINT as read at import}/api/agent-harnesses without the token; a 404 is ignored.)
 """
 
 from __future__ import annotations
@@ -115,7 +116,9 @@ class HubStandIn:
                 return 404, {"error": "Repository not found"}
             if action == "preupload":
                 files = rec.json()["files"]
-                return 200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]}
+                return 200, {
+                    "files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]
+                }
             lines = [json.loads(line) for line in rec.body.splitlines() if line.strip()]
             header = next(x["value"] for x in lines if x["key"] == "header")
             files: dict[str, bytes] = {}

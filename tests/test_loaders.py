@@ -67,6 +67,42 @@ def test_prbench_sample():
     assert all(e.kind == "open" and e.reference is None for e in res.examples)
 
 
+def test_prbench_weight_class_picks_its_weight_column():
+    # Real PRBench annotations carry all six <class>_weight columns; weight_class (spaces or underscores) picks one.
+    classes = ["critically important", "important", "slightly important"]
+    classes += ["slightly detrimental", "detrimental", "critically detrimental"]
+    columns = {c.replace(" ", "_") + "_weight": None for c in classes}
+    rubric = [
+        {
+            "id": "a",
+            "title": "A",
+            "annotations": columns
+            | {
+                "weight_class": "critically detrimental",
+                "critically_detrimental_weight": -9,
+                "important_weight": 5,
+                "criteria_category": "Legal Accuracy",
+            },
+        },
+        {
+            "id": "b",
+            "title": "B",
+            "annotations": columns
+            | {
+                "weight_class": "slightly_important",
+                "slightly_important_weight": 2,
+                "critically_important_weight": 10,
+                "criteria_category": "Practical Utility",
+            },
+        },
+    ]
+    ex = normalize_row(
+        {"task": "t1", "prompt_0": "q", "rubric": rubric}, "prbench", dataset="p", source="p.jsonl:1", fields={}
+    )
+    assert ex.id == "p/t1"  # no `id`: the task name
+    assert [(c.weight, c.category) for c in ex.rubric] == [(-9.0, "Legal Accuracy"), (2.0, "Practical Utility")]
+
+
 def test_healthbench_sample():
     res = load("healthbench_sample")
     burn, fever, water = res.examples
@@ -236,27 +272,27 @@ PRB_ANN = {"weight_class": "important", "important_weight": "ten", "criteria_cat
             "auto",
             "messages",
             "the last message must be a user turn, got role 'assistant'",
-        ),  # fmt: skip
+        ),
         ({"prompt": "hi", "rubric": []}, "auto", "rubric", "the rubric is present but has no criteria"),
         (
             {"prompt": "hi", "rubric": [{"text": "a"}, {"text": "b"}, {"text": "c", "weight": "heavy"}]},
             "auto",
             "rubric[2].weight",
             "expected a number, got 'heavy'",
-        ),  # fmt: skip
+        ),
         (
             {"prompt": "hi", "rubric": [{"text": "a", "weight": True}]},
             "auto",
             "rubric[0].weight",
             "expected a number, got True",
-        ),  # fmt: skip
+        ),
         ({"prompt": "hi", "rubric": [{"weight": 1}]}, "auto", "rubric[0].text", "missing criterion text"),
         (
             {"prompt": "hi", "rubric": [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]},
             "auto",
             "rubric[1].id",
             "duplicate criterion id 'a'",
-        ),  # fmt: skip
+        ),
         (
             {
                 "prompt_id": "p",
@@ -266,7 +302,7 @@ PRB_ANN = {"weight_class": "important", "important_weight": "ten", "criteria_cat
             "auto",
             "rubrics[0].points",
             "expected a number, got '5'",
-        ),  # fmt: skip
+        ),
         (
             {
                 "prompt_id": "p",
@@ -276,31 +312,31 @@ PRB_ANN = {"weight_class": "important", "important_weight": "ten", "criteria_cat
             "auto",
             "rubrics[0].points",
             "missing",
-        ),  # fmt: skip
+        ),
         (
             {"task": "t", "prompt_0": "q", "rubric": [{"id": "r", "title": "t", "annotations": PRB_ANN}]},
             "auto",
             "rubric[0].annotations.important_weight",
             "expected a number, got 'ten'",
-        ),  # fmt: skip
+        ),
         (
             {"task": "t", "prompt_0": "q", "response_0": "a"},
             "auto",
             "response_0",
             "the last prompt (prompt_0) already has a response",
-        ),  # fmt: skip
+        ),
         (
             {"question": "q", "choices": ["a", "b"], "answer": 2},
             "auto",
             "answer",
             "answer index 2 is out of range for 2 choices (0-1)",
-        ),  # fmt: skip
+        ),
         (
             {"question": "q", "option_a": "a", "option_b": "b", "option_c": "c", "option_d": "d", "answer": "E"},
             "auto",
             "answer",
             "answer 'E' is out of range for 4 choices (A-D)",
-        ),  # fmt: skip
+        ),
         ({"question": "q", "answer": "no final answer ####"}, "auto", "answer", "nothing after '####'"),
         ({"question_id": 1, "turns": ["q", 3]}, "auto", "turns[1]", "expected a non-empty string, got 3"),
         ({"prompt": "hi", "id": ["x"]}, "auto", "id", "expected a non-empty string or integer id"),

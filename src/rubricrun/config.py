@@ -164,6 +164,7 @@ class _Lines:
 
     def __init__(self, text: str):
         self.lines: dict[str, int] = {}
+        self.duplicates: list[tuple[str, int]] = []
         try:
             node = yaml.compose(text)
         except yaml.YAMLError:
@@ -175,6 +176,8 @@ class _Lines:
         if isinstance(node, yaml.MappingNode):
             for k, v in node.value:
                 path = f"{prefix}.{k.value}" if prefix else str(k.value)
+                if path in self.lines:
+                    self.duplicates.append((path, k.start_mark.line + 1))
                 self.lines[path] = k.start_mark.line + 1
                 self._walk(v, path)
         elif isinstance(node, yaml.SequenceNode):
@@ -303,6 +306,9 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     if not isinstance(raw, dict):
         raise InputError("the config must be a YAML mapping at the top level", file=file)
     lines = _Lines(text)
+    if lines.duplicates:
+        key, line = lines.duplicates[0]
+        raise InputError("duplicate key (YAML would silently keep the last one)", file=file, line=line, key=key)
     b = _Builder(file, lines)
     if "candidates" not in raw and "synthesize" not in raw:
         raise InputError("missing required key", file=file, key="candidates")

@@ -223,10 +223,14 @@ def build_export(
                 row = {"prompt": prompt, "completion": completion, "label": label, "score": score}
             else:  # reward
                 criteria = [
-                    {"criterion_id": j.criterion_id, "weight": float(j.weight), "verdict": j.verdict,
-                     "explanation": j.explanation}
+                    {
+                        "criterion_id": j.criterion_id,
+                        "weight": float(j.weight),
+                        "verdict": j.verdict,
+                        "explanation": j.explanation,
+                    }
                     for j in js_by_response.get(r.id, [])
-                ]  # fmt: skip
+                ]
                 row = {"prompt": prompt, "response": completion, "score": score, "criteria": criteria}
             row["provenance"] = prov
             rows.append(row)
@@ -247,7 +251,7 @@ def _pairs(
     stats = {"considered": len(examples), "written": 0}
     for reason in ("too_few", "identical", "tie", "low_margin", "inverted"):
         stats[f"skipped_{reason}"] = 0
-    for reason in ("error", "empty", "unscored", "no_example"):
+    for reason in ("error", "empty", "unscored"):
         stats[f"responses_{reason}"] = 0
     stats["responses_no_example"] = orphans
     rows: list[dict[str, Any]] = []

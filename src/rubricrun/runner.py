@@ -19,6 +19,16 @@ import yaml
 from . import artifacts
 from .cache import CachingProvider, ResponseCache, cache_key
 from .config import Config, config_to_dict
+from .costs import (
+    Budget,
+    call_cost,
+    cost_report,
+    estimate_prompt_tokens,
+    max_tokens_of,
+    price_table,
+    unit_prices,
+    upper_bound,
+)
 from .errors import InputError
 from .loaders import load_dataset
 from .pipeline import (
@@ -39,7 +49,7 @@ from .ratelimit import ThrottledProvider, TokenBucket
 from .retry import RetryingProvider
 from .summary import build_summary
 from .trace import Tracer
-from .types import Example, Judgment, LLMRequest, LLMResponse, Response, to_row
+from .types import Example, Judgment, LLMRequest, LLMResponse, Response, Usage, to_row
 
 log = logging.getLogger("rubricrun")
 
@@ -68,7 +78,10 @@ def load_examples(cfg: Config, max_examples: int | None) -> tuple[list[Example],
     return examples, skipped
 
 
-def build_stack(cfg: Config, tracer: Tracer, stop: threading.Event, cache: ResponseCache | None) -> BaseProvider:
+def build_stack(
+    cfg: Config, tracer: Tracer, stop: threading.Event, cache: ResponseCache | None
+) -> tuple[BaseProvider, Budget]:
+    """Cache(Budget(Retry(Throttle(LiteLLM)))): a cache hit is free, pays no throttle and no budget."""
     buckets = {}
     for m in cfg.candidates:
         if m.rpm:
@@ -78,7 +91,8 @@ def build_stack(cfg: Config, tracer: Tracer, stop: threading.Event, cache: Respo
             buckets[f"judge:{m.name}"] = TokenBucket(m.rpm)
     judge_bucket = TokenBucket(cfg.run.judge_rate_limit_rpm) if cfg.run.judge_rate_limit_rpm else None
     inner = ThrottledProvider(LiteLLMProvider(), buckets, judge_bucket, stop)
-    return CachingProvider(RetryingProvider(inner, cfg.retry, tracer, stop), cache, tracer)
+    budget = Budget(RetryingProvider(inner, cfg.retry, tracer, stop), cfg.run.budget_usd, price_table(cfg))
+    return CachingProvider(budget, cache, tracer), budget
 
 
 def open_cache(cfg: Config) -> ResponseCache | None:
@@ -172,7 +186,7 @@ def _execute(
         log.warning("skipped bad row: %s", s)
     Judging(cfg, BaseProvider())  # loads and checks the judge template before any call
     artifacts.write_text(run_dir / "config.yaml", yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
-    stack = build_stack(cfg, tracer, stop, cache)
+    stack, budget = build_stack(cfg, tracer, stop, cache)
     stack_calls = tracer.counts
 
     synth_logs: list[Any] = []
@@ -213,7 +227,7 @@ def _execute(
 
     scores = score_all(cfg, by_id, responses, judgments)
     not_done = len(tasks) - len(responses)
-    status = "interrupted" if interrupted else "complete"
+    status = "interrupted" if interrupted else "stopped_on_budget" if budget.stopped else "complete"
     extra = {
         "status": status,
         "calls": {
@@ -224,6 +238,8 @@ def _execute(
         "responses_not_done": not_done,
         "skipped_rows": len(skipped),
         "wall_s": round(time.monotonic() - t0, 2),
+        "costs": cost_report(tracer.by_model, price_table(cfg)),
+        "budget": {"budget_usd": cfg.run.budget_usd, "spent_usd": round(budget.spent, 6), "stopped": budget.stopped},
     }
     if synth_logs:
         extra["synthesis"] = synth_logs
@@ -235,6 +251,16 @@ def _execute(
     if interrupted:
         log.warning("interrupted: artifacts written for what was done; rerun with --run-id %s to resume", run_id)
         return Outcome(130, run_dir, summary)
+    if budget.stopped:
+        log.warning(
+            "stopped on budget: $%.4f spent of $%g; %d responses not generated. Raise run.budget_usd and rerun "
+            "with --run-id %s to continue from the cache",
+            budget.spent,
+            cfg.run.budget_usd,
+            not_done,
+            run_id,
+        )
+        return Outcome(3, run_dir, summary)
     return Outcome(0, run_dir, summary)
 
 
@@ -258,45 +284,48 @@ def _log_summary(summary: dict[str, Any]) -> None:
 
 
 def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
-    """--validate: how many calls the run would make and how many are already cached. Calls nothing."""
+    """--validate: how many calls the run would make, how many are already cached, and an upper bound on
+    the cost of the rest (every reply at its max_tokens). Calls nothing."""
     check_keys(cfg)
     examples, skipped = load_examples(cfg, max_examples)
-    Judging(cfg, BaseProvider())
+    judging = Judging(cfg, BaseProvider())
     by_id = {ex.id: ex for ex in examples}
+    prices = price_table(cfg)
     cache = open_cache(cfg)
     tasks = generation_tasks(cfg, examples)
-    gen_cached = 0
-    judge_calls = 0
-    judge_cached = 0
-    k = cfg.judging.judges_per_criterion
+    gen_cached = judge_calls = judge_cached = 0
+    bound = 0.0
+    unpriced: set[str] = set()
+    template_tokens = len(judging.template) // 3
+    pool = cfg.judge_pool
     for t in tasks:
         ex = t.example
-        n_crit = len(rubric_for(ex, cfg)) if cfg.judge_pool else 0
-        judge_calls += n_crit * k
         hit = cache.get(cache_key(t.request)) if cache else None
         if hit is None:
-            continue
-        gen_cached += 1
-        if n_crit:
-            resp = Response(
-                t.response_id,
-                ex.id,
-                t.candidate.name,
-                t.request.model,
-                t.sample_index,
-                "ok",
-                hit.text,
-                None,
-                None,
-                hit.usage,
-                True,
-                "",
-            )
-            j = Judging(cfg, BaseProvider())
-            for item in judge_items(cfg, by_id, [resp]):
-                for ji in item.judges:
-                    if cache and cache_key(j.request(cfg.judge_pool[ji], item, 0)) in cache:
-                        judge_cached += 1
+            c = upper_bound(t.request, prices)
+            bound += c
+            if unit_prices(t.request.model, prices.get(t.request.model)) is None:
+                unpriced.add(t.request.model)
+        else:
+            gen_cached += 1
+        resp = Response(
+            t.response_id, ex.id, t.candidate.name, t.request.model, t.sample_index, "ok",
+            hit.text if hit else "", None, None, hit.usage if hit else Usage(), hit is not None, "",
+        )  # fmt: skip
+        for item in judge_items(cfg, by_id, [resp]):
+            for ji in item.judges:
+                judge_calls += 1
+                judge_cfg = pool[ji]
+                req = judging.request(judge_cfg, item, 0)
+                if hit is not None and cache is not None and cache_key(req) in cache:
+                    judge_cached += 1
+                    continue
+                response_tokens = hit.usage.completion_tokens if hit else max_tokens_of(t.request.params)
+                prompt_tokens = template_tokens + estimate_prompt_tokens(list(ex.messages)) + response_tokens + 50
+                c = call_cost(req.model, prompt_tokens, max_tokens_of(req.params), prices)
+                if c is None:
+                    unpriced.add(req.model)
+                bound += c or 0.0
     if cache:
         cache.close()
     return {
@@ -306,4 +335,6 @@ def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
         "candidate_cached": gen_cached,
         "judge_calls": judge_calls,
         "judge_cached": judge_cached,
+        "cost_upper_bound_usd": round(bound, 4),
+        "unpriced_models": sorted(unpriced),
     }

@@ -10,6 +10,15 @@ from typing import IO
 
 from .types import TraceEvent, Usage, to_row
 
+_COST_FIELDS = (
+    "calls",
+    "cached",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_prompt_tokens",
+    "cached_completion_tokens",
+)
+
 
 class Tracer:
     """Thread-safe JSONL appender. With no path it only counts (used by --validate and tests)."""
@@ -19,6 +28,8 @@ class Tracer:
         self._fh: IO[str] | None = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
         self.invocation = invocation
         self.counts: dict[str, int] = {"events": 0, "errors": 0, "cache_hits": 0, "calls": 0}
+        # (role, model) -> tokens of successful paid calls and of cache hits, for costs.
+        self.by_model: dict[tuple[str, str], dict[str, int]] = {}
 
     def emit(
         self,
@@ -61,6 +72,18 @@ class Tracer:
                 self.counts["calls"] += 1
             if status != "ok":
                 self.counts["errors"] += 1
+            elif usage is not None:
+                acc = self.by_model.get((role, model))
+                if acc is None:
+                    acc = self.by_model[(role, model)] = dict.fromkeys(_COST_FIELDS, 0)
+                if cache_hit:
+                    acc["cached"] += 1
+                    acc["cached_prompt_tokens"] += usage.prompt_tokens
+                    acc["cached_completion_tokens"] += usage.completion_tokens
+                else:
+                    acc["calls"] += 1
+                    acc["prompt_tokens"] += usage.prompt_tokens
+                    acc["completion_tokens"] += usage.completion_tokens
             if self._fh:
                 self._fh.write(line)
                 self._fh.flush()

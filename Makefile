@@ -1,0 +1,31 @@
+# The two README commands: `make demo` and `make test`. Both create .venv and install what they need.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: demo test lint check clean-outputs
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+$(VENV)/.demo-installed: requirements.txt requirements-local.txt | $(BIN)/python
+	$(BIN)/pip install -q -r requirements.txt -r requirements-local.txt
+	touch $@
+
+$(VENV)/.dev-installed: requirements.txt requirements-local.txt requirements-dev.txt | $(BIN)/python
+	$(BIN)/pip install -q -r requirements-dev.txt
+	touch $@ $(VENV)/.demo-installed
+
+demo: $(VENV)/.demo-installed
+	$(BIN)/python run.py --config config.example.yaml $(ARGS)
+
+test: $(VENV)/.dev-installed
+	$(BIN)/python -m pytest -q $(ARGS)
+
+lint: $(VENV)/.dev-installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+check: lint test
