@@ -385,7 +385,10 @@ class FakeOpenAIServer:
                     if rule.count is not None:
                         rule.count -= 1
                     wait = rule.retry_after_s if rule.retry_after_s is not None else self.retry_after_s
-                    spec = {"status": rule.status, "message": rule.message or _message(rule.status, model, "rule", wait)}
+                    spec = {
+                        "status": rule.status,
+                        "message": rule.message or _message(rule.status, model, "rule", wait),
+                    }
                     if rule.retry_after_s is not None:
                         spec["retry_after"] = rule.retry_after_s
                     return "rule", spec

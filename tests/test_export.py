@@ -222,9 +222,14 @@ def test_sft_rows_threshold_and_exclusions():
     assert rows[1]["provenance"]["cache_keys"] == ["k-e2-s-0"]
 
 
-def test_sft_threshold_just_above_excludes_the_edge():
+def test_thresholds_ignore_float_noise_only():
+    noisy = dict(SCORES, **{"e2-s-0": _score(0.1 + 0.6 - 1e-15)})  # 0.699999999999999
+    rows, _ = build_export("sft", EXAMPLES, RESPONSES, JUDGMENTS, noisy, CFG)
+    assert ["e2-s-0"] in _ids(rows)
     rows, _ = _build("sft", dataclasses.replace(CFG, sft_threshold=0.7000001))
     assert ["e2-s-0"] not in _ids(rows)
+    rows, _ = _build("kto", dataclasses.replace(CFG, kto_threshold=0.5000001))
+    assert {r["provenance"]["response_ids"][0]: r["label"] for r in rows}["e3-s-0"] is False
 
 
 def test_kto_labels_and_truncation():
@@ -508,5 +513,6 @@ def test_hybrid_file_loads(tmp_path: Path):
     ]
     for col in ("prompt", "chosen", "rejected"):
         assert ds.features[col] == datasets.Value("string")
+    # chosen_scores / rejected_scores are keyed by criterion id, so their keys differ from row to row.
     assert ds[0]["chosen_scores"]["c1"] == {"score": 1, "reasoning": "mentions kneading"}
-    assert len(ds) == len(rows)
+    assert ds.to_list() == rows

@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -34,6 +36,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", help="run folder name under run.output_dir; reuse one to resume or rerun from cache")
     p.add_argument("--max-examples", type=int, help="use at most N examples from each dataset")
     p.add_argument("--validate", action="store_true", help="check config and data, count the calls, call nothing")
+    p.add_argument(
+        "--export",
+        action="append",
+        default=[],
+        metavar="FORMAT",
+        help="also write training data: sft, dpo, kto, reward, hybrid (repeatable or comma-separated); "
+        "with the --run-id of a finished run everything comes from the cache",
+    )
+    p.add_argument("--push-to-hub", metavar="USER/NAME", help="upload the export, config and a dataset card (HF_TOKEN)")
+    p.add_argument("--dry-run", action="store_true", help="with --push-to-hub: list what would be uploaded")
     return p
 
 
@@ -95,7 +107,7 @@ def _main(args: argparse.Namespace) -> int:
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(cfg.run.output_dir) / run_id
     setup_logging(run_dir)
-    from .runner import execute
+    from .runner import Extras, execute
 
     # The first Ctrl+C stops starting new calls and writes artifacts; a second one exits at once.
     def _second_sigint(signum: int, frame: object) -> None:
@@ -103,8 +115,26 @@ def _main(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, _second_sigint)
-    outcome = execute(cfg, run_id, max_examples=args.max_examples)
+    formats = tuple(f.strip() for arg in args.export for f in arg.split(",") if f.strip())
+    known = ("sft", "dpo", "kto", "reward", "hybrid")
+    for f in formats:
+        if f not in known:
+            raise InputError(f"unknown export format {f!r} (expected one of {', '.join(known)})", key="--export")
+    if args.dry_run and not args.push_to_hub:
+        raise InputError("--dry-run goes with --push-to-hub", key="--dry-run")
+    if args.push_to_hub and not formats and not (cfg.export and cfg.export.formats):
+        raise InputError(
+            "--push-to-hub needs something to push: add --export FORMAT or an export: section", key="--push-to-hub"
+        )
+    extras = Extras(export_formats=formats, push_to_hub=args.push_to_hub, dry_run=args.dry_run)
+    outcome = execute(cfg, run_id, max_examples=args.max_examples, extras=extras)
     log.info("artifacts in %s", outcome.run_dir)
     for h in logging.getLogger("rubricrun").handlers:
         h.flush()
+    if outcome.exit_code == 130 and threading.active_count() > 1:
+        # Abandon calls still in flight: the pool threads would otherwise hold the exit until their timeouts.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(130)
     return outcome.exit_code

@@ -33,6 +33,8 @@ Selection rules:
   the largest margin (chosen_score - rejected_score) whose two texts differ (compared with surrounding whitespace
   stripped); ties go to the best chosen then the worst rejected, each ordered by score then response id. The pair is
   written only if margin >= min_margin and margin > 0 (ties are always skipped).
+- Thresholds and min_margin are compared after rounding the difference to 9 decimals, so float noise
+  (0.7 - 0.6 = 0.09999999999999998) does not decide an edge case.
 - Order is deterministic: examples in input order, responses within an example by response id.
 
 Stats: pointwise formats count responses (considered == written + every skipped_*); pair formats count examples
@@ -55,6 +57,11 @@ from .types import Example, Judgment, Response, Score
 
 FORMATS = ("sft", "dpo", "kto", "reward", "hybrid")
 _MARGIN_DIGITS = 9  # margins are rounded so that 0.7 - 0.6 meets a min_margin of 0.1
+
+
+def _at_least(score: float, threshold: float) -> bool:
+    """score >= threshold, blind to float noise below 1e-9 (a score of 0.6999999999999999 meets 0.7)."""
+    return round(score - threshold, _MARGIN_DIGITS) >= 0
 
 
 @dataclass(frozen=True)
@@ -158,7 +165,7 @@ def _pick_pair(scored: Sequence[_Scored], cfg: ExportConfig) -> tuple[str, tuple
         return "inverted", None
     if margin == 0:
         return "tie", None
-    if margin < cfg.min_margin:
+    if not _at_least(margin, cfg.min_margin):
         return "low_margin", None
     return "ok", best
 
@@ -211,12 +218,12 @@ def build_export(
                 if truncated:
                     stats["skipped_truncated"] += 1
                     continue
-                if score < cfg.sft_threshold:
+                if not _at_least(score, cfg.sft_threshold):
                     stats["skipped_below_threshold"] += 1
                     continue
                 row = {"prompt": prompt, "completion": completion, "messages": prompt + completion, "score": score}
             elif fmt == "kto":
-                label = score >= cfg.kto_threshold
+                label = _at_least(score, cfg.kto_threshold)
                 if label and truncated:
                     stats["skipped_truncated"] += 1
                     continue

@@ -151,6 +151,7 @@ def push_to_hub(
     if not token:
         raise InputError(f"${token_env} is not set: a Hugging Face token with write access is needed to push")
 
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")  # our tool does not phone home
     from huggingface_hub import CommitOperationAdd, HfApi
     from huggingface_hub.errors import HfHubHTTPError
 

@@ -154,7 +154,55 @@ def _criteria_index(cfg: Config, examples: list[Example]) -> dict[tuple[str, str
     return out
 
 
-def execute(cfg: Config, run_id: str, *, max_examples: int | None = None) -> Outcome:
+@dataclass(frozen=True)
+class Extras:
+    """What the CLI adds on top of the config: export formats and a Hub push."""
+
+    export_formats: tuple[str, ...] = ()
+    push_to_hub: str | None = None
+    dry_run: bool = False
+
+
+def export_all(
+    cfg: Config,
+    run_dir: Path,
+    formats: list[str],
+    examples: list[Example],
+    responses: list[Response],
+    judgments: list[Judgment],
+    scores: dict[str, Any],
+) -> dict[str, Any]:
+    from .config import ExportConfig
+    from .export import build_export, write_export
+
+    ecfg = cfg.export or ExportConfig()
+    out = {}
+    for fmt in formats:
+        rows, counts = build_export(fmt, examples, responses, judgments, scores, ecfg)
+        path = write_export(run_dir, fmt, rows)
+        log.info("export %s: %d rows -> %s", fmt, len(rows), path)
+        out[fmt] = counts
+    return out
+
+
+def hub_card(cfg: Config, summary: dict[str, Any]) -> dict[str, Any]:
+    ecfg = cfg.export
+    return {
+        "run_id": summary["run_id"],
+        "models": sorted({m.model or w.model for m in cfg.candidates for w in (m.models or [None]) if m.model or w}),
+        "candidates": [c.name for c in cfg.candidates],
+        "judges": [f"{j.name} ({j.model})" for j in cfg.judge_pool],
+        "thresholds": {
+            "score": ecfg.score if ecfg else "normalized",
+            "sft_threshold": ecfg.sft_threshold if ecfg else None,
+            "kto_threshold": ecfg.kto_threshold if ecfg else None,
+            "min_margin": ecfg.min_margin if ecfg else None,
+        },
+        "export": summary.get("export", {}),
+    }
+
+
+def execute(cfg: Config, run_id: str, *, max_examples: int | None = None, extras: Extras = Extras()) -> Outcome:
     run_dir = Path(cfg.run.output_dir) / run_id
     lock = artifacts.RunLock(run_dir)
     lock.acquire()
@@ -162,7 +210,7 @@ def execute(cfg: Config, run_id: str, *, max_examples: int | None = None) -> Out
     tracer = Tracer(run_dir / "trace.jsonl", invocation=f"{int(time.time())}")
     cache = open_cache(cfg)
     try:
-        return _execute(cfg, run_id, run_dir, stop, tracer, cache, max_examples)
+        return _execute(cfg, run_id, run_dir, stop, tracer, cache, max_examples, extras)
     finally:
         tracer.close()
         if cache:
@@ -178,8 +226,10 @@ def _execute(
     tracer: Tracer,
     cache: ResponseCache | None,
     max_examples: int | None,
+    extras: Extras,
 ) -> Outcome:
     t0 = time.monotonic()
+    formats = list(dict.fromkeys([*(cfg.export.formats if cfg.export else []), *extras.export_formats]))
     check_keys(cfg)
     examples, skipped = load_examples(cfg, max_examples)
     for s in skipped:
@@ -244,9 +294,18 @@ def _execute(
     if synth_logs:
         extra["synthesis"] = synth_logs
     summary = build_summary(cfg, run_id, examples, responses, judgments, scores, _criteria_index(cfg, examples), extra)
+    if formats and not interrupted:
+        summary["export"] = export_all(cfg, run_dir, formats, examples, responses, judgments, scores)
     artifacts.write_jsonl(run_dir / "responses.jsonl", responses)
     artifacts.write_jsonl(run_dir / "judgments.jsonl", judgments)
     artifacts.write_json(run_dir / "summary.json", summary)
+    write_report_safely(run_dir, summary, examples, responses, judgments)
+    if extras.push_to_hub and not interrupted:
+        from .hub import push_to_hub
+
+        paths = push_to_hub(run_dir, extras.push_to_hub, dry_run=extras.dry_run, card=hub_card(cfg, summary))
+        verb = "would upload" if extras.dry_run else "uploaded"
+        log.info("hub %s: %s %s", extras.push_to_hub, verb, ", ".join(paths))
     _log_summary(summary)
     if interrupted:
         log.warning("interrupted: artifacts written for what was done; rerun with --run-id %s to resume", run_id)
@@ -262,6 +321,18 @@ def _execute(
         )
         return Outcome(3, run_dir, summary)
     return Outcome(0, run_dir, summary)
+
+
+def write_report_safely(run_dir: Path, summary: dict[str, Any], examples: Any, responses: Any, judgments: Any) -> None:
+    """report.html is a view: a bug in it must never cost the run its other artifacts."""
+    try:
+        from .report import write_report
+    except ImportError:
+        return
+    try:
+        write_report(run_dir, summary, examples, responses, judgments)
+    except Exception as exc:  # noqa: BLE001
+        log.error("report.html not written: %s: %s", type(exc).__name__, exc)
 
 
 def _log_summary(summary: dict[str, Any]) -> None:

@@ -1,0 +1,232 @@
+"""Shared fixtures for the rubricrun test suite.
+
+- Every test runs with HOME / XDG_CACHE_HOME pointed at its own tmp folder and RUBRICRUN_TEST_KEY set to a fake key,
+  so nothing a test does lands in the repo or the user's home.
+- `server`: a started FakeOpenAIServer (tests/fakeserver.py) on 127.0.0.1.
+- `make_config(server, **overrides) -> Path`: a YAML config whose cache.dir and run.output_dir live under tmp_path,
+  with candidates and judges pointing at the fake server (`write_config` is the same as a plain function).
+- `run_cli(args, env=None) -> (returncode, stdout, stderr)`: `python run.py ...` as a subprocess from the repo root.
+- `cli_main` fixture: `rubricrun.cli.main(args)` in-process, same return shape (LiteLLM is imported once per session
+  instead of once per subprocess, which keeps the integration tests fast).
+- `read_jsonl(path)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fakeserver import FakeOpenAIServer
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "data"
+SAMPLE_DATASETS = sorted(DATA.glob("*_sample.jsonl"))
+KEY_ENV = "RUBRICRUN_TEST_KEY"
+FAKE_KEY = "sk-rubricrun-FAKE-test-key-7f3a9c"  # must never appear in any artifact
+
+DELETE = object()  # an override value that removes the key
+
+
+# --------------------------------------------------------------------------------------------------
+# Environment
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point HOME-ish state away from the repo and the user's home, and set the fake API key."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.setenv(KEY_ENV, FAKE_KEY)
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM: no network fetch of the price map
+    # The fake server is on 127.0.0.1: make sure no proxy setting routes it elsewhere.
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+
+
+# --------------------------------------------------------------------------------------------------
+# Fake server
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    srv = FakeOpenAIServer().start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+# --------------------------------------------------------------------------------------------------
+# Configs and data
+
+
+def model_entry(name: str, model: str, server: FakeOpenAIServer | None, **extra: Any) -> dict[str, Any]:
+    """A candidate or judge entry that calls the fake server with the fake key."""
+    entry: dict[str, Any] = {"name": name, "model": model}
+    if server is not None:
+        entry["api_base"] = server.base_url
+    entry["api_key_env"] = KEY_ENV
+    entry.update(extra)
+    return entry
+
+
+def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Overrides merge into mapping sections (run, cache, retry, judging, ...); lists and scalars replace."""
+    out = dict(base)
+    for k, v in overrides.items():
+        if v is DELETE:
+            out.pop(k, None)
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def base_config(tmp_path: Path, server: FakeOpenAIServer | None) -> dict[str, Any]:
+    return {
+        "candidates": [
+            model_entry("alpha", "openai/cand-alpha", server),
+            model_entry("beta", "openai/cand-beta", server),
+        ],
+        "judges": [
+            model_entry("j1", "openai/judge-one", server),
+            model_entry("j2", "openai/judge-two", server),
+        ],
+        "datasets": [{"path": str(p)} for p in SAMPLE_DATASETS],
+        "run": {
+            "output_dir": str(tmp_path / "outputs"),
+            "progress": False,
+            "concurrency": 4,
+            "judge_parallel_workers": 4,
+            "bootstrap_samples": 50,
+        },
+        "cache": {"dir": str(tmp_path / "cache")},
+        "retry": {"initial_wait_s": 0.05, "max_wait_s": 2, "max_attempts": 3},
+    }
+
+
+def write_config(
+    tmp_path: Path, server: FakeOpenAIServer | None, *, filename: str = "config.yaml", **overrides: Any
+) -> Path:
+    """Write a config (base_config merged with overrides; DELETE removes a key) and return its path."""
+    cfg = _merge(base_config(tmp_path, server), overrides)
+    path = tmp_path / filename
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def make_config(tmp_path: Path) -> Callable[..., Path]:
+    """`make_config(server, **overrides) -> Path` (tmp_path is this test's)."""
+
+    def make(server: FakeOpenAIServer | None, **overrides: Any) -> Path:
+        return write_config(tmp_path, server, **overrides)
+
+    return make
+
+
+def write_jsonl(path: Path, rows: list[Any]) -> Path:
+    """Rows are dicts (dumped as JSON) or strings (written verbatim, for malformed lines)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        for r in rows:
+            fh.write((r if isinstance(r, str) else json.dumps(r)) + "\n")
+    return path
+
+
+def read_jsonl(path: Path | str) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def run_dir(tmp_path: Path, run_id: str) -> Path:
+    return tmp_path / "outputs" / run_id
+
+
+# --------------------------------------------------------------------------------------------------
+# Running the CLI
+
+
+def cli_env(env: dict[str, str | None] | None = None) -> dict[str, str]:
+    full = dict(os.environ)  # already holds the fake key (the autouse fixture set it)
+    for k, v in (env or {}).items():
+        if v is None:
+            full.pop(k, None)
+        else:
+            full[k] = v
+    return full
+
+
+def run_cli(args: list[str], env: dict[str, str | None] | None = None, timeout: float = 120) -> tuple[int, str, str]:
+    """`python run.py ARGS` from the repo root. `env` entries override (None removes) the current environment."""
+    proc = subprocess.run(
+        [sys.executable, "run.py", *args],
+        cwd=REPO,
+        env=cli_env(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def start_cli(args: list[str], env: dict[str, str | None] | None = None) -> subprocess.Popen[str]:
+    """`python run.py ARGS` started in the background (the caller waits on it)."""
+    return subprocess.Popen(
+        [sys.executable, "run.py", *args],
+        cwd=REPO,
+        env=cli_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.fixture
+def cli_main() -> Iterator[Callable[[list[str]], tuple[int, str, str]]]:
+    """`rubricrun.cli.main(args)` in this process: returns (exit code, stdout, stderr).
+
+    Restores what main() changes process-wide: the SIGINT handler and the rubricrun log handlers."""
+    from rubricrun.cli import main
+
+    old_sigint = signal.getsignal(signal.SIGINT)
+
+    def run(args: list[str]) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = main(args)
+            except SystemExit as exc:  # argparse
+                rc = exc.code if isinstance(exc.code, int) else 1
+            finally:
+                _close_log_handlers()
+        return rc, out.getvalue(), err.getvalue()
+
+    try:
+        yield run
+    finally:
+        signal.signal(signal.SIGINT, old_sigint)
+        _close_log_handlers()
+
+
+def _close_log_handlers() -> None:
+    root = logging.getLogger("rubricrun")
+    for h in list(root.handlers):
+        root.removeHandler(h)
+        with contextlib.suppress(Exception):
+            h.close()
