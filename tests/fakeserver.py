@@ -480,6 +480,11 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
         self.fake = fake
         super().__init__(address, handler)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):  # a client reset its connection: not our concern
+            return
+        super().handle_error(request, client_address)
+
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -591,7 +596,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._log(t, model, body, 404, fp)
             return self._send_error(404, f"Unknown path: POST {self.path}")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            self._log(t, model, body, 400, fp, "bad_request")
+            self._log(t, model, body, 400, fp, "bad_request" if raw else "empty_body")
             return self._send_error(400, "'messages' is a required property")
 
         if fake._sleep(fake.latency_s):

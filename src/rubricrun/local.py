@@ -29,6 +29,7 @@ Neither litellm nor llama_cpp is imported at module level, so importing this mod
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import threading
 import time
@@ -238,11 +239,59 @@ def llama_kwargs(optional_params: dict[str, Any]) -> dict[str, Any]:
 # Inference
 
 
+# llama-cpp-python 0.3.36 converts a JSON schema to a grammar whose string character rule is `[^"\\]`: it lets
+# the model write raw control characters (a bare newline) inside a JSON string, which strict JSON parsers reject.
+# We swap in the rule of llama.cpp's own json.gbnf, which excludes them.
+_LOOSE_CHAR = r'char ::= [^"\\] |'
+_STRICT_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
+_grammars: dict[str, Any] = {}
+_grammars_lock = threading.Lock()
+
+
+def json_grammar_text(schema: dict[str, Any] | None) -> str:
+    """GBNF for a JSON object following `schema` (any JSON object if None), strings free of control characters.
+
+    A schema that llama-cpp-python's converter cannot handle falls back to the generic JSON object grammar, as
+    llama-cpp-python itself does.
+    """
+    from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
+
+    if schema is None:
+        return JSON_GBNF
+    try:
+        gbnf = json_schema_to_gbnf(json.dumps(schema))
+    except Exception:
+        return JSON_GBNF
+    return "\n".join(
+        _STRICT_CHAR + line[len(_LOOSE_CHAR) :] if line.startswith(_LOOSE_CHAR) else line for line in gbnf.split("\n")
+    )
+
+
+def _json_grammar(schema: dict[str, Any] | None) -> Any:
+    """A cached LlamaGrammar (it only holds the GBNF text; llama.cpp parses it anew for each call)."""
+    key = json.dumps(schema, sort_keys=True)
+    with _grammars_lock:
+        grammar = _grammars.get(key)
+    if grammar is None:
+        from llama_cpp.llama_grammar import LlamaGrammar
+
+        grammar = LlamaGrammar.from_string(json_grammar_text(schema), verbose=False)
+        with _grammars_lock:
+            if len(_grammars) > 256:
+                _grammars.clear()
+            _grammars[key] = grammar
+    return grammar
+
+
 def chat(path: str, messages: list[dict[str, str]], **kwargs: Any) -> dict[str, Any]:
     """Run one chat completion on the GGUF at `path` (loading it on first use); returns llama-cpp-python's dict.
 
-    Thread-safe: calls on the same file are serialized.
+    `kwargs` are Llama.create_chat_completion's; a response_format {"type": "json_object"[, "schema": ...]} is
+    turned into our grammar (see json_grammar_text). Thread-safe: calls on the same file are serialized.
     """
+    rf = kwargs.pop("response_format", None)
+    if rf is not None and rf.get("type") == "json_object":
+        kwargs["grammar"] = _json_grammar(rf.get("schema"))
     slot = _slot(path)
     with slot.lock:
         llama = _load(slot)

@@ -42,6 +42,10 @@ _FATAL_NAMES = {
 }
 
 
+# Failures raised before any request is sent, which LiteLLM nevertheless maps to a 500.
+_CLIENT_SIDE_FAILURES = ("Missing credentials", "api_key client option must be set")
+
+
 def import_litellm() -> Any:
     """Import LiteLLM once, offline-safe and quiet."""
     global _litellm
@@ -95,7 +99,10 @@ def classify_error(exc: BaseException, model: str) -> ProviderError:
     status = getattr(exc, "status_code", None)
     if not isinstance(status, int):
         status = None
-    if name in _FATAL_NAMES or (status is not None and 400 <= status < 500 and status not in (408, 409, 429)):
+    text = str(exc)
+    if any(m in text for m in _CLIENT_SIDE_FAILURES):
+        retryable = False  # LiteLLM reports these as HTTP 500 although no request was sent
+    elif name in _FATAL_NAMES or (status is not None and 400 <= status < 500 and status not in (408, 409, 429)):
         retryable = False
     elif name in _RETRYABLE_NAMES or status in (408, 409, 429) or (status is not None and status >= 500):
         retryable = True
@@ -144,6 +151,9 @@ class LiteLLMProvider(BaseProvider):
             if not key:
                 raise InputError(f"environment variable {request.api_key_env} is not set", key="api_key_env")
             kwargs["api_key"] = key
+        elif request.api_base and request.model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+            # A local OpenAI-compatible server (vLLM, llama.cpp, Ollama) needs no key, but the client insists on one.
+            kwargs["api_key"] = "no-key"
         if request.response_schema is not None:
             kwargs["response_format"] = response_format_for(request.response_schema)
         start = time.perf_counter()

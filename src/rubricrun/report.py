@@ -26,6 +26,7 @@ from .scoring import score_response
 from .types import Criterion, Example, Judgment, Response
 
 FAILURE_CAP = 100
+_NAV = ("Leaderboard", "Pairwise", "Categories", "Judges", "Costs", "Failures", "Examples")
 AUTO_TEXT = {"correct": "The response gives the correct final answer."}
 
 
@@ -38,7 +39,18 @@ def _f(x: Any, nd: int = 3) -> str:
 
 
 def _row(x: Any) -> dict[str, Any]:
-    return dataclasses.asdict(x) if dataclasses.is_dataclass(x) and not isinstance(x, type) else dict(x)
+    """A row as a dict, shallow (dataclasses.asdict deep-copies and is slow on 30,000 judgments)."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return {f.name: getattr(x, f.name) for f in dataclasses.fields(x)}
+    return dict(x)
+
+
+def _text(x: Any) -> str:
+    return x if isinstance(x, str) else json.dumps(x, ensure_ascii=False)
+
+
+def _usd(x: Any, missing: str = "–") -> str:
+    return _e(missing) if x is None else f"${x:.4f}"
 
 
 def _heat(v: float | None) -> str:
@@ -160,7 +172,7 @@ def _heatmap(s: Mapping[str, Any], key: str, label: str) -> str:
     groups = sorted({g for c in cands.values() for g in (c.get(key) or {})})
     if not groups:
         return f"<p class=muted>No {label} in this run's rubrics.</p>"
-    head = ["candidate"] + [_e(g) for g in groups]
+    head = ["candidate"] + [_e(g).replace("_", "_<wbr>").replace(":", ":<wbr>") for g in groups]
     rows = []
     for name, c in cands.items():
         cells = [f"<b>{_e(name)}</b>"]
@@ -172,7 +184,7 @@ def _heatmap(s: Mapping[str, Any], key: str, label: str) -> str:
             tip += f"; category score {score:.3f}" if score is not None else ""
             cells.append(f'<span class="cell" title="{_e(tip)}"{_heat(v)}>{_f(v, 2)}</span>')
         rows.append(cells)
-    return _table(head, rows, "heat")
+    return f'<div class="scroll">{_table(head, rows, "heat")}</div>'
 
 
 def _judges(s: Mapping[str, Any]) -> str:
@@ -192,47 +204,33 @@ def _judges(s: Mapping[str, Any]) -> str:
 
 
 def _costs(s: Mapping[str, Any]) -> str:
-    rows = []
-    for name, c in (s.get("candidates") or {}).items():
-        u, ju = c.get("usage") or {}, c.get("judge_usage") or {}
-        rows.append(
-            [f"<b>{_e(name)}</b>"]
-            + [
-                _f(x)
-                for x in (
-                    u.get("prompt_tokens"),
-                    u.get("completion_tokens"),
-                    ju.get("prompt_tokens"),
-                    ju.get("completion_tokens"),
-                    c.get("cache_hits"),
-                )
-            ]
-        )
-    head = [
-        "candidate",
-        "gen prompt tok",
-        "gen completion tok",
-        "judge prompt tok",
-        "judge completion tok",
-        "cache hits",
+    tok = ("prompt_tokens", "completion_tokens")
+    rows = [
+        [f"<b>{_e(name)}</b>"]
+        + [_f((c.get(u) or {}).get(k)) for u in ("usage", "judge_usage") for k in tok]
+        + [_f(c.get("cache_hits"))]
+        for name, c in (s.get("candidates") or {}).items()
     ]
+    head = "candidate|gen prompt tok|gen completion tok|judge prompt tok|judge completion tok|cache hits".split("|")
     out = _table(head, rows) if rows else ""
     costs, budget = s.get("costs"), s.get("budget")
     if costs:
-        out += f"<p>Total <b>${_f(costs.get('total_usd'), 4)}</b>; saved by cache hits ${_f(costs.get('saved_usd'), 4)}</p>"
+        out += f"<p>Total <b>{_usd(costs.get('total_usd'))}</b>; saved by cache hits {_usd(costs.get('saved_usd'))}</p>"
+        ctok = (*tok, "cached_prompt_tokens", "cached_completion_tokens")
         crow = [
-            [_e(m), _e(v.get("role"))]
-            + [_f(v.get(k)) for k in ("calls", "cached", "prompt_tokens", "completion_tokens")]
-            + [f"${_f(v.get('usd'), 4)}", f"${_f(v.get('saved_usd'), 4)}"]
+            [_e(v.get("model", m)), _e(v.get("role"))]
+            + [_f(v.get(k)) for k in ("calls", "cached", *ctok)]
+            + [_usd(v.get(k), "unpriced") for k in ("usd", "saved_usd")]
             for m, v in (costs.get("by_model") or {}).items()
         ]
-        out += _table(["model", "role", "calls", "cached", "prompt tok", "completion tok", "USD", "saved USD"], crow)
+        head = "model|role|calls|cached calls|prompt tok|completion tok|cached prompt tok|cached completion tok"
+        out += _table((head + "|USD|saved USD").split("|"), crow)
+        if costs.get("unpriced"):
+            out += f"<p class=muted>No known price (counted as $0): {_e(', '.join(costs['unpriced']))}</p>"
     if budget:
         stopped = '<span class="bad">yes, the run stopped at the budget</span>' if budget.get("stopped") else "no"
-        out += (
-            f"<p>Budget ${_f(budget.get('budget_usd'), 4)}, spent ${_f(budget.get('spent_usd'), 4)}; "
-            f"stopped: {stopped}</p>"
-        )
+        limit = _usd(budget.get("budget_usd"), "none set")
+        out += f"<p>Budget: {limit}; spent {_usd(budget.get('spent_usd'))}; stopped: {stopped}</p>"
     return out or "<p class=muted>No usage recorded.</p>"
 
 
@@ -240,45 +238,40 @@ def _ex_link(eid: str) -> str:
     return f'<a href="{_e("#ex=" + quote(eid, safe=""))}">{_e(eid)}</a>'
 
 
+def _capped(title: str, head: str, rows: list[list[str]], file: str) -> str:
+    out = f"<h3>{title} ({len(rows)})</h3>"
+    out += _table(head.split("|"), rows[:FAILURE_CAP]) if rows else "<p class=muted>None.</p>"
+    more = len(rows) - FAILURE_CAP
+    return out + (f"<p class=muted>… and {more} more in {file}</p>" if more > 0 else "")
+
+
 def _failures(s: Mapping[str, Any], resps: Sequence[dict], judgs: Sequence[dict]) -> str:
-    r_err = [r for r in resps if r.get("status") == "error"]
-    j_err = [j for j in judgs if j.get("verdict") == "error"]
     out = ""
     flags = [
-        [_e(n), _e(", ".join(f"{k}: {v}" for k, v in c.get("flags").items()))]
+        [_e(n), _e(", ".join(f"{k}: {v}" for k, v in c["flags"].items()))]
         for n, c in (s.get("candidates") or {}).items()
         if c.get("flags")
     ]
     if flags:
-        out += "<h3>Quality flags</h3>" + _table(["candidate", "flag counts"], flags)
-    out += f"<h3>Response errors ({len(r_err)})</h3>"
-    rows = [
+        out += "<h3>Quality flags (responses)</h3>" + _table(["candidate", "flag counts"], flags)
+    r_err = [
         [
             _e(r.get("candidate")),
-            _ex_link(r.get("example_id", "")),
+            _ex_link(r["example_id"]),
             _f(r.get("sample_index")),
             f"<code>{_e(r.get('error'))}</code>",
         ]
-        for r in r_err[:FAILURE_CAP]
+        for r in resps
+        if r.get("status") == "error"
     ]
-    out += _table(["candidate", "example", "sample", "error"], rows) if rows else "<p class=muted>None.</p>"
-    if len(r_err) > FAILURE_CAP:
-        out += f"<p class=muted>… and {len(r_err) - FAILURE_CAP} more in responses.jsonl</p>"
-    out += f"<h3>Judgment errors ({len(j_err)})</h3>"
-    rows = [
-        [
-            _e(j.get("candidate")),
-            _ex_link(j.get("example_id", "")),
-            _e(j.get("criterion_id")),
-            _e(j.get("judge")),
-            f"<code>{_e(j.get('error'))}</code>",
-        ]
-        for j in j_err[:FAILURE_CAP]
+    out += _capped("Response errors", "candidate|example|sample|error", r_err, "responses.jsonl")
+    j_err = [
+        [_e(j.get(k)) for k in ("candidate", "criterion_id", "judge")]
+        + [_ex_link(j["example_id"]), f"<code>{_e(j.get('error'))}</code>"]
+        for j in judgs
+        if j.get("verdict") == "error"
     ]
-    out += _table(["candidate", "example", "criterion", "judge", "error"], rows) if rows else "<p class=muted>None.</p>"
-    if len(j_err) > FAILURE_CAP:
-        out += f"<p class=muted>… and {len(j_err) - FAILURE_CAP} more in judgments.jsonl</p>"
-    return out
+    return out + _capped("Judgment errors", "candidate|criterion|judge|example|error", j_err, "judgments.jsonl")
 
 
 def _example_data(
@@ -306,7 +299,7 @@ def _example_data(
 
     out = []
     for ex in exs:
-        crit = [[c["id"], c["text"], c["weight"], c.get("category")] for c in ex.get("rubric") or ()]
+        crit = [[c["id"], c["text"], c["weight"], c.get("category")] for c in map(_row, ex.get("rubric") or ())]
         pos = {c[0]: i for i, c in enumerate(crit)}
         rows = []
         for r in sorted(r_by_ex.get(ex["id"], []), key=lambda r: (cands.index(r["candidate"]), r["sample_index"])):
@@ -326,32 +319,11 @@ def _example_data(
                 )
                 scored.append((Criterion(id=cid, text="", weight=float(j["weight"])), j["verdict"]))
             score = score_response([c for c, _ in scored], [v for _, v in scored]).normalized if scored else None
-            rows.append(
-                [
-                    cands.index(r["candidate"]),
-                    r["sample_index"],
-                    r["status"],
-                    r.get("text"),
-                    r.get("error"),
-                    None if score is None else round(score, 4),
-                    verdicts,
-                ]
-            )
-        msgs = [
-            [
-                m.get("role", "?"),
-                m.get("content") if isinstance(m.get("content"), str) else json.dumps(m.get("content")),
-            ]
-            for m in ex.get("messages") or ()
-        ]
-        item: dict[str, Any] = {
-            "id": ex["id"],
-            "ds": ex.get("dataset"),
-            "src": ex.get("source"),
-            "m": msgs,
-            "k": crit,
-            "r": rows,
-        }
+            norm = None if score is None else round(score, 4)
+            rows.append([cands.index(r["candidate"]), r["sample_index"], r["status"], r.get("text"), r.get("error")])
+            rows[-1] += [norm, verdicts]
+        msgs = [[m.get("role", "?"), _text(m.get("content"))] for m in ex.get("messages") or ()]
+        item = {"id": ex["id"], "ds": ex.get("dataset"), "src": ex.get("source"), "m": msgs, "k": crit, "r": rows}
         for key, short in (("reference", "ref"), ("answer", "ans"), ("choices", "ch")):
             if ex.get(key) is not None:
                 item[short] = ex[key]
@@ -374,9 +346,7 @@ def render_report(
     body = "".join(
         [
             _header(summary, len(resps), len(judgs), n_re, n_je),
-            '<nav><a href="#leaderboard">Leaderboard</a><a href="#pairwise">Pairwise</a><a href="#categories">Categories'
-            '</a><a href="#judges">Judges</a><a href="#costs">Costs</a><a href="#failures">Failures</a>'
-            '<a href="#examples">Examples</a></nav>',
+            "<nav>" + "".join(f'<a href="#{n.lower()}">{n}</a>' for n in _NAV) + "</nav>",
             _section("leaderboard", "Leaderboard", _leaderboard(summary)),
             _section("pairwise", "Pairwise comparisons", _pairwise(summary)),
             _section(
@@ -400,9 +370,9 @@ def render_report(
 def write_report(
     run_dir: Path,
     summary: dict,
-    examples: Sequence[Example],
-    responses: Sequence[Response],
-    judgments: Sequence[Judgment],
+    examples: Sequence[Example | Mapping[str, Any]],
+    responses: Sequence[Response | Mapping[str, Any]],
+    judgments: Sequence[Judgment | Mapping[str, Any]],
     *,
     criteria: Mapping[tuple[str, str], Criterion] | None = None,
 ) -> Path:
@@ -419,45 +389,55 @@ def write_report_from_dir(run_dir: Path) -> Path:
     run_dir = Path(run_dir)
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     rows = {n: artifacts.read_jsonl(run_dir / f"{n}.jsonl") for n in ("examples", "responses", "judgments")}
-    return write_report(run_dir, summary, rows["examples"], rows["responses"], rows["judgments"])  # type: ignore[arg-type]
+    return write_report(run_dir, summary, rows["examples"], rows["responses"], rows["judgments"])
 
 
 _EXAMPLES_HTML = """<div class="controls">
 <input id="q" type="search" placeholder="filter: id, prompt or response text" size="40">
 <select id="mode"><option value="all">all examples</option><option value="fail">with errors</option>
-<option value="below">a response below pass threshold</option><option value="dis">candidates disagree on a criterion</option>
+<option value="below">a response below pass threshold</option>
+<option value="dis">candidates disagree on a criterion</option>
 <option value="split">judges split on a criterion</option></select>
 <label><input id="open" type="checkbox"> expand all</label>
 <button id="prev">&larr; prev</button><span id="pageinfo"></span><button id="next">next &rarr;</button>
 </div><div id="exlist"><noscript>The per-example view needs JavaScript.</noscript></div>"""
 
 _CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1400px;padding:0 20px 60px;color:#1d2330}
-h1{font-size:22px;margin:18px 0 8px}h2{font-size:18px;border-bottom:2px solid #dde3ee;padding-bottom:4px;margin-top:28px}
-h3{font-size:15px;margin:16px 0 6px}.muted{color:#6b7385}.note{color:#4a5368;font-size:12px}
+body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1400px;padding:0 20px 60px;color:#1d2330}
+h1{font-size:22px;margin:18px 0 8px}h3{font-size:15px;margin:16px 0 6px}
+h2{font-size:18px;border-bottom:2px solid #dde3ee;padding-bottom:4px;margin-top:28px}
+.muted{color:#6b7385}.note{color:#4a5368;font-size:12px}.err{color:#b42318}
 nav{position:sticky;top:0;background:#fff;padding:6px 0;border-bottom:1px solid #e5e9f0;z-index:2}
 nav a{margin-right:14px;color:#2457c5;text-decoration:none}
-.facts{display:flex;flex-wrap:wrap;gap:6px 10px;margin:6px 0}.facts div{background:#f3f5f9;border-radius:6px;padding:4px 10px}
+.facts{display:flex;flex-wrap:wrap;gap:6px 10px;margin:6px 0}
+.facts div{background:#f3f5f9;border-radius:6px;padding:4px 10px}
 .facts dt{font-size:11px;color:#6b7385;text-transform:uppercase}.facts dd{margin:0;font-weight:600}
 .status{font-size:13px;padding:2px 8px;border-radius:10px;background:#e5e9f0;vertical-align:middle}
 .st-complete{background:#d4f4dd;color:#176b32}.st-interrupted{background:#ffe2c4;color:#8a4a00}
-table{border-collapse:collapse;margin:6px 0}th,td{border-bottom:1px solid #e5e9f0;padding:4px 8px;text-align:left;vertical-align:top}
+table{border-collapse:collapse;margin:6px 0}
+th,td{border-bottom:1px solid #e5e9f0;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f3f5f9;font-weight:600;font-size:13px}.board td{vertical-align:middle}
 svg .grid{stroke:#e1e5ec}svg .thr{stroke:#b0b7c6;stroke-dasharray:3 3}svg .ci{stroke:#2457c5;stroke-width:2}
-svg .mean{fill:#2457c5}.axis text{font-size:10px;fill:#6b7385}
-.heat td{text-align:center;padding:2px}.heat th{font-size:12px;max-width:120px}.cell{display:block;padding:6px 8px;border-radius:4px;background:#f1f2f4}
-.yes{color:#176b32;font-weight:600}.bad{color:#b42318;font-weight:600}code{font-size:12px;white-space:pre-wrap;word-break:break-word}
-.controls{display:flex;gap:10px;align-items:center;flex-wrap:wrap;margin:8px 0;position:sticky;top:34px;background:#fff;padding:6px 0;z-index:1}
-.controls input[type=search]{padding:4px 8px}#pageinfo{color:#4a5368}
+svg .mean{fill:#2457c5}.axis text{font-size:10px;fill:#6b7385}.scroll{overflow-x:auto}
+.heat td{text-align:center;padding:2px;vertical-align:middle}
+.heat th{font-size:12px;max-width:130px;overflow-wrap:break-word}
+.cell{display:block;padding:6px 8px;border-radius:4px;background:#f1f2f4}
+.yes{color:#176b32;font-weight:600}.bad{color:#b42318;font-weight:600}
+code{font-size:12px;white-space:pre-wrap;word-break:break-word}
+.controls{display:flex;gap:10px;align-items:center;flex-wrap:wrap;margin:8px 0;padding:6px 0;background:#fff}
+.controls{position:sticky;top:34px;z-index:1}#pageinfo{color:#4a5368}
 details.ex{border:1px solid #dde3ee;border-radius:8px;margin:8px 0;background:#fff}
-details.ex>summary{cursor:pointer;padding:8px 12px;background:#f7f8fb;border-radius:8px;display:flex;gap:8px;flex-wrap:wrap;align-items:center}
+details.ex>summary{cursor:pointer;padding:8px 12px;background:#f7f8fb;border-radius:8px}
+details.ex>summary>span{margin-right:8px}
 .exbody{padding:8px 14px 12px}.eid{font-weight:600;word-break:break-all}.ds{color:#6b7385;font-size:12px}
-.chip{font-size:12px;padding:1px 7px;border-radius:9px;background:#eceff4}
-.msg{border-left:3px solid #c9d3e6;padding:2px 10px;margin:6px 0}.role{font-size:11px;text-transform:uppercase;color:#6b7385;font-weight:600}
-pre{white-space:pre-wrap;word-break:break-word;font:13px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;margin:2px 0;max-height:320px;overflow:auto}
+.chip{font-size:12px;padding:1px 7px;border-radius:9px;background:#eceff4;white-space:nowrap}
+.msg{border-left:3px solid #c9d3e6;padding:2px 10px;margin:6px 0}
+.role{font-size:11px;text-transform:uppercase;color:#6b7385;font-weight:600}
+pre{white-space:pre-wrap;word-break:break-word;font:13px/1.4 ui-monospace,monospace;margin:2px 0}
+pre{max-height:320px;overflow:auto}
 .resps{display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:10px;margin:8px 0}
-.resp{border:1px solid #e5e9f0;border-radius:6px;padding:6px 10px;background:#fbfcfe}.resp h4{margin:0 0 4px;font-size:13px}
-.err{color:#b42318}.crit td{font-size:13px}.crit .w{text-align:right;white-space:nowrap}
+.resp{border:1px solid #e5e9f0;border-radius:6px;padding:6px 10px;background:#fbfcfe}
+.resp h4{margin:0 0 4px;font-size:13px}.crit td{font-size:13px}.crit .w{text-align:right;white-space:nowrap}
 .v{display:inline-block;font-size:11px;font-weight:600;padding:1px 6px;border-radius:8px;white-space:nowrap}
 .v-m{background:#d4f4dd;color:#176b32}.v-n{background:#fde0dc;color:#b42318}.v-e{background:#ffe8b3;color:#7a4d00}
 .expl{font-size:12px;color:#4a5368;margin-top:2px}.cat{font-size:11px;color:#6b7385}
@@ -467,78 +447,73 @@ _JS = r"""
 (function(){
 "use strict";
 const D=JSON.parse(document.getElementById("data").textContent);
-const PER=25, VL={m:"met",n:"not met",e:"error"};
-let page=0, shown=[];
+const PER=25, VL={m:"met",n:"not met",e:"error"}, $=id=>document.getElementById(id);
+let page=0;
 function el(tag,cls,...kids){const e=document.createElement(tag);if(cls)e.className=cls;
-  for(const k of kids){if(k===null||k===undefined)continue;e.append(k instanceof Node?k:String(k));}return e;}
+  for(const k of kids){if(k!==null&&k!==undefined)e.append(k instanceof Node?k:String(k));}return e;}
 function fmt(x){return x===null||x===undefined?"\u2013":Number(x).toFixed(3);}
-function heat(v){return v===null||v===undefined?"#eceff4":"hsl("+Math.round(120*Math.max(0,Math.min(1,v)))+",65%,82%)";}
+function heat(v){return v===null?"#eceff4":"hsl("+Math.round(120*Math.max(0,Math.min(1,v)))+",65%,82%)";}
 function rname(r){const c=D.cands[r[0]];return r[1]?c+" #"+r[1]:c;}
+// x.r rows: [cand, sample, status, text, error, score, verdicts]; verdicts: [crit, m|n|e, expl, judge, error, votes]
 for(const x of D.ex){
-  const errs=x.r.some(r=>r[2]!=="ok"||r[6].some(v=>v[1]==="e"));
-  const below=D.thr!==null&&x.r.some(r=>r[5]!==null&&r[5]<D.thr);
   const per={};let split=false;
   for(const r of x.r)for(const v of r[6]){if(v[1]!=="e")(per[v[0]]=per[v[0]]||new Set()).add(v[1]);
-    const vs=new Set(v[5].filter(w=>w[1]!=="e").map(w=>w[1]));if(vs.size>1)split=true;}
-  x.f={fail:errs,below:below,dis:Object.values(per).some(s=>s.size>1),split:split};
-  x.hay=null;
+    if(new Set(v[5].filter(w=>w[1]!=="e").map(w=>w[1])).size>1)split=true;}
+  x.f={fail:x.r.some(r=>r[2]!=="ok"||r[6].some(v=>v[1]==="e")),split:split,
+    below:D.thr!==null&&x.r.some(r=>r[5]!==null&&r[5]<D.thr),dis:Object.values(per).some(s=>s.size>1)};
 }
-function hay(x){if(x.hay===null)x.hay=[x.id,x.ds||""].concat(x.m.map(m=>m[1]||""),x.r.map(r=>r[3]||"")).join("\n").toLowerCase();return x.hay;}
-function verdict(v){const b=el("span","v v-"+v[1],VL[v[1]]||v[1]);const d=el("div","",b);
+function hay(x){if(!x.hay)x.hay=[x.id,x.ds||""].concat(x.m.map(m=>m[1]||""),x.r.map(r=>r[3]||""))
+  .join("\n").toLowerCase();return x.hay;}
+function verdict(v){const d=el("div","",el("span","v v-"+v[1],VL[v[1]]||v[1]));
   if(v[2])d.append(el("div","expl",v[2]));if(v[4])d.append(el("div","expl err",v[4]));
   const who=v[5].length?v[5].map(w=>D.judges[w[0]]+": "+(VL[w[1]]||w[1])).join(", "):D.judges[v[3]];
   d.append(el("div","cat","judge "+who));return d;}
 function card(x,i,open){
-  const det=el("details","ex");det.open=open;det.id="ex-"+i;
+  const det=el("details","ex"),body=el("div","exbody");
   const sum=el("summary","",el("span","muted","#"+(i+1)),el("span","eid",x.id),el("span","ds",x.ds||""));
   for(const r of x.r){const c=el("span","chip",rname(r)+": "+(r[2]==="ok"?fmt(r[5]):"error"));
     c.style.background=r[2]==="ok"?heat(r[5]):"#ffe8b3";sum.append(c);}
-  det.append(sum);
-  const body=el("div","exbody");det.append(body);
-  det.addEventListener("toggle",function(){if(det.open&&!body.firstChild)fill(body,x);});
-  if(open)fill(body,x);
+  det.append(sum,body);det.open=open;if(open)fill(body,x);
+  det.addEventListener("toggle",()=>{if(det.open&&!body.firstChild)fill(body,x);});
   return det;}
 function fill(body,x){
   body.append(el("h3","","Prompt"),el("div","ds",x.src||""));
   for(const m of x.m)body.append(el("div","msg",el("div","role",m[0]),el("pre","",m[1])));
-  if(x.ch)body.append(el("div","",el("b","","Choices: "),x.ch.map((c,j)=>String.fromCharCode(65+j)+") "+c).join("   ")));
+  if(x.ch)body.append(el("div","",el("b","","Choices: "),
+    x.ch.map((c,j)=>String.fromCharCode(65+j)+") "+c).join("   ")));
   if(x.ans!==undefined)body.append(el("div","",el("b","","Answer: "),x.ans));
   if(x.ref!==undefined)body.append(el("div","msg",el("div","role","reference"),el("pre","",x.ref)));
-  body.append(el("h3","","Responses"));
-  const grid=el("div","resps");
+  const grid=el("div","resps");body.append(el("h3","","Responses"),grid);
   for(const r of x.r){const n=r[6].reduce((a,v)=>(a[v[1]]=(a[v[1]]||0)+1,a),{});
-    const h=el("h4","",rname(r)+" \u00b7 sample "+r[1]+" \u00b7 score "+fmt(r[5]));
-    const d=el("div","resp",h,el("div","cat","met "+(n.m||0)+", not met "+(n.n||0)+", errors "+(n.e||0)));
+    const d=el("div","resp",el("h4","",rname(r)+" \u00b7 sample "+r[1]+" \u00b7 score "+fmt(r[5])),
+      el("div","cat","met "+(n.m||0)+", not met "+(n.n||0)+", errors "+(n.e||0)));
     if(r[2]!=="ok")d.append(el("div","err","error: "+(r[4]||"")));
     if(r[3]!==null)d.append(el("pre","",r[3]));grid.append(d);}
-  body.append(grid);
   if(!x.k.length)return;
-  body.append(el("h3","","Criteria"));
-  const t=el("table","crit"),hr=el("tr","",el("th","","criterion"),el("th","","weight"));
+  const hr=el("tr","",el("th","","criterion"),el("th","","weight")),tb=el("tbody");
   for(const r of x.r)hr.append(el("th","",rname(r)));
-  t.append(el("thead","",hr));const tb=el("tbody");t.append(tb);
   x.k.forEach((k,ci)=>{const tr=el("tr","",el("td","",k[1],k[3]?el("div","cat",k[3]):null),el("td","w",k[2]));
-    for(const r of x.r){const v=r[6].find(v=>v[0]===ci);tr.append(el("td","",v?verdict(v):el("span","muted","\u2013")));}
+    for(const r of x.r){const v=r[6].find(v=>v[0]===ci);
+      tr.append(el("td","",v?verdict(v):el("span","muted","\u2013")));}
     tb.append(tr);});
-  body.append(t);}
+  body.append(el("h3","","Criteria"),el("table","crit",el("thead","",hr),tb));}
 function render(){
-  const q=document.getElementById("q").value.trim().toLowerCase(),mode=document.getElementById("mode").value;
-  shown=[];D.ex.forEach((x,i)=>{if((mode==="all"||x.f[mode])&&(!q||hay(x).includes(q)))shown.push(i);});
-  const pages=Math.max(1,Math.ceil(shown.length/PER));page=Math.min(page,pages-1);
-  const list=document.getElementById("exlist");list.textContent="";
-  const all=document.getElementById("open").checked;
+  const q=$("q").value.trim().toLowerCase(),mode=$("mode").value,shown=[];
+  D.ex.forEach((x,i)=>{if((mode==="all"||x.f[mode])&&(!q||hay(x).includes(q)))shown.push(i);});
+  const pages=Math.max(1,Math.ceil(shown.length/PER));page=Math.max(0,Math.min(page,pages-1));
+  const list=$("exlist"),all=$("open").checked;list.textContent="";
   shown.slice(page*PER,page*PER+PER).forEach((i,j)=>list.append(card(D.ex[i],i,all||(j===0&&page===0))));
   if(!shown.length)list.append(el("p","muted","No example matches."));
-  document.getElementById("pageinfo").textContent="page "+(page+1)+" / "+pages+" \u00b7 "+shown.length+" of "+D.ex.length+" examples";
-  document.getElementById("prev").disabled=page===0;document.getElementById("next").disabled=page>=pages-1;}
-function fromHash(){const h=decodeURIComponent(location.hash||"");if(h.indexOf("#ex=")!==0)return;
-  document.getElementById("q").value=h.slice(4);document.getElementById("mode").value="all";page=0;render();
-  document.getElementById("examples").scrollIntoView();}
-document.getElementById("q").addEventListener("input",()=>{page=0;render();});
-document.getElementById("mode").addEventListener("change",()=>{page=0;render();});
-document.getElementById("open").addEventListener("change",render);
-document.getElementById("prev").addEventListener("click",()=>{page--;render();});
-document.getElementById("next").addEventListener("click",()=>{page++;render();document.getElementById("examples").scrollIntoView();});
+  $("pageinfo").textContent="page "+(page+1)+" / "+pages+" \u00b7 "+shown.length+" of "+D.ex.length+" examples";
+  $("prev").disabled=page===0;$("next").disabled=page>=pages-1;}
+function fromHash(){let h="";try{h=decodeURIComponent(location.hash||"");}catch(e){return;}
+  if(h.indexOf("#ex=")!==0)return;
+  $("q").value=h.slice(4);$("mode").value="all";page=0;render();$("examples").scrollIntoView();}
+$("q").addEventListener("input",()=>{page=0;render();});
+$("mode").addEventListener("change",()=>{page=0;render();});
+$("open").addEventListener("change",render);
+$("prev").addEventListener("click",()=>{page--;render();});
+$("next").addEventListener("click",()=>{page++;render();$("examples").scrollIntoView();});
 window.addEventListener("hashchange",fromHash);
 render();fromHash();
 })();

@@ -1,0 +1,316 @@
+"""Shared helpers for the benchmark scripts (not a benchmark itself).
+
+- `FakeServer`: tests/fakeserver.py started as a SEPARATE process (its CPU does not share the client's GIL), on
+  127.0.0.1 only; `stats()`, `requests()` and `reset()` talk to its admin endpoints.
+- `write_dataset` / `write_config`: a synthetic generic JSONL dataset and a rubricrun YAML config pointing at it.
+- `run_cli`: `python run.py ...` as a subprocess, with its wall time and its own peak RSS (os.wait4 rusage).
+- `stage_window`: start, first request and end of one stage of a run, from run.log and trace.jsonl.
+
+Every process started here is bounded by a timeout and is stopped by its own pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+PY = sys.executable
+KEY_ENV = "RUBRICRUN_BENCH_KEY"
+FAKE_KEY = "sk-rubricrun-bench-fake-key"
+
+
+def bench_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for every child: fake key, offline LiteLLM price map, no proxy for 127.0.0.1."""
+    env = dict(os.environ)
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        env.pop(var, None)
+    env.update(
+        {
+            KEY_ENV: FAKE_KEY,
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.update(extra or {})
+    return env
+
+
+def setup_litellm() -> Any:
+    """Import LiteLLM in this process the way rubricrun does (offline cost map, quiet)."""
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    import litellm
+
+    litellm.suppress_debug_info = True
+    litellm.telemetry = False
+    return litellm
+
+
+def machine() -> str:
+    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def load_avg() -> str:
+    try:
+        a, b, c = os.getloadavg()
+        return f"load avg {a:.2f} {b:.2f} {c:.2f}"
+    except OSError:
+        return "load avg n/a"
+
+
+# --------------------------------------------------------------------------------------------------
+# The fake server, in its own process
+
+
+class FakeServer:
+    """`python tests/fakeserver.py --port 0 ...` in a subprocess; `base_url` is the first line it prints."""
+
+    def __init__(self, *, latency: float = 0.0, rpm: float | None = None, extra: list[str] | None = None):
+        args = [PY, str(REPO / "tests" / "fakeserver.py"), "--host", "127.0.0.1", "--port", "0"]
+        args += ["--latency", str(latency), "--stats-on-exit"]
+        if rpm is not None:
+            args += ["--rpm", str(rpm)]
+        args += extra or []
+        self._stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=bench_env(), cwd=REPO
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().strip()  # the server prints its URL at once
+        if not line.startswith("http://127.0.0.1:"):
+            self.stop()
+            raise RuntimeError(f"fake server did not start (got {line!r})")
+        self.base_url = line
+        self.admin = line.rsplit("/v1", 1)[0] + "/_admin"
+        self.exit_stats: dict[str, Any] | None = None
+
+    def _get(self, path: str, timeout: float = 60) -> Any:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(f"{self.admin}/{path}", timeout=timeout) as r:
+            return json.loads(r.read())
+
+    def stats(self) -> dict[str, Any]:
+        return self._get("stats")
+
+    def requests(self) -> list[dict[str, Any]]:
+        """The request log: t, model, body, status, fault, ... (heavy: the bodies come with it)."""
+        return self._get("requests", timeout=300)
+
+    def reset(self) -> None:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        req = urllib.request.Request(f"{self.admin}/reset", data=b"{}", method="POST")
+        with opener.open(req, timeout=30) as r:
+            r.read()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._stderr.seek(0)
+        tail = self._stderr.read().decode(errors="replace").strip().splitlines()
+        self._stderr.close()
+        for line in reversed(tail):
+            if line.startswith("{"):
+                try:
+                    self.exit_stats = json.loads(line)
+                except ValueError:
+                    pass
+                break
+
+    def __enter__(self) -> FakeServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# --------------------------------------------------------------------------------------------------
+# Data and configs
+
+
+PROMPT = "Write two sentences about topic number {i} for a throughput benchmark."
+
+
+def write_dataset(path: Path, n: int, *, criteria: int = 0, prefix: str = "ex") -> Path:
+    """`n` generic rows with distinct prompts; with `criteria` > 0 each row carries a rubric of that many criteria."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        for i in range(n):
+            row: dict[str, Any] = {"id": f"{prefix}{i}", "prompt": PROMPT.format(i=i)}
+            if criteria:
+                row["rubric"] = [
+                    {"id": f"c{k + 1}", "text": f"The response satisfies requirement {k + 1}.", "weight": 1 + k % 3}
+                    for k in range(criteria)
+                ]
+            fh.write(json.dumps(row) + "\n")
+    return path
+
+
+def model_entry(name: str, model: str, base_url: str, **extra: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": name, "model": model, "api_base": base_url, "api_key_env": KEY_ENV}
+    entry.update(extra)
+    return entry
+
+
+def write_config(
+    workdir: Path,
+    base_url: str,
+    dataset: Path,
+    *,
+    candidates: int = 1,
+    judges: int = 0,
+    concurrency: int = 64,
+    judge_workers: int = 8,
+    candidate_rpm: float | None = None,
+    retry: dict[str, Any] | None = None,
+    run_extra: dict[str, Any] | None = None,
+) -> Path:
+    """A config under `workdir` (outputs/ and cache/ live there too): `candidates` candidates, `judges` judges."""
+    cands = []
+    for i in range(candidates):
+        extra = {"rpm": candidate_rpm} if candidate_rpm else {}
+        cands.append(model_entry(f"cand{i + 1}", f"openai/bench-cand-{i + 1}", base_url, **extra))
+    cfg: dict[str, Any] = {
+        "candidates": cands,
+        "datasets": [{"path": str(dataset), "format": "generic"}],
+        "run": {
+            "output_dir": str(workdir / "outputs"),
+            "concurrency": concurrency,
+            "judge_parallel_workers": judge_workers,
+            "progress": False,
+            **(run_extra or {}),
+        },
+        "cache": {"dir": str(workdir / "cache"), "enabled": True},
+        "retry": retry or {"max_attempts": 5, "initial_wait_s": 1.0, "max_wait_s": 60.0},
+    }
+    if judges:
+        cfg["judges"] = [model_entry(f"judge{i + 1}", f"openai/bench-judge-{i + 1}", base_url) for i in range(judges)]
+    path = workdir / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@contextmanager
+def workdir(keep: bool = False, prefix: str = "rubricrun-bench-") -> Iterator[Path]:
+    """A fresh temp folder (removed afterwards unless `keep`)."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield Path(d)
+    finally:
+        if keep:
+            print(f"(kept {d})")
+        else:
+            subprocess.run(["rm", "-rf", d], check=False)
+
+
+# --------------------------------------------------------------------------------------------------
+# Running rubricrun
+
+
+class CliResult:
+    def __init__(self, rc: int, wall_s: float, maxrss_mb: float, cpu_s: float, stdout: str, stderr: str):
+        self.rc, self.wall_s, self.maxrss_mb, self.cpu_s = rc, wall_s, maxrss_mb, cpu_s
+        self.stdout, self.stderr = stdout, stderr
+
+    def check(self) -> CliResult:
+        if self.rc != 0:
+            sys.stderr.write(self.stderr[-4000:])
+            raise SystemExit(f"run.py exited {self.rc}")
+        return self
+
+
+def run_cli(args: list[str], *, timeout: float = 3600, cwd: Path = REPO) -> CliResult:
+    """`python run.py ARGS`: wall time from spawn to exit, the child's own peak RSS and CPU (os.wait4)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([PY, str(REPO / "run.py"), *args], cwd=cwd, env=bench_env(), stdout=out, stderr=err)
+        deadline = t0 + timeout
+        while True:
+            pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                proc.kill()
+                pid, status, ru = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.005)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return CliResult(
+            proc.returncode,
+            wall,
+            ru.ru_maxrss / 1024,  # KiB on Linux
+            ru.ru_utime + ru.ru_stime,
+            out.read().decode(errors="replace"),
+            err.read().decode(errors="replace"),
+        )
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def _log_time(line: str) -> float | None:
+    try:
+        return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    except ValueError:
+        return None
+
+
+def stage_window(run_dir: Path, role: str = "candidate") -> dict[str, float | None]:
+    """Timings of one stage of the run's last invocation, in epoch seconds:
+    `stage_start`: the run.log line 'run ID: N examples' (logged just before the generation pool starts; candidates
+    only), `first_request`: the earliest attempt start (trace ts - latency), `end`: the last trace event of `role`."""
+    out: dict[str, float | None] = {"stage_start": None, "first_request": None, "end": None}
+    events = read_jsonl(run_dir / "trace.jsonl")
+    if not events:
+        return out
+    last_inv = events[-1].get("invocation")
+    events = [e for e in events if e.get("invocation") == last_inv and e["role"] == role]
+    if not events:
+        return out
+    out["end"] = max(e["ts"] for e in events)
+    out["first_request"] = min(e["ts"] - e["latency_ms"] / 1000 for e in events)
+    log_path = run_dir / "run.log"
+    if role == "candidate" and log_path.exists():
+        starts = [t for line in log_path.read_text().splitlines() if " examples, " in line and (t := _log_time(line))]
+        if starts:
+            out["stage_start"] = starts[-1]
+    return out
+
+
+def summary(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def banner(title: str) -> None:
+    print(f"== {title} ==  ({time.strftime('%Y-%m-%d %H:%M')}, {machine()}, {load_avg()})", flush=True)
