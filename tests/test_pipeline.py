@@ -205,24 +205,34 @@ def test_full_run_leaks_no_key(full_run: FullRun) -> None:
     assert FAKE_KEY not in full_run.stdout + full_run.stderr
 
 
-# Fields that legitimately differ between a paid run and its cached rerun. Everything else must be identical.
-#   responses.jsonl / judgments.jsonl: "cache_hit"
-#   summary.json: candidates.*.cache_hits; top-level "calls" (made / cache_hits / errors of this invocation) and
-#   "wall_s"; in "costs": any key that counts cached calls or cached tokens ("cached", "cached_*") or money saved
-#   by the cache ("saved_usd").
-def _strip(value: Any, top: bool = False) -> Any:
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            if k in ("cache_hit", "cache_hits", "wall_s", "saved_usd") or k == "cached" or k.startswith("cached_"):
-                continue
-            if top and k == "calls":
-                continue
-            out[k] = _strip(v)
-        return out
-    if isinstance(value, list):
-        return [_strip(v) for v in value]
-    return value
+# What legitimately differs between a paid run and its cached rerun; everything else must be identical:
+#   responses.jsonl / judgments.jsonl rows: "cache_hit".
+#   summary.json: "wall_s" (timing); "calls" (made / cache_hits / errors of this invocation); candidates.*.cache_hits;
+#   the spend of this invocation: costs.total_usd, costs.saved_usd, and per costs.by_model entry "calls" (paid
+#   calls), "cached", "prompt_tokens", "completion_tokens" (paid tokens), "cached_prompt_tokens",
+#   "cached_completion_tokens", "usd", "saved_usd"; budget.spent_usd. (The paid/cached split is checked below.)
+_COST_ROW_KEYS = ("calls", "cached", "prompt_tokens", "completion_tokens", "cached_prompt_tokens",
+                  "cached_completion_tokens", "usd", "saved_usd")  # fmt: skip
+
+
+def comparable_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in r.items() if k != "cache_hit"} for r in rows]
+
+
+def comparable_summary(summary: dict[str, Any]) -> dict[str, Any]:
+    s = json.loads(json.dumps(summary))
+    s.pop("wall_s", None)
+    s.pop("calls", None)
+    for c in s["candidates"].values():
+        c.pop("cache_hits", None)
+    costs = s.get("costs") or {}
+    costs.pop("total_usd", None)
+    costs.pop("saved_usd", None)
+    for row in (costs.get("by_model") or {}).values():
+        for k in _COST_ROW_KEYS:
+            row.pop(k, None)
+    (s.get("budget") or {}).pop("spent_usd", None)
+    return s
 
 
 def test_rerun_same_run_id_is_free_and_identical(full_run: FullRun) -> None:
@@ -237,12 +247,22 @@ def test_rerun_same_run_id_is_free_and_identical(full_run: FullRun) -> None:
     assert (full_run.out / "examples.jsonl").read_bytes() == full_run.files["examples.jsonl"]
     assert all(r["cache_hit"] for r in again["responses"])
     assert all(j["cache_hit"] for j in again["judgments"] if not j["judge"].startswith("auto:"))
-    assert _strip(again["responses"]) == _strip(first["responses"])
-    assert _strip(again["judgments"]) == _strip(first["judgments"])
-    assert _strip(again["summary"], top=True) == _strip(first["summary"], top=True)
+    assert comparable_rows(again["responses"]) == comparable_rows(first["responses"])
+    assert comparable_rows(again["judgments"]) == comparable_rows(first["judgments"])
+    assert comparable_summary(again["summary"]) == comparable_summary(first["summary"])
     assert again["summary"]["calls"]["made"] == 0
     for name, c in again["summary"]["candidates"].items():
         assert c["cache_hits"] > first["summary"]["candidates"][name]["cache_hits"]
+    # every call and token of the first run is a cached one now, and nothing was paid
+    first_costs = first["summary"].get("costs", {}).get("by_model", {})
+    again_costs = again["summary"].get("costs", {}).get("by_model", {})
+    assert set(again_costs) == set(first_costs)
+    for key, row in again_costs.items():
+        was = first_costs[key]
+        assert row["calls"] == row["prompt_tokens"] == row["completion_tokens"] == 0, key
+        assert row["cached"] == was["calls"] + was["cached"], key
+        assert row["cached_prompt_tokens"] == was["prompt_tokens"] + was["cached_prompt_tokens"], key
+        assert row["cached_completion_tokens"] == was["completion_tokens"] + was["cached_completion_tokens"], key
 
     # trace.jsonl is appended: the rerun's events are all cache hits, one per call the first run completed
     new_events = again["trace"][len(first["trace"]) :]

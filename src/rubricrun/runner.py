@@ -293,13 +293,14 @@ def _execute(
     }
     if synth_logs:
         extra["synthesis"] = synth_logs
-    summary = build_summary(cfg, run_id, examples, responses, judgments, scores, _criteria_index(cfg, examples), extra)
+    criteria = _criteria_index(cfg, examples)
+    summary = build_summary(cfg, run_id, examples, responses, judgments, scores, criteria, extra)
     if formats and not interrupted:
         summary["export"] = export_all(cfg, run_dir, formats, examples, responses, judgments, scores)
     artifacts.write_jsonl(run_dir / "responses.jsonl", responses)
     artifacts.write_jsonl(run_dir / "judgments.jsonl", judgments)
     artifacts.write_json(run_dir / "summary.json", summary)
-    write_report_safely(run_dir, summary, examples, responses, judgments)
+    write_report_safely(run_dir, summary, examples, responses, judgments, criteria)
     if extras.push_to_hub and not interrupted:
         from .hub import push_to_hub
 
@@ -323,14 +324,14 @@ def _execute(
     return Outcome(0, run_dir, summary)
 
 
-def write_report_safely(run_dir: Path, summary: dict[str, Any], examples: Any, responses: Any, judgments: Any) -> None:
+def write_report_safely(
+    run_dir: Path, summary: dict[str, Any], examples: Any, responses: Any, judgments: Any, criteria: Any
+) -> None:
     """report.html is a view: a bug in it must never cost the run its other artifacts."""
+    from .report import write_report
+
     try:
-        from .report import write_report
-    except ImportError:
-        return
-    try:
-        write_report(run_dir, summary, examples, responses, judgments)
+        write_report(run_dir, summary, examples, responses, judgments, criteria=criteria)
     except Exception as exc:  # noqa: BLE001
         log.error("report.html not written: %s: %s", type(exc).__name__, exc)
 
