@@ -81,8 +81,20 @@ def load_avg() -> str:
 class FakeServer:
     """`python tests/fakeserver.py --port 0 ...` in a subprocess; `base_url` is the first line it prints."""
 
-    def __init__(self, *, latency: float = 0.0, rpm: float | None = None, extra: list[str] | None = None):
-        args = [PY, str(REPO / "tests" / "fakeserver.py"), "--host", "127.0.0.1", "--port", "0"]
+    def __init__(
+        self,
+        *,
+        latency: float = 0.0,
+        rpm: float | None = None,
+        extra: list[str] | None = None,
+        model_in_reply: bool = False,
+    ):
+        # model_in_reply: candidate replies end with the model name, so two candidates' responses (and the judge
+        # calls on them) differ; served through this module's __main__, which wraps the fake server's CLI.
+        if model_in_reply:
+            args = [PY, __file__, "serve-model-in-reply", "--host", "127.0.0.1", "--port", "0"]
+        else:
+            args = [PY, str(REPO / "tests" / "fakeserver.py"), "--host", "127.0.0.1", "--port", "0"]
         args += ["--latency", str(latency), "--stats-on-exit"]
         if rpm is not None:
             args += ["--rpm", str(rpm)]
@@ -314,3 +326,22 @@ def rss_mb() -> float:
 
 def banner(title: str) -> None:
     print(f"== {title} ==  ({time.strftime('%Y-%m-%d %H:%M')}, {machine()}, {load_avg()})", flush=True)
+
+
+def _serve_model_in_reply(argv: list[str]) -> None:
+    """tests/fakeserver.py's CLI, with candidate replies that end with the model name."""
+    sys.path.insert(0, str(REPO / "tests"))
+    import fakeserver
+
+    plain = fakeserver.default_reply
+
+    def reply(body: dict[str, Any]) -> str:
+        text = plain(body)
+        return text if fakeserver.is_judge_request(body) else f"{text} ({body.get('model')})"
+
+    fakeserver.default_reply = reply
+    fakeserver.main(argv)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["serve-model-in-reply"]:
+    _serve_model_in_reply(sys.argv[2:])

@@ -10,7 +10,6 @@ whole input is checked before the first dataset is run.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
@@ -79,7 +78,8 @@ def line_of(path: Path, needle: str, nth: int = 1) -> int:
 
 
 GOOD_ROWS = [
-    {"id": f"ok{i}", "prompt": f"Good question {i}?", "rubric": [{"text": "Answers it.", "weight": 1}]} for i in range(3)
+    {"id": f"ok{i}", "prompt": f"Good question {i}?", "rubric": [{"text": "Answers it.", "weight": 1}]}
+    for i in range(3)
 ]
 
 

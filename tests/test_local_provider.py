@@ -119,9 +119,66 @@ def test_judge_call_is_schema_constrained(response_format: dict) -> None:
         return
     assert finish == "stop"
     verdict = json.loads(text)
+    assert resp._hidden_params["local_grammar"] == "schema"
     assert set(verdict) == {"explanation", "criteria_met"}
     assert isinstance(verdict["criteria_met"], bool)
     assert isinstance(verdict["explanation"], str) and len(verdict["explanation"]) <= 200
+
+
+def test_schema_grammar_keeps_control_characters_out_of_strings() -> None:
+    # llama-cpp-python 0.3.36's schema converter allows raw control characters in strings; ours must not.
+    gbnf = local.json_grammar_text(JUDGE_SCHEMA)
+    assert any(line.startswith(r'char ::= [^"\\\x7F\x00-\x1F] |') for line in gbnf.splitlines())
+    # This exact call (greedy, repeat_penalty 1.3) wrote a bare newline inside "explanation" with the stock grammar.
+    messages = [
+        {
+            "role": "system",
+            "content": "You are a strict grader. Decide whether the response meets the criterion. "
+            'Reply only with JSON: {"explanation": short reason, "criteria_met": true or false}.',
+        },
+        {
+            "role": "user",
+            "content": "Question: What is 2+2?\nResponse: 2+2 equals 5.\n"
+            "Criterion: The answer is mathematically correct.\nIs the criterion met?",
+        },
+    ]
+    schema = dict(
+        JUDGE_SCHEMA, properties={**JUDGE_SCHEMA["properties"], "explanation": {"type": "string", "maxLength": 300}}
+    )
+    resp = litellm.completion(
+        model=MODEL,
+        messages=messages,
+        temperature=0,
+        max_tokens=300,
+        repeat_penalty=1.3,
+        response_format={"type": "json_schema", "json_schema": {"name": "v", "schema": schema}},
+    )
+    assert resp.choices[0].finish_reason == "stop"
+    verdict = json.loads(resp.choices[0].message.content)  # strict: control characters in strings are errors
+    assert isinstance(verdict["criteria_met"], bool)
+
+
+def test_long_string_limits_do_not_crash_llama_cpp() -> None:
+    # maxLength 1500+ makes a grammar llama.cpp refuses, and a refused grammar segfaulted the process; the
+    # provider lowers such limits to MAX_STRING_LENGTH and checks the grammar before sampling with it.
+    for schema in (
+        {"type": "object", "properties": {"a": {"type": "string", "maxLength": 5000}}, "required": ["a"]},
+        {
+            "type": "object",
+            "properties": {"a": {"type": "string", "maxLength": 1500}, "b": {"type": "string", "maxLength": 1500}},
+            "required": ["a", "b"],
+        },
+    ):
+        resp = litellm.completion(
+            model=MODEL,
+            messages=[{"role": "user", "content": "Two facts about Paris as JSON with keys a and b."}],
+            temperature=0,
+            max_tokens=24,
+            response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema}},
+        )
+        assert resp._hidden_params["local_grammar"] == "schema"
+        assert resp.choices[0].message.content.startswith("{")
+        _check_usage(resp)
 
 
 def test_missing_gguf_gives_a_clear_error(tmp_path) -> None:

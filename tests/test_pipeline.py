@@ -471,6 +471,25 @@ def test_judge_reply_that_is_not_json_is_an_error_verdict(tmp_path: Path, make_c
     assert s["mean_normalized"] == (None if expected is None else pytest.approx(round(expected, 4)))
 
 
+def test_judge_http_400_is_an_error_verdict_not_retried(tmp_path: Path, make_config, cli_main) -> None:
+    with FakeOpenAIServer(rules=[Rule("judge-two", 400)]) as server:
+        cfg = make_config(
+            server, candidates=[model_entry("alpha", "openai/cand-alpha", server)],
+            datasets=rubric_dataset(tmp_path, RUBRIC4),
+        )  # fmt: skip
+        rc, _, err = cli_main(["--config", str(cfg), "--run-id", "j400"])
+        assert rc == 0, err
+        assert server.count(model="judge-two") == 2  # one request per criterion it judges: a 400 is final
+    run = load_run(tmp_path / "outputs" / "j400")
+    bad = [j for j in run["judgments"] if j["judge"] == "j2"]
+    assert len(bad) == 2
+    assert all(j["verdict"] == "error" and "400" in j["error"] for j in bad)
+    s = run["summary"]["candidates"]["alpha"]
+    assert s["judgment_errors"] == 2 and s["response_errors"] == 0
+    expected = _expected_normalized(run["judgments"])
+    assert s["mean_normalized"] == (None if expected is None else pytest.approx(round(expected, 4)))
+
+
 def test_two_judges_per_criterion_vote(tmp_path: Path, make_config, cli_main) -> None:
     rubric = [
         {"id": "agree-met", "text": "AGREE-MET: greets the team.", "weight": 2},

@@ -38,26 +38,30 @@ def responder(body: dict[str, Any]) -> str:
     return default_reply(body)
 
 
+def _config(make_config, server: FakeOpenAIServer, *, strong_samples: int, export: bool):
+    entry = {"api_base": server.base_url, "api_key_env": "RUBRICRUN_TEST_KEY"}
+    mixed = [{"model": "openai/m-strong", "weight": 1}, {"model": "openai/m-weak", "weight": 3}]
+    return make_config(
+        server,
+        datasets=DELETE,
+        synthesize={"main_topic": "personal finance", "num_subtopics": 2, "prompts_per_subtopic": 2},
+        candidates=[
+            {"name": "strong", "model": "openai/m-strong", **entry, "samples_per_prompt": strong_samples},
+            {"name": "mixed", "models": mixed, **entry, "samples_per_prompt": 3},
+        ],
+        judges=[{"name": "j", "model": "openai/judge", **entry}],
+        judging={"default_rubric": RUBRIC},
+        **(
+            {"export": {"formats": ["sft", "dpo", "kto", "reward", "hybrid"], "min_margin": 0.3, "sft_threshold": 0.9}}
+            if export
+            else {}
+        ),
+    )
+
+
 def test_synthesize_sample_judge_export(tmp_path, make_config):
     with FakeOpenAIServer(responder=responder) as server:
-        entry = {"api_base": server.base_url, "api_key_env": "RUBRICRUN_TEST_KEY"}
-        cfg = make_config(
-            server,
-            datasets=DELETE,
-            synthesize={"main_topic": "personal finance", "num_subtopics": 2, "prompts_per_subtopic": 2},
-            candidates=[
-                {"name": "strong", "model": "openai/m-strong", **entry, "samples_per_prompt": 2},
-                {
-                    "name": "mixed",
-                    "models": [{"model": "openai/m-strong", "weight": 1}, {"model": "openai/m-weak", "weight": 3}],
-                    **entry,
-                    "samples_per_prompt": 3,
-                },
-            ],
-            judges=[{"name": "j", "model": "openai/judge", **entry}],
-            judging={"default_rubric": RUBRIC},
-            export={"formats": ["sft", "dpo", "kto", "reward", "hybrid"], "min_margin": 0.3, "sft_threshold": 0.9},
-        )
+        cfg = _config(make_config, server, strong_samples=2, export=True)
         rc, _, err = run_cli(["--config", str(cfg), "--run-id", "t1"])
         assert rc == 0, err
         first_requests = server.count()
@@ -98,22 +102,7 @@ def test_synthesize_sample_judge_export(tmp_path, make_config):
         assert hybrid[0]["main_topic"] == "personal finance"
 
         # Rerun with more samples: only the new samples (and their judgments) are paid for.
-        cfg2 = make_config(
-            server,
-            datasets=DELETE,
-            synthesize={"main_topic": "personal finance", "num_subtopics": 2, "prompts_per_subtopic": 2},
-            candidates=[
-                {"name": "strong", "model": "openai/m-strong", **entry, "samples_per_prompt": 3},
-                {
-                    "name": "mixed",
-                    "models": [{"model": "openai/m-strong", "weight": 1}, {"model": "openai/m-weak", "weight": 3}],
-                    **entry,
-                    "samples_per_prompt": 3,
-                },
-            ],
-            judges=[{"name": "j", "model": "openai/judge", **entry}],
-            judging={"default_rubric": RUBRIC},
-        )
+        cfg2 = _config(make_config, server, strong_samples=3, export=False)
         rc, _, err = run_cli(["--config", str(cfg2), "--run-id", "t1"])
         assert rc == 0, err
         new = server.requests[first_requests:]

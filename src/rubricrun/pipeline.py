@@ -100,36 +100,22 @@ def generation_tasks(cfg: Config, examples: Sequence[Example]) -> list[GenTask]:
     ]
 
 
-def _response_row(task: GenTask, key: str, resp: LLMResponse | None, error: str | None) -> Response:
-    if resp is None:
-        return Response(
-            id=task.response_id,
-            example_id=task.example.id,
-            candidate=task.candidate.name,
-            model=task.request.model,
-            sample_index=task.sample_index,
-            status="error",
-            text=None,
-            error=error,
-            finish_reason=None,
-            usage=Usage(),
-            cache_hit=False,
-            key=key,
-        )
+def response_row(task: GenTask, key: str, resp: LLMResponse | None, error: str | None) -> Response:
+    """The responses.jsonl row for a task: its reply, or (resp None) the error that ended it."""
     return Response(
         id=task.response_id,
         example_id=task.example.id,
         candidate=task.candidate.name,
         model=task.request.model,
         sample_index=task.sample_index,
-        status="ok",
-        text=resp.text,
-        error=None,
-        finish_reason=resp.finish_reason,
-        usage=resp.usage,
-        cache_hit=resp.cache_hit,
+        status="ok" if resp else "error",
+        text=resp.text if resp else None,
+        error=error,
+        finish_reason=resp.finish_reason if resp else None,
+        usage=resp.usage if resp else Usage(),
+        cache_hit=resp.cache_hit if resp else False,
         key=key,
-        flags=quality_flags(resp.text, resp.finish_reason, resp.usage.completion_tokens),
+        flags=quality_flags(resp.text, resp.finish_reason, resp.usage.completion_tokens) if resp else {},
     )
 
 
@@ -141,11 +127,11 @@ def generate(
     def one(task: GenTask) -> Response | None:
         key = cache_key(task.request)
         try:
-            return _response_row(task, key, stack.generate(task.request), None)
+            return response_row(task, key, stack.generate(task.request), None)
         except (Cancelled, BudgetExceeded):
             return None  # not done: a rerun picks it up
         except ProviderError as exc:
-            return _response_row(task, key, None, str(exc))
+            return response_row(task, key, None, str(exc))
 
     return run_pool(one, tasks, workers=workers, stop=stop, label="generate", progress=progress)
 

@@ -56,6 +56,19 @@ class RetryingProvider(BaseProvider):
             sleep=self._sleep,
             reraise=True,
         )
+
+        def trace(n: int, start: float, status: str, **fields: object) -> None:
+            self.tracer.emit(
+                role=request.role,
+                model=request.model,
+                key=key,
+                cache_hit=False,
+                attempt=n,
+                latency_ms=(time.perf_counter() - start) * 1000,
+                status=status,
+                **fields,  # type: ignore[arg-type]
+            )
+
         for attempt in retrying:
             with attempt:
                 n = attempt.retry_state.attempt_number
@@ -71,29 +84,9 @@ class RetryingProvider(BaseProvider):
                     retry_in = None
                     if err.retryable and n < self.cfg.max_attempts:
                         retry_in = delays[n] = self._delay(err, n)
-                    self.tracer.emit(
-                        role=request.role,
-                        model=request.model,
-                        key=key,
-                        cache_hit=False,
-                        attempt=n,
-                        latency_ms=(time.perf_counter() - start) * 1000,
-                        status="error",
-                        error=str(err),
-                        status_code=err.status_code,
-                        retry_in_s=retry_in,
-                    )
+                    trace(n, start, "error", error=str(err), status_code=err.status_code, retry_in_s=retry_in)
                     raise err from None
-                self.tracer.emit(
-                    role=request.role,
-                    model=request.model,
-                    key=key,
-                    cache_hit=False,
-                    attempt=n,
-                    latency_ms=resp.latency_ms or (time.perf_counter() - start) * 1000,
-                    status="ok",
-                    usage=resp.usage,
-                )
+                trace(n, start, "ok", usage=resp.usage)
                 return resp
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -39,6 +39,7 @@ from .pipeline import (
     generation_tasks,
     judge,
     judge_items,
+    response_row,
     route_for,
     rubric_for,
     score_all,
@@ -49,7 +50,7 @@ from .ratelimit import ThrottledProvider, TokenBucket
 from .retry import RetryingProvider
 from .summary import build_summary
 from .trace import Tracer
-from .types import Example, Judgment, LLMRequest, LLMResponse, Response, Usage, to_row
+from .types import Example, Judgment, LLMRequest, LLMResponse, Response, to_row
 
 log = logging.getLogger("rubricrun")
 
@@ -380,10 +381,7 @@ def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
                 unpriced.add(t.request.model)
         else:
             gen_cached += 1
-        resp = Response(
-            t.response_id, ex.id, t.candidate.name, t.request.model, t.sample_index, "ok",
-            hit.text if hit else "", None, None, hit.usage if hit else Usage(), hit is not None, "",
-        )  # fmt: skip
+        resp = response_row(t, "", hit or LLMResponse(text=""), None)
         for item in judge_items(cfg, by_id, [resp]):
             for ji in item.judges:
                 judge_calls += 1
