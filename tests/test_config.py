@@ -208,10 +208,6 @@ def test_bad_input_is_one_line_exit_2_and_calls_nothing(
         assert server.count() == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: runner.check_keys raises InputError(file=cfg.path, key=...) without the line of api_key_env",
-)
 def test_missing_api_key_names_the_config_line(tmp_path: Path, server: FakeOpenAIServer, monkeypatch) -> None:
     monkeypatch.delenv(UNSET_ENV, raising=False)
     case = missing_api_key(tmp_path, server)
@@ -221,11 +217,6 @@ def test_missing_api_key_names_the_config_line(tmp_path: Path, server: FakeOpenA
     check_one_line_error(rc, out, err, case)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: loaders.load_dataset reports a missing dataset file without the config file, line and key "
-    "'datasets[0].path' that named it",
-)
 def test_missing_dataset_file_names_the_config_key(tmp_path: Path, server: FakeOpenAIServer) -> None:
     case = missing_dataset_file(tmp_path, server)
     cfg = Path(case.args[1])

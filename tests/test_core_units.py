@@ -174,10 +174,6 @@ def test_extract_choice(text: str, expected: str | None) -> None:
     assert extract_choice(text, 4) == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: scoring.extract_choice reads the article 'A'/'a' as choice A (line-start pattern and 'answer is a')",
-)
 @pytest.mark.parametrize(
     "text",
     [
@@ -242,9 +238,9 @@ BASE = LLMRequest(
 GOLDEN_JSON = (
     '{"api_base":"http://127.0.0.1:8000/v1","messages":[{"content":"Be brief.","role":"system"},'
     '{"content":"What is 2+2? Réponds en français.","role":"user"}],"model":"openai/gpt-4o-mini",'
-    '"params":{"max_tokens":16,"seed":7,"temperature":0.0},"response_schema":null}'
+    '"params":{"max_tokens":16,"seed":7,"temperature":0},"response_schema":null}'
 )
-GOLDEN_KEY = "29b4820c667624c7f7733aaf5834cf13729a3407362ddb75b997fcde445b5f1c"
+GOLDEN_KEY = "81772d1f63dded58943f0daf56f1f4667beb3b090e8e7790745132b6afff35d4"
 
 
 def _replace(**kw: object) -> LLMRequest:
@@ -257,6 +253,14 @@ def test_cache_key_golden_value() -> None:
     assert canonical_json(BASE.cache_fields()) == GOLDEN_JSON
     assert hashlib.sha256(GOLDEN_JSON.encode("utf-8")).hexdigest() == GOLDEN_KEY
     assert cache_key(BASE) == GOLDEN_KEY
+
+
+def test_cache_key_same_for_integral_float_and_int_params() -> None:
+    # YAML `temperature: 0` and `temperature: 0.0` are the same request and must share one cache entry.
+    as_int = _replace(params={"max_tokens": 16, "seed": 7, "temperature": 0})
+    as_float = _replace(params={"max_tokens": 16.0, "seed": 7, "temperature": 0.0})
+    assert cache_key(as_int) == cache_key(as_float) == GOLDEN_KEY
+    assert cache_key(_replace(params={"max_tokens": 16, "seed": 7, "temperature": 0.5})) != GOLDEN_KEY
 
 
 def test_cache_key_stable_across_calls_and_dict_order() -> None:
@@ -374,10 +378,6 @@ def test_parse_braces_and_quotes_inside_the_explanation() -> None:
     assert p.explanation == 'uses {x} and a } brace and "quotes"'
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: judge._objects: an unmatched '{' in prose before the JSON swallows the verdict -> error verdict",
-)
 def test_parse_unmatched_brace_in_prose_before_json() -> None:
     p = parse_judge_reply('The response opens a { and never closes it. {"explanation": "x", "criteria_met": false}')
     assert p.criteria_met is False

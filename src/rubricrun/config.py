@@ -143,8 +143,18 @@ class Config:
     judging: JudgingConfig = JudgingConfig()
     synthesize: SynthesizeConfig | None = None
     export: ExportConfig | None = None
-    # Where the config came from, for resolving relative paths (not a YAML key).
+    # Not YAML keys: where the config came from, and the line of every dotted key in it (for error messages).
     path: str = ""
+    lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+
+    def fail(self, key: str, message: str) -> InputError:
+        """An InputError naming this config file, the key and its line."""
+        line = None
+        k = key
+        while k and line is None:
+            line = self.lines.get(k)
+            k = k.rsplit(".", 1)[0] if "." in k else ""
+        return InputError(message, file=self.path or None, line=line, key=key)
 
     @property
     def judge_pool(self) -> list[ModelConfig]:
@@ -157,6 +167,9 @@ class Config:
 
 # --------------------------------------------------------------------------------------------------
 # Loading
+
+
+_INTERNAL = ("path", "lines")  # Config fields that are not YAML keys
 
 
 class _Lines:
@@ -273,7 +286,7 @@ class _Builder:
         if not isinstance(value, dict):
             raise self.fail(key, f"expected a mapping, got {type(value).__name__} {value!r}")
         hints = typing.get_type_hints(cls)
-        fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "path" or cls is not Config}
+        fields = {f.name: f for f in dataclasses.fields(cls) if cls is not Config or f.name not in _INTERNAL}
         kwargs = {}
         for k, v in value.items():
             sub = f"{key}.{k}" if key else str(k)
@@ -313,7 +326,7 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     if "candidates" not in raw and "synthesize" not in raw:
         raise InputError("missing required key", file=file, key="candidates")
     cfg: Config = b.build_dataclass(Config, raw, "")
-    cfg = dataclasses.replace(cfg, path=file)
+    cfg = dataclasses.replace(cfg, path=file, lines=dict(lines.lines))
     _check(cfg, b)
     return cfg
 
@@ -373,7 +386,8 @@ def dataset_name(d: DatasetConfig) -> str:
 def config_to_dict(cfg: Config) -> dict[str, Any]:
     """The resolved config as plain data (for the run folder's config.yaml). Holds env var names, never keys."""
     d = dataclasses.asdict(cfg)
-    d.pop("path", None)
+    for k in _INTERNAL:
+        d.pop(k, None)
     return _redact(d)
 
 

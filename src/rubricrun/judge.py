@@ -143,19 +143,38 @@ def _objects(text: str) -> list[str]:
     return out
 
 
-def parse_judge_reply(text: str | None, finish_reason: str | None = None) -> ParsedVerdict:
-    """Read `{explanation, criteria_met}` out of a judge reply; robust to fences and stray text."""
-    if not text or not text.strip():
-        return ParsedVerdict(None, None, "empty judge reply")
-    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
-    for chunk in candidates:
+def _json_objects(text: str) -> list[dict[str, Any]]:
+    """JSON objects in a reply: fenced blocks first, then balanced {...} spans, then a decode attempt at
+    every '{' (so an unmatched brace in the judge's prose cannot hide the verdict after it)."""
+    found: list[dict[str, Any]] = []
+    chunks = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    for chunk in chunks:
         for obj_text in _objects(chunk):
             try:
                 obj = json.loads(obj_text)
             except json.JSONDecodeError:
                 continue
-            if not isinstance(obj, dict) or "criteria_met" not in obj:
-                continue
+            if isinstance(obj, dict):
+                found.append(obj)
+    if not any("criteria_met" in o for o in found):
+        decoder = json.JSONDecoder()
+        for i, ch in enumerate(text):
+            if ch == "{":
+                try:
+                    obj, _ = decoder.raw_decode(text, i)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(obj, dict):
+                    found.append(obj)
+    return found
+
+
+def parse_judge_reply(text: str | None, finish_reason: str | None = None) -> ParsedVerdict:
+    """Read `{explanation, criteria_met}` out of a judge reply; robust to fences and stray text."""
+    if not text or not text.strip():
+        return ParsedVerdict(None, None, "empty judge reply")
+    for obj in _json_objects(text):
+        if "criteria_met" in obj:
             met = obj["criteria_met"]
             if isinstance(met, str):
                 met = _BOOL.get(met.strip().lower())

@@ -13,6 +13,7 @@ import random
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .config import Config, ModelConfig
 from .errors import BudgetExceeded, Cancelled, ProviderError
@@ -26,6 +27,7 @@ from .types import Criterion, Example, Judgment, LLMRequest, LLMResponse, Respon
 log = logging.getLogger("rubricrun")
 
 JUDGE_PARSE_ATTEMPTS = 2  # a reply that is not the expected JSON is asked again once, then recorded as error
+RETRY_TEMPERATURE = 0.7  # the second ask samples: at temperature 0 it would get the same unreadable reply
 JUDGE_DEFAULT_PARAMS = {"temperature": 0.0, "max_tokens": 512}
 # Providers whose LiteLLM route accepts an OpenAI-style JSON schema (structured_output: auto).
 SCHEMA_PREFIXES = ("local/", "openai/", "azure/", "gemini/", "vertex_ai/", "anthropic/", "hosted_vllm/", "ollama_chat/")
@@ -204,6 +206,13 @@ class Judging:
         self.template = load_template(cfg.judging.prompt_template)
         self.max_chars = cfg.judging.max_explanation_chars
 
+    @staticmethod
+    def params(judge: ModelConfig, attempt: int) -> dict[str, Any]:
+        params = {**JUDGE_DEFAULT_PARAMS, **judge.params}
+        if attempt > 0:
+            params["temperature"] = max(float(params.get("temperature") or 0.0), RETRY_TEMPERATURE)
+        return params
+
     def request(self, judge: ModelConfig, item: JudgeItem, attempt: int) -> LLMRequest:
         r = route_for(judge, item.response.id, 0, self.cfg.run.seed)
         return LLMRequest(
@@ -211,7 +220,7 @@ class Judging:
             messages=tuple(
                 judge_messages(self.template, item.example, item.response.text or "", item.criterion, self.max_chars)
             ),
-            params={**JUDGE_DEFAULT_PARAMS, **judge.params},
+            params=self.params(judge, attempt),
             api_base=r.api_base,
             api_key_env=r.api_key_env,
             timeout_s=judge.timeout_s,

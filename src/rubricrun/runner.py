@@ -68,8 +68,13 @@ def load_examples(cfg: Config, max_examples: int | None) -> tuple[list[Example],
     skipped: list[str] = []
     seen: dict[str, str] = {}
     cap = max_examples if max_examples is not None else cfg.run.max_examples
-    for d in cfg.datasets:
-        res = load_dataset(d, on_bad_row=cfg.run.on_bad_row, max_examples=cap)
+    for i, d in enumerate(cfg.datasets):
+        try:
+            res = load_dataset(d, on_bad_row=cfg.run.on_bad_row, max_examples=cap)
+        except InputError as exc:
+            if exc.line is None and exc.file == d.path:  # file-level: say which config entry points there
+                raise cfg.fail(f"datasets[{i}].path", f"{d.path}: {exc.args[0].split(': ', 1)[-1]}") from None
+            raise
         for ex in res.examples:
             if ex.id in seen:
                 raise InputError(f"example id '{ex.id}' also at {seen[ex.id]}", file=ex.source, key="id")
@@ -107,11 +112,8 @@ def check_keys(cfg: Config) -> None:
             envs = [m.api_key_env] + [w.api_key_env for w in m.models]
             for env in envs:
                 if env and not os.environ.get(env):
-                    raise InputError(
-                        f"environment variable {env} is not set (model '{m.name}')",
-                        file=cfg.path,
-                        key=f"{section}[{i}].api_key_env",
-                    )
+                    key = f"{section}[{i}].api_key_env" if m is not cfg.judge else "judge.api_key_env"
+                    raise cfg.fail(key, f"environment variable {env} is not set (model '{m.name}')")
 
 
 def synthesize_examples(cfg: Config, stack: BaseProvider) -> tuple[list[Example], list[dict[str, Any]]]:

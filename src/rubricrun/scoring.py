@@ -85,11 +85,14 @@ def mean(values: Iterable[float | None]) -> float | None:
 # ---------------------------------------------------------------------------------------------------
 # Judge-free scoring
 
+# Most explicit first. Letters are uppercase only outside brackets, so the article "a" is never choice A,
+# and a bare letter at a line start needs a bracket, dot or colon after it ("A good choice" is prose).
 _LETTER_PATTERNS = [
-    re.compile(r"(?i)(?:final\s+)?answer\s*(?:is|:)?\s*\(?\**\s*([A-J])\b\)?"),
-    re.compile(r"(?i)\boption\s+\(?([A-J])\b"),
-    re.compile(r"^\s*\(?([A-J])[\).:\s]", re.M),
-    re.compile(r"\(([A-J])\)"),
+    re.compile(r"(?i:(?:final\s+)?answer\s*(?:is|:)?)\s*\(?\**\s*\(?([A-J])(?![\w'])"),
+    re.compile(r"(?i:(?:final\s+)?answer\s*(?:is|:)?)\s*\(?\**\s*\(?([a-j])(?=\s*(?:$|[).,;:!*\]]))", re.M),
+    re.compile(r"(?i:\b(?:option|choice)\s+(?:is\s+)?)\(?([A-J])(?![\w'])"),
+    re.compile(r"\(([A-Ja-j])\)"),
+    re.compile(r"^\s*\(?([A-J])[\).:](?!\w)", re.M),
     re.compile(r"^\s*([A-J])\s*$", re.M),
 ]
 

@@ -60,6 +60,10 @@ class Usage:
     total_tokens: int = 0
 
 
+def _int_if_integral(v: Any) -> Any:
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
 @dataclass(frozen=True)
 class LLMRequest:
     """What a provider is asked. Only `cache_fields()` enter the cache key."""
@@ -81,7 +85,8 @@ class LLMRequest:
             "model": self.model,
             "api_base": self.api_base,
             "messages": list(self.messages),
-            "params": self.params,
+            # temperature: 0 and temperature: 0.0 are the same request: integral floats enter the key as ints.
+            "params": {k: _int_if_integral(v) for k, v in self.params.items()},
             "response_schema": self.response_schema,
         }
         if self.sample_index:
