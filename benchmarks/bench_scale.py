@@ -60,7 +60,11 @@ def measure(args: argparse.Namespace, wd: Path) -> int:
     n = args.examples
     run_dir = wd / "outputs" / "scale"
     banner(f"scale: {n} examples, 1 candidate, no judges (workdir {wd})")
-    with FakeServer(latency=0.0) as server:
+    # api_base is part of the cache key: a reused workdir needs the server on the port that filled its cache.
+    port_file = wd / "port.txt"
+    port = int(port_file.read_text()) if port_file.exists() else 0
+    with FakeServer(latency=0.0, port=port) as server:
+        port_file.write_text(server.base_url.rsplit(":", 1)[1].split("/")[0])
         data = wd / "data.jsonl"
         if not data.exists() or sum(1 for _ in open(data)) != n:
             write_dataset(data, n)

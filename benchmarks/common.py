@@ -88,13 +88,15 @@ class FakeServer:
         rpm: float | None = None,
         extra: list[str] | None = None,
         model_in_reply: bool = False,
+        port: int = 0,
     ):
         # model_in_reply: candidate replies end with the model name, so two candidates' responses (and the judge
         # calls on them) differ; served through this module's __main__, which wraps the fake server's CLI.
         if model_in_reply:
-            args = [PY, __file__, "serve-model-in-reply", "--host", "127.0.0.1", "--port", "0"]
+            args = [PY, __file__, "serve-model-in-reply"]
         else:
-            args = [PY, str(REPO / "tests" / "fakeserver.py"), "--host", "127.0.0.1", "--port", "0"]
+            args = [PY, str(REPO / "tests" / "fakeserver.py")]
+        args += ["--host", "127.0.0.1", "--port", str(port)]
         args += ["--latency", str(latency), "--stats-on-exit"]
         if rpm is not None:
             args += ["--rpm", str(rpm)]
@@ -295,7 +297,8 @@ def _log_time(line: str) -> float | None:
 def stage_window(run_dir: Path, role: str = "candidate") -> dict[str, float | None]:
     """Timings of one stage of the run's last invocation, in epoch seconds:
     `stage_start`: the run.log line 'run ID: N examples' (logged just before the generation pool starts; candidates
-    only), `first_request`: the earliest attempt start (trace ts - latency), `end`: the last trace event of `role`."""
+    only), `first_request`: the earliest attempt start (trace ts - latency_ms; latency_ms covers the whole attempt,
+    throttle wait and the lazy LiteLLM import included), `end`: the last trace event of `role`."""
     out: dict[str, float | None] = {"stage_start": None, "first_request": None, "end": None}
     events = read_jsonl(run_dir / "trace.jsonl")
     if not events:

