@@ -30,6 +30,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
+RUN_PY = str(REPO / "run.py")  # what run_cli runs (a what-if experiment may point it at a patched copy)
 KEY_ENV = "RUBRICRUN_BENCH_KEY"
 FAKE_KEY = "sk-rubricrun-bench-fake-key"
 
@@ -257,7 +258,7 @@ def run_cli(args: list[str], *, timeout: float = 3600, cwd: Path = REPO) -> CliR
     """`python run.py ARGS`: wall time from spawn to exit, the child's own peak RSS and CPU (os.wait4)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen([PY, str(REPO / "run.py"), *args], cwd=cwd, env=bench_env(), stdout=out, stderr=err)
+        proc = subprocess.Popen([PY, RUN_PY, *args], cwd=cwd, env=bench_env(), stdout=out, stderr=err)
         deadline = t0 + timeout
         while True:
             pid, status, ru = os.wait4(proc.pid, os.WNOHANG)

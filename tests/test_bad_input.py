@@ -466,26 +466,9 @@ CASES: dict[str, Callable[[Ctx], CaseResult]] = {
     name[2:]: fn for name, fn in sorted(globals().items()) if name.startswith("c_") and callable(fn)
 }
 
-KNOWN_BUGS = {
-    "synth_zero_subtopics": "BUG: synth._check raises InputError(key='synthesize.num_subtopics') with no file and no "
-    "line (config._check does not check the synthesize section), so the message does not name config.yaml; it is "
-    "also raised only after the run folder and its config.yaml were written",
-    "unknown_field_name": "BUG: runner.load_examples rewraps every line-less loader error as key "
-    "'datasets[i].path' (config line of `path:`), so a bad `fields` name reads \"key 'datasets[1].path': d.jsonl: "
-    "key 'fields.promt': ...\" instead of naming key 'datasets[1].fields.promt' and its line",
-    "dataset_negative_limit": "BUG: same rewrap in runner.load_examples: `limit: -1` is reported as key "
-    "'datasets[1].path' ... key 'limit' instead of key 'datasets[1].limit' on its line (config._check could reject "
-    "it with the other cross-field checks)",
-}
-
 
 def _case_params() -> list[Any]:
-    return [
-        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[name]))
-        if name in KNOWN_BUGS
-        else name
-        for name in sorted(CASES)
-    ]
+    return sorted(CASES)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -545,12 +528,6 @@ def _cases_detected_in_run() -> list[str]:
     return ["jsonl_malformed_middle", "synth_template_jinja_error"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (minor): input errors found in runner.execute (data rows, api keys, templates) leave a run folder "
-    "behind (.lock and an empty trace.jsonl; for synthesize template errors also config.yaml): runner.execute takes "
-    "the RunLock and opens the Tracer before check_keys/load_examples/Judging/synthesize check the input",
-)
 @pytest.mark.parametrize("case", _cases_detected_in_run())
 def test_bad_input_leaves_no_run_folder(case: str, tmp_path: Path, fake: FakeOpenAIServer) -> None:
     ctx = Ctx(tmp_path, fake.base_url)

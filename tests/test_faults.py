@@ -592,11 +592,6 @@ def test_cache_dir_under_a_file(tmp_path: Path, server_factory: Any) -> None:
     assert p.popen.returncode == 0, p.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: cli._main calls setup_logging(run_dir) outside any error handling; run_dir.mkdir raises "
-    "NotADirectoryError/OSError and the user gets a traceback instead of one 'error:' line",
-)
 def test_output_dir_under_a_file(tmp_path: Path, server_factory: Any) -> None:
     srv = server_factory()
     blocker = tmp_path / "afile"
@@ -638,11 +633,6 @@ def fill_disk(mnt: Path) -> Path:
     return filler
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: artifacts.RunLock.acquire writes the pid without handling OSError: on a full disk the run dies "
-    "with a traceback (OSError ENOSPC from fh.flush) instead of one 'error:' line",
-)
 def test_full_output_disk_at_start(tmp_path: Path, server_factory: Any, tmpfs: Path) -> None:
     srv = server_factory()
     cfg = make_config(tmp_path, srv.base_url, n_examples=3, n_criteria=1, out=tmpfs / "out")
@@ -653,13 +643,12 @@ def test_full_output_disk_at_start(tmp_path: Path, server_factory: Any, tmpfs: P
     filler.unlink()
     p2 = run_cli(tmp_path, ["--config", str(cfg), "--run-id", "f1"], timeout=120)
     assert p2.popen.returncode == 0, p2.stderr
-    one_error_line(p.stderr)  # the known failure, checked last
+    one_error_line(p.stderr)
 
 
 def _disk_fills_mid_run(tmp_path: Path, srv: FakeOpenAIServer, cfg: Path, tmpfs: Path, concurrency: int) -> None:
     """Start a run, fill the disk once it is under way, free it, rerun. The rerun must work (nothing corrupt); the
-    failed run must say so in one line, stop calling, and lose nothing it paid for. The checks that fail today come
-    last, so everything before them is verified even while the test is an xfail."""
+    failed run must say so in one line, stop calling, and lose nothing it paid for."""
     args = ["--config", str(cfg), "--run-id", "mid"]
     p = start_cli(tmp_path, args)
     wait_for_requests(srv, 8, p)
@@ -674,7 +663,7 @@ def _disk_fills_mid_run(tmp_path: Path, srv: FakeOpenAIServer, cfg: Path, tmpfs:
     run_dir = Path(yaml.safe_load(cfg.read_text())["run"]["output_dir"]) / "mid"
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "complete" and summary["calls"]["cache_hits"] > 0
-    # Known failures (see the xfail reasons), all listed in one message.
+    # The failed run's own behaviour, all problems listed in one message.
     problems = []
     errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
     if "Traceback" in p.stderr or len(errors) != 1:
@@ -690,12 +679,6 @@ def _disk_fills_mid_run(tmp_path: Path, srv: FakeOpenAIServer, cfg: Path, tmpfs:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a cache write failure (RubricrunError raised in a pool thread) does not stop the pool: stop is "
-    "never set and the queued tasks keep running (ThreadPoolExecutor joins them at exit), so every remaining call "
-    "is paid for and thrown away; the rerun pays for them again",
-)
 def test_cache_disk_fills_mid_run(tmp_path: Path, server_factory: Any, tmpfs: Path) -> None:
     srv = server_factory(latency_s=0.2)
     cfg = make_config(tmp_path, srv.base_url, n_examples=12, n_criteria=1, cache=tmpfs / "cache")
@@ -703,12 +686,6 @@ def test_cache_disk_fills_mid_run(tmp_path: Path, server_factory: Any, tmpfs: Pa
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a full output disk makes Tracer.emit raise OSError in retry.RetryingProvider right after a paid "
-    "call succeeded, so the answer never reaches the cache (lost, paid again on rerun); the OSError is not a "
-    "RubricrunError, so the pool keeps running every queued call and cli prints a traceback",
-)
 def test_output_disk_fills_mid_run(tmp_path: Path, server_factory: Any, tmpfs: Path) -> None:
     srv = server_factory(latency_s=0.2)
     cfg = make_config(tmp_path, srv.base_url, n_examples=12, n_criteria=1, out=tmpfs / "out")

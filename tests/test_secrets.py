@@ -7,9 +7,10 @@ anything beside it), HOME (LiteLLM must not write the key anywhere either), and 
 The server's own request log is the positive control: the key really was sent in the Authorization header.
 
 Redaction of the run folder's config.yaml (config.config_to_dict -> _redact) covers: any string value whose mapping
-key contains (case-insensitive) "api_key", "apikey", "token", "secret", "password" or "authorization", at any depth
-(params, extra_headers, nested lists), except keys ending in "_env" (those hold env var NAMES, kept as is). It is by
-key name only: a secret value under a neutral key name is written as is (see the xfail tests at the end).
+key contains (case-insensitive, "-" read as "_") "api_key", "apikey", "token", "secret", "password", "authorization"
+or "cookie", at any depth (params, extra_headers, nested lists), except keys ending in "_env" (those hold env var
+NAMES, kept as is). It is by key name only: a secret value under a neutral key name in the config is written as is.
+Provider error messages that echo the key have the key's value replaced by *** before they are recorded.
 """
 
 from __future__ import annotations
@@ -161,12 +162,6 @@ def test_inline_secret_in_params_redacted_in_run_config(tmp_path: Path, fake: Fa
     assert any(r.headers.get("Authorization") == f"Bearer {INLINE}" for r in fake.requests)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: config._redact matches key names against api_key/apikey/token/secret/password/authorization only; "
-    "the common header 'x-api-key' (Anthropic style; 'api-key' with hyphens, as Azure uses) is written in clear "
-    "to the run folder's config.yaml",
-)
 def test_hyphenated_api_key_headers_redacted(tmp_path: Path, fake: FakeOpenAIServer) -> None:
     fake.configure(p_500=0.0)
     headers = {"x-api-key": INLINE, "api-key": INLINE}
@@ -176,12 +171,6 @@ def test_hyphenated_api_key_headers_redacted(tmp_path: Path, fake: FakeOpenAISer
     assert files_containing(tmp_path / "outputs" / "hy", (INLINE,)) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: provider error messages are stored verbatim (providers.classify_error -> trace.jsonl, "
-    "responses.jsonl error, run.log); a provider or proxy that echoes the key it was sent leaks it to disk. "
-    "The values of the api_key_env variables are known: replace them with *** in error text",
-)
 def test_key_echoed_by_provider_error_is_not_written(tmp_path: Path, fake: FakeOpenAIServer) -> None:
     fake.configure(p_500=0.0)
     fake.add_rule("cand-b", 401, message=f"Invalid proxy server token passed. Received API Key = {SECRET}")

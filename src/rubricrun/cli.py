@@ -12,11 +12,17 @@ import logging
 import os
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import InputError, RubricrunError, RunLockedError
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .runner import Extras
+
+EXPORT_FORMATS = ("sft", "dpo", "kto", "reward", "hybrid")
 
 log = logging.getLogger("rubricrun")
 
@@ -73,6 +79,19 @@ def setup_logging(run_dir: Path | None, quiet: bool = False) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    code = _run(args)
+    from .pool import workers_alive
+
+    if code != 0 and workers_alive():
+        # Abandon calls still in flight: the pool threads would otherwise hold the exit until their timeouts.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(code)
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return _main(args)
     except InputError as exc:
@@ -84,9 +103,31 @@ def main(argv: list[str] | None = None) -> int:
     except RubricrunError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # an unwritable output folder, a full disk
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _extras(args: argparse.Namespace, cfg: Config) -> Extras:
+    from .runner import Extras
+
+    formats = tuple(f.strip() for arg in args.export for f in arg.split(",") if f.strip())
+    for f in formats:
+        if f not in EXPORT_FORMATS:
+            raise InputError(
+                f"unknown export format {f!r} (expected one of {', '.join(EXPORT_FORMATS)})", key="--export"
+            )
+    if args.dry_run and not args.push_to_hub:
+        raise InputError("--dry-run goes with --push-to-hub", key="--dry-run")
+    if args.push_to_hub and not formats and not (cfg.export and cfg.export.formats):
+        raise InputError(
+            "--push-to-hub needs something to push: add --export FORMAT or an export: section", key="--push-to-hub"
+        )
+    return Extras(export_formats=formats, push_to_hub=args.push_to_hub, dry_run=args.dry_run)
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -94,6 +135,8 @@ def _main(args: argparse.Namespace) -> int:
 
     if args.max_examples is not None and args.max_examples < 1:
         raise InputError("--max-examples must be at least 1", key="--max-examples")
+    if args.run_id is not None and (not args.run_id or "/" in args.run_id or args.run_id.startswith(".")):
+        raise InputError(f"--run-id {args.run_id!r}: use a plain folder name", key="--run-id")
     cfg = load_config(args.config)
     if args.validate:
         from .runner import count_calls
@@ -102,12 +145,14 @@ def _main(args: argparse.Namespace) -> int:
         counts = count_calls(cfg, args.max_examples)
         print(json.dumps({"config": args.config, "valid": True, **counts}, indent=2))
         return 0
-    if args.run_id is not None and (not args.run_id or "/" in args.run_id or args.run_id.startswith(".")):
-        raise InputError(f"--run-id {args.run_id!r}: use a plain folder name", key="--run-id")
+    from .runner import execute, preflight
+
+    extras = _extras(args, cfg)
+    setup_logging(None)
+    prepared = preflight(cfg, args.max_examples)  # bad input stops here, before the run folder exists
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(cfg.run.output_dir) / run_id
     setup_logging(run_dir)
-    from .runner import Extras, execute
 
     # The first Ctrl+C stops starting new calls and writes artifacts; a second one exits at once.
     def _second_sigint(signum: int, frame: object) -> None:
@@ -115,26 +160,8 @@ def _main(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, _second_sigint)
-    formats = tuple(f.strip() for arg in args.export for f in arg.split(",") if f.strip())
-    known = ("sft", "dpo", "kto", "reward", "hybrid")
-    for f in formats:
-        if f not in known:
-            raise InputError(f"unknown export format {f!r} (expected one of {', '.join(known)})", key="--export")
-    if args.dry_run and not args.push_to_hub:
-        raise InputError("--dry-run goes with --push-to-hub", key="--dry-run")
-    if args.push_to_hub and not formats and not (cfg.export and cfg.export.formats):
-        raise InputError(
-            "--push-to-hub needs something to push: add --export FORMAT or an export: section", key="--push-to-hub"
-        )
-    extras = Extras(export_formats=formats, push_to_hub=args.push_to_hub, dry_run=args.dry_run)
-    outcome = execute(cfg, run_id, max_examples=args.max_examples, extras=extras)
+    outcome = execute(cfg, run_id, max_examples=args.max_examples, extras=extras, prepared=prepared)
     log.info("artifacts in %s", outcome.run_dir)
     for h in logging.getLogger("rubricrun").handlers:
         h.flush()
-    if outcome.exit_code == 130 and threading.active_count() > 1:
-        # Abandon calls still in flight: the pool threads would otherwise hold the exit until their timeouts.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        logging.shutdown()
-        os._exit(130)
     return outcome.exit_code

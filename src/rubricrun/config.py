@@ -371,8 +371,20 @@ def _check(cfg: Config, b: _Builder) -> None:
             "judging.judges_per_criterion",
             f"is {cfg.judging.judges_per_criterion} but the pool has {len(cfg.judge_pool)} judges",
         )
+    s = cfg.synthesize
+    if s is not None:
+        for name, value, low in (
+            ("num_subtopics", s.num_subtopics, 1),
+            ("prompts_per_subtopic", s.prompts_per_subtopic, 1),
+            ("over_generation_buffer", s.over_generation_buffer, 0),
+            ("max_exclusions", s.max_exclusions, 0),
+        ):
+            if value < low:
+                raise b.fail(f"synthesize.{name}", f"must be at least {low}")
     names = set()
     for i, d in enumerate(cfg.datasets):
+        if d.limit is not None and d.limit < 0:
+            raise b.fail(f"datasets[{i}].limit", "must be at least 0")
         name = d.name or Path(d.path).stem
         if name in names:
             raise b.fail(f"datasets[{i}].name", f"duplicate dataset name '{name}'")
@@ -391,7 +403,7 @@ def config_to_dict(cfg: Config) -> dict[str, Any]:
     return _redact(d)
 
 
-_SECRET_WORDS = ("api_key", "apikey", "token", "secret", "password", "authorization")
+_SECRET_WORDS = ("api_key", "apikey", "token", "secret", "password", "authorization", "cookie")
 
 
 def _redact(value: Any, key: str = "") -> Any:
@@ -399,7 +411,7 @@ def _redact(value: Any, key: str = "") -> Any:
         return {k: _redact(v, str(k)) for k, v in value.items()}
     if isinstance(value, list):
         return [_redact(v, key) for v in value]
-    lk = key.lower()
+    lk = key.lower().replace("-", "_")
     if isinstance(value, str) and any(w in lk for w in _SECRET_WORDS) and not lk.endswith("_env"):
         return "***"
     return value

@@ -19,6 +19,12 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 GRACE_S = 3.0
+THREAD_PREFIX = "rubricrun-"
+
+
+def workers_alive() -> bool:
+    """Whether pool threads are still running (calls in flight that an exit would wait for)."""
+    return any(t.name.startswith(THREAD_PREFIX) and t.is_alive() for t in threading.enumerate())
 
 
 class Interrupted(Exception, Generic[R]):
@@ -68,7 +74,7 @@ def run_pool(
     if not items:
         return results
     bar = Progress(label, len(items), progress)
-    pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(items))), thread_name_prefix=label or "worker")
+    pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(items))), thread_name_prefix=THREAD_PREFIX + label)
     futures: dict[Future[R], int] = {}
     try:
         for i, item in enumerate(items):
@@ -81,7 +87,15 @@ def run_pool(
                 bar.update()
             if stop.is_set():
                 raise KeyboardInterrupt
-    except KeyboardInterrupt:
+    except BaseException as exc:
+        if not isinstance(exc, KeyboardInterrupt):
+            # A task failed in a way a row cannot hold (cache or disk): stop paying for new calls at once.
+            stop.set()
+            for f in futures:
+                f.cancel()
+            bar.close()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
         stop.set()
         for f in futures:
             f.cancel()

@@ -91,8 +91,16 @@ def _retry_after(exc: BaseException) -> float | None:
     return None
 
 
-def classify_error(exc: BaseException, model: str) -> ProviderError:
-    """Turn whatever LiteLLM (or the HTTP stack under it) raised into a ProviderError."""
+def redact(text: str, secrets: tuple[str, ...]) -> str:
+    """Replace every secret value in a text (a provider may echo the key in its error message)."""
+    for secret in secrets:
+        if secret and len(secret) >= 6:
+            text = text.replace(secret, "***")
+    return text
+
+
+def classify_error(exc: BaseException, model: str, secrets: tuple[str, ...] = ()) -> ProviderError:
+    """Turn whatever LiteLLM (or the HTTP stack under it) raised into a ProviderError, with secrets removed."""
     if isinstance(exc, ProviderError):
         return exc
     name = type(exc).__name__
@@ -109,7 +117,7 @@ def classify_error(exc: BaseException, model: str) -> ProviderError:
     else:
         # Timeouts and connection errors from httpx/openai below LiteLLM.
         retryable = any(w in name for w in ("Timeout", "Connection", "ServiceUnavailable"))
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else name
+    message = redact(str(exc).strip().splitlines()[0], secrets) if str(exc).strip() else name
     if len(message) > 500:
         message = message[:500] + "..."
     return ProviderError(
@@ -146,6 +154,7 @@ class LiteLLMProvider(BaseProvider):
         )
         if request.api_base:
             kwargs["api_base"] = request.api_base
+        key = None
         if request.api_key_env:
             key = os.environ.get(request.api_key_env)
             if not key:
@@ -160,7 +169,7 @@ class LiteLLMProvider(BaseProvider):
         try:
             raw = litellm.completion(**kwargs)
         except Exception as exc:  # noqa: BLE001 - every provider failure becomes a ProviderError
-            raise classify_error(exc, request.model) from None
+            raise classify_error(exc, request.model, (key,) if key else ()) from None
         latency_ms = (time.perf_counter() - start) * 1000
         try:
             choice = raw.choices[0]

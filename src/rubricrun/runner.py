@@ -29,7 +29,7 @@ from .costs import (
     unit_prices,
     upper_bound,
 )
-from .errors import InputError
+from .errors import InputError, RubricrunError
 from .loaders import load_dataset
 from .pipeline import (
     AUTO_CRITERION,
@@ -72,8 +72,10 @@ def load_examples(cfg: Config, max_examples: int | None) -> tuple[list[Example],
         try:
             res = load_dataset(d, on_bad_row=cfg.run.on_bad_row, max_examples=cap)
         except InputError as exc:
-            if exc.line is None and exc.file == d.path:  # file-level: say which config entry points there
-                raise cfg.fail(f"datasets[{i}].path", f"{d.path}: {exc.args[0].split(': ', 1)[-1]}") from None
+            if exc.line is None and exc.file == d.path:  # about the config entry, not a row: point at it
+                reason = str(exc).rsplit(": ", 1)[-1]
+                key = f"datasets[{i}].{exc.key}" if exc.key else f"datasets[{i}].path"
+                raise cfg.fail(key, f"{d.path}: {reason}") from None
             raise
         for ex in res.examples:
             if ex.id in seen:
@@ -205,15 +207,45 @@ def hub_card(cfg: Config, summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def execute(cfg: Config, run_id: str, *, max_examples: int | None = None, extras: Extras = Extras()) -> Outcome:
+@dataclass(frozen=True)
+class Prepared:
+    """What preflight found: everything a run needs that can be checked without calling a model."""
+
+    examples: list[Example]
+    skipped: list[str]
+
+
+def preflight(cfg: Config, max_examples: int | None) -> Prepared:
+    """Every check that needs no model call, before the run folder is touched: API key variables, every
+    dataset row, the judge template, the synthesis templates. Raises InputError."""
+    check_keys(cfg)
+    examples, skipped = load_examples(cfg, max_examples)
+    Judging(cfg, BaseProvider())
+    if cfg.synthesize is not None:
+        from .synth import load_template
+
+        load_template(cfg.synthesize.subtopic_template, "subtopics.j2")
+        load_template(cfg.synthesize.prompt_template, "prompts.j2")
+    return Prepared(examples, skipped)
+
+
+def execute(
+    cfg: Config,
+    run_id: str,
+    *,
+    max_examples: int | None = None,
+    extras: Extras = Extras(),
+    prepared: Prepared | None = None,
+) -> Outcome:
+    prepared = prepared or preflight(cfg, max_examples)
     run_dir = Path(cfg.run.output_dir) / run_id
     lock = artifacts.RunLock(run_dir)
     lock.acquire()
     stop = threading.Event()
-    tracer = Tracer(run_dir / "trace.jsonl", invocation=f"{int(time.time())}")
+    tracer = Tracer(run_dir / "trace.jsonl", invocation=f"{int(time.time())}", on_error=lambda _: stop.set())
     cache = open_cache(cfg)
     try:
-        return _execute(cfg, run_id, run_dir, stop, tracer, cache, max_examples, extras)
+        return _execute(cfg, run_id, run_dir, stop, tracer, cache, prepared, extras)
     finally:
         tracer.close()
         if cache:
@@ -228,16 +260,14 @@ def _execute(
     stop: threading.Event,
     tracer: Tracer,
     cache: ResponseCache | None,
-    max_examples: int | None,
+    prepared: Prepared,
     extras: Extras,
 ) -> Outcome:
     t0 = time.monotonic()
     formats = list(dict.fromkeys([*(cfg.export.formats if cfg.export else []), *extras.export_formats]))
-    check_keys(cfg)
-    examples, skipped = load_examples(cfg, max_examples)
+    examples, skipped = prepared.examples, prepared.skipped
     for s in skipped:
         log.warning("skipped bad row: %s", s)
-    Judging(cfg, BaseProvider())  # loads and checks the judge template before any call
     artifacts.write_text(run_dir / "config.yaml", yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
     stack, budget = build_stack(cfg, tracer, stop, cache)
     stack_calls = tracer.counts
@@ -278,6 +308,11 @@ def _execute(
             if auto is not None:
                 judgments.append(auto)
 
+    if tracer.error is not None:
+        raise RubricrunError(
+            f"{run_dir / 'trace.jsonl'}: cannot write ({tracer.error.strerror or tracer.error}); the run stopped. "
+            f"Every call answered so far is in the cache: free space and rerun with --run-id {run_id}"
+        )
     scores = score_all(cfg, by_id, responses, judgments)
     not_done = len(tasks) - len(responses)
     status = "interrupted" if interrupted else "stopped_on_budget" if budget.stopped else "complete"
@@ -324,6 +359,10 @@ def _execute(
             run_id,
         )
         return Outcome(3, run_dir, summary)
+    if tasks and not any(r.status == "ok" for r in responses):
+        first = next((r.error for r in responses if r.error), "no response")
+        log.error("every candidate call failed (first error: %s); artifacts written", first)
+        return Outcome(1, run_dir, summary)
     return Outcome(0, run_dir, summary)
 
 

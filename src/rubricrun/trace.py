@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -23,10 +24,16 @@ _COST_FIELDS = (
 class Tracer:
     """Thread-safe JSONL appender. With no path it only counts (used by --validate and tests)."""
 
-    def __init__(self, path: Path | None = None, *, invocation: str = ""):
+    def __init__(
+        self, path: Path | None = None, *, invocation: str = "", on_error: Callable[[OSError], None] | None = None
+    ):
         self._lock = threading.Lock()
         self._fh: IO[str] | None = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
         self.invocation = invocation
+        # A write failure (full disk) must not lose the response whose event it was: it is recorded here, the
+        # callback stops the run, and the runner reports it once the response is safely in the cache.
+        self.error: OSError | None = None
+        self._on_error = on_error
         self.counts: dict[str, int] = {"events": 0, "errors": 0, "cache_hits": 0, "calls": 0}
         # (role, model) -> tokens of successful paid calls and of cache hits, for costs.
         self.by_model: dict[tuple[str, str], dict[str, int]] = {}
@@ -84,12 +91,21 @@ class Tracer:
                     acc["calls"] += 1
                     acc["prompt_tokens"] += usage.prompt_tokens
                     acc["completion_tokens"] += usage.completion_tokens
-            if self._fh:
-                self._fh.write(line)
-                self._fh.flush()
+            if self._fh and self.error is None:
+                try:
+                    self._fh.write(line)
+                    self._fh.flush()
+                except OSError as exc:
+                    self.error = exc
+            failed = self.error is not None
+        if failed and self._on_error is not None:
+            self._on_error(self.error)  # type: ignore[arg-type]
 
     def close(self) -> None:
         with self._lock:
             if self._fh:
-                self._fh.close()
+                try:
+                    self._fh.close()
+                except OSError as exc:
+                    self.error = self.error or exc
                 self._fh = None
