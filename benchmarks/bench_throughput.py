@@ -16,6 +16,9 @@ Timings, per side:
   generation stage:   (c) only, run.log's 'N examples' line to the last candidate trace event (adds the lazy LiteLLM
                       import that rubricrun's first call pays, ~3-4 s);
   whole run.py:       (c) only, the subprocess from spawn to exit (startup, import, artifacts, summary).
+CPU ms per call: of the calls only (the workers' process_time around the pool) and of the whole process (user + sys
+of the worker process, or of the run.py subprocess from os.wait4): less sensitive than wall time to other load on
+a shared machine, since at 64 threads x 200 ms every side here is bound by its own CPU (the GIL), not by latency.
 Ratios are the median over `--rounds` rounds of the per-round ratio; the rounds interleave the sides so that load
 from other processes on the machine hits all of them alike. Goal: ours/litellm >= 0.85 (window / window). The server
 log is checked for exactly `--calls` requests per side, all answered 200.
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -94,7 +98,14 @@ def _worker(kind: str, base_url: str, calls: int, threads: int) -> dict:
     with ThreadPoolExecutor(max_workers=threads) as pool:
         list(pool.map(safe, range(calls)))
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    return {"wall_s": wall, "cpu_s": cpu, "errors": errors, "t_end": time.time()}
+    ru = resource.getrusage(resource.RUSAGE_SELF)  # the whole process: interpreter start and imports included
+    return {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "proc_cpu_s": ru.ru_utime + ru.ru_stime,
+        "errors": errors,
+        "t_end": time.time(),
+    }
 
 
 def run_worker(kind: str, server: FakeServer, calls: int, threads: int) -> dict:
@@ -148,7 +159,8 @@ def main() -> int:
     banner(f"throughput: {args.calls} calls, {args.threads} threads, server latency {args.latency} s")
     n = args.calls
     rates: dict[str, list[float]] = {k: [] for k in NAMES}
-    print(f"{'round':<6} {'side':<30} {'wall s':>8} {'calls/s':>9} {'CPU ms/call':>12}")
+    print(f"{'':<48} {'CPU ms per call':>21}")
+    print(f"{'round':<6} {'side':<30} {'wall s':>8} {'calls/s':>9} {'calls':>10} {'process':>10}")
     with FakeServer(latency=args.latency) as server:
         for rnd in range(1, args.rounds + 1):
             oa = run_worker("openai", server, n, args.threads)
@@ -168,17 +180,19 @@ def main() -> int:
                 print(f"  rubricrun failed attempt (retried): {e['error']} after {e['latency_ms']:.0f} ms")
             assert w["end"] and w["stage_start"], "no generation stage found in run.log / trace.jsonl"
             walls = {
-                "openai": (oa["wall_s"], oa["cpu_s"]),
+                "openai": (oa["wall_s"], (oa["cpu_s"], oa["proc_cpu_s"])),
                 "openai_w": (oa["window_s"], None),
-                "litellm": (ll["wall_s"], ll["cpu_s"]),
+                "litellm": (ll["wall_s"], (ll["cpu_s"], ll["proc_cpu_s"])),
                 "litellm_w": (ll["window_s"], None),
                 "ours_w": (w["end"] - arrival, None),
                 "ours_stage": (w["end"] - w["stage_start"], None),
-                "ours_whole": (res.wall_s, res.cpu_s),
+                "ours_whole": (res.wall_s, (None, res.cpu_s)),
             }
             for key, (wall, cpu) in walls.items():
                 rates[key].append(n / wall)
-                cpu_txt = f"{cpu / n * 1000:12.1f}" if cpu is not None else f"{'':>12}"
+                calls_cpu, proc_cpu = cpu or (None, None)
+                cpu_txt = f"{calls_cpu / n * 1000:10.1f}" if calls_cpu is not None else f"{'':>10}"
+                cpu_txt += f" {proc_cpu / n * 1000:10.1f}" if proc_cpu is not None else ""
                 print(f"{rnd:<6} {NAMES[key]:<30} {wall:8.2f} {n / wall:9.1f} {cpu_txt}")
             print(
                 f"{rnd:<6} errors: openai {oa['errors']}, litellm {ll['errors']}, rubricrun {s['calls']}; "

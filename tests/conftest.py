@@ -162,6 +162,28 @@ def run_dir(tmp_path: Path, run_id: str) -> Path:
 # Running the CLI
 
 
+def subprocess_env(tmp: Path, overrides: dict[str, str | None] | None = None) -> dict[str, str]:
+    """os.environ for a run.py subprocess, independent of the autouse fixture: no proxies (the fake server is on
+    127.0.0.1), LiteLLM's offline cost map, HOME under `tmp`; `overrides` entries set (None removes) variables."""
+    env = dict(os.environ)
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        env.pop(var, None)
+    env.update(
+        NO_PROXY="127.0.0.1,localhost",
+        no_proxy="127.0.0.1,localhost",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        HOME=str(tmp / "home"),
+        XDG_CACHE_HOME=str(tmp / "home" / ".cache"),
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+    for k, v in (overrides or {}).items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    return env
+
+
 def cli_env(env: dict[str, str | None] | None = None) -> dict[str, str]:
     full = dict(os.environ)  # already holds the fake key (the autouse fixture set it)
     for k, v in (env or {}).items():

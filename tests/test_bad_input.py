@@ -11,7 +11,6 @@ whole input is checked before the first dataset is run.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import subprocess_env
 from fakeserver import FakeOpenAIServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,24 +35,7 @@ RUN_ID = "bad"
 
 
 def _env(tmp: Path, extra: dict[str, str | None] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        env.pop(var, None)
-    env.update(
-        NO_PROXY="127.0.0.1,localhost",
-        no_proxy="127.0.0.1,localhost",
-        LITELLM_LOCAL_MODEL_COST_MAP="True",
-        HOME=str(tmp / "home"),
-        XDG_CACHE_HOME=str(tmp / "home" / ".cache"),
-        PYTHONDONTWRITEBYTECODE="1",
-    )
-    env[KEY_ENV] = "sk-badinput-fake"
-    for k, v in (extra or {}).items():
-        if v is None:
-            env.pop(k, None)
-        else:
-            env[k] = v
-    return env
+    return subprocess_env(tmp, {KEY_ENV: "sk-badinput-fake", **(extra or {})})
 
 
 def run_cli(tmp: Path, args: list[str], env: dict[str, str | None] | None = None, timeout: float = 60):

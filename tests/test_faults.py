@@ -32,6 +32,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import subprocess_env
 from fakeserver import FakeOpenAIServer, LoggedRequest, default_reply, is_judge_request, message_text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,23 +42,11 @@ CLOCK_SLACK_S = 0.02  # server log times and the client's sleeps come from the s
 
 
 # --------------------------------------------------------------------------------------------------
-# Helpers (local to this file on purpose: they do not depend on conftest.py)
+# Helpers (the subprocess environment comes from conftest.subprocess_env; the rest is local to this file)
 
 
 def _env(tmp: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        env.pop(var, None)
-    env.update(
-        NO_PROXY="127.0.0.1,localhost",
-        no_proxy="127.0.0.1,localhost",
-        LITELLM_LOCAL_MODEL_COST_MAP="True",
-        HOME=str(tmp / "home"),
-        XDG_CACHE_HOME=str(tmp / "home" / ".cache"),
-        PYTHONDONTWRITEBYTECODE="1",
-    )
-    env[KEY_ENV] = "sk-faults-fake"
-    return env
+    return subprocess_env(tmp, {KEY_ENV: "sk-faults-fake"})
 
 
 @dataclass

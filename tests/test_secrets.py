@@ -15,7 +15,6 @@ Provider error messages that echo the key have the key's value replaced by *** b
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import subprocess_env
 from fakeserver import FakeOpenAIServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,19 +33,7 @@ INLINE = "sk-inline-SECRET-1a2b3c"
 
 
 def _env(tmp: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        env.pop(var, None)
-    env.update(
-        NO_PROXY="127.0.0.1,localhost",
-        no_proxy="127.0.0.1,localhost",
-        LITELLM_LOCAL_MODEL_COST_MAP="True",
-        HOME=str(tmp / "home"),
-        XDG_CACHE_HOME=str(tmp / "home" / ".cache"),
-        PYTHONDONTWRITEBYTECODE="1",
-    )
-    env[KEY_ENV] = SECRET
-    return env
+    return subprocess_env(tmp, {KEY_ENV: SECRET})
 
 
 def run_cli(tmp: Path, args: list[str], timeout: float = 120) -> subprocess.CompletedProcess[bytes]:

@@ -397,20 +397,10 @@ def _make_handler_class() -> type:
             self,
             model: str,
             messages: list,
-            api_base: str,
-            custom_prompt_dict: dict,
+            *,
             model_response: litellm.ModelResponse,
-            print_verbose: Any,
-            encoding: Any,
-            api_key: Any,
-            logging_obj: Any,
             optional_params: dict,
-            acompletion: Any = None,
-            litellm_params: Any = None,
-            logger_fn: Any = None,
-            headers: dict | None = None,
-            timeout: Any = None,
-            client: Any = None,
+            **_: Any,  # LiteLLM passes its other call arguments by keyword; a local model needs none of them
         ) -> litellm.ModelResponse:
             out, path, elapsed = run(model, messages, optional_params)
             choice = out["choices"][0]
@@ -435,20 +425,9 @@ def _make_handler_class() -> type:
             self,
             model: str,
             messages: list,
-            api_base: str,
-            custom_prompt_dict: dict,
-            model_response: litellm.ModelResponse,
-            print_verbose: Any,
-            encoding: Any,
-            api_key: Any,
-            logging_obj: Any,
+            *,
             optional_params: dict,
-            acompletion: Any = None,
-            litellm_params: Any = None,
-            logger_fn: Any = None,
-            headers: dict | None = None,
-            timeout: Any = None,
-            client: Any = None,
+            **_: Any,
         ) -> Iterator[dict[str, Any]]:
             """stream=True: the whole reply as one chunk (generation runs to the end under the model lock first)."""
             params = {k: v for k, v in (optional_params or {}).items() if k not in ("stream", "stream_options")}

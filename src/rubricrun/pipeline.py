@@ -75,22 +75,38 @@ class GenTask:
         return f"{self.example.id}#{self.candidate.name}#{self.sample_index}"
 
 
+def model_request(
+    m: ModelConfig,
+    route: Route,
+    messages: Sequence[dict[str, Any]],
+    *,
+    role: str,
+    section: str,
+    sample_index: int = 0,
+    params: dict[str, Any] | None = None,
+    response_schema: dict[str, Any] | None = None,
+) -> LLMRequest:
+    """A request to one model entry; `section` (candidate or judge) names its rate-limit bucket."""
+    return LLMRequest(
+        model=route.model,
+        messages=tuple(messages),
+        params=dict(m.params) if params is None else params,
+        api_base=route.api_base,
+        api_key_env=route.api_key_env,
+        timeout_s=m.timeout_s,
+        response_schema=response_schema,
+        sample_index=sample_index,
+        role=role,  # type: ignore[arg-type]
+        limiter=f"{section}:{m.name}",
+    )
+
+
 def candidate_request(cand: ModelConfig, example: Example, sample_index: int, seed: int) -> LLMRequest:
-    r = route_for(cand, example.id, sample_index, seed)
     messages = list(example.messages)
     if cand.system_prompt:
         messages = [{"role": "system", "content": cand.system_prompt}, *messages]
-    return LLMRequest(
-        model=r.model,
-        messages=tuple(messages),
-        params=dict(cand.params),
-        api_base=r.api_base,
-        api_key_env=r.api_key_env,
-        timeout_s=cand.timeout_s,
-        sample_index=sample_index,
-        role="candidate",
-        limiter=f"candidate:{cand.name}",
-    )
+    route = route_for(cand, example.id, sample_index, seed)
+    return model_request(cand, route, messages, role="candidate", section="candidate", sample_index=sample_index)
 
 
 def generation_tasks(cfg: Config, examples: Sequence[Example]) -> list[GenTask]:
@@ -215,19 +231,15 @@ class Judging:
 
     def request(self, judge: ModelConfig, item: JudgeItem, attempt: int) -> LLMRequest:
         r = route_for(judge, item.response.id, 0, self.cfg.run.seed)
-        return LLMRequest(
-            model=r.model,
-            messages=tuple(
-                judge_messages(self.template, item.example, item.response.text or "", item.criterion, self.max_chars)
-            ),
-            params=self.params(judge, attempt),
-            api_base=r.api_base,
-            api_key_env=r.api_key_env,
-            timeout_s=judge.timeout_s,
-            response_schema=judge_schema(self.max_chars) if uses_schema(judge, r.model) else None,
-            sample_index=attempt,
+        return model_request(
+            judge,
+            r,
+            judge_messages(self.template, item.example, item.response.text or "", item.criterion, self.max_chars),
             role="judge",
-            limiter=f"judge:{judge.name}",
+            section="judge",
+            sample_index=attempt,
+            params=self.params(judge, attempt),
+            response_schema=judge_schema(self.max_chars) if uses_schema(judge, r.model) else None,
         )
 
     def vote(self, judge: ModelConfig, item: JudgeItem) -> Vote | None:

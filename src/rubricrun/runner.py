@@ -39,6 +39,7 @@ from .pipeline import (
     generation_tasks,
     judge,
     judge_items,
+    model_request,
     response_row,
     route_for,
     rubric_for,
@@ -50,7 +51,7 @@ from .ratelimit import ThrottledProvider, TokenBucket
 from .retry import RetryingProvider
 from .summary import build_summary
 from .trace import Tracer
-from .types import Example, Judgment, LLMRequest, LLMResponse, Response, to_row
+from .types import Example, Judgment, LLMResponse, Response, to_row
 
 log = logging.getLogger("rubricrun")
 
@@ -134,18 +135,9 @@ def synthesize_examples(cfg: Config, stack: BaseProvider) -> tuple[list[Example]
     route = route_for(model, "synthesize", 0, cfg.run.seed)
 
     def call(messages: list[dict], attempt: int) -> LLMResponse:
-        req = LLMRequest(
-            model=route.model,
-            messages=tuple(messages),
-            params=dict(model.params),
-            api_base=route.api_base,
-            api_key_env=route.api_key_env,
-            timeout_s=model.timeout_s,
-            sample_index=attempt,
-            role="synthesis",
-            limiter=f"{role}:{model.name}",
+        return stack.generate(
+            model_request(model, route, messages, role="synthesis", section=role, sample_index=attempt)
         )
-        return stack.generate(req)
 
     examples, logs = synthesize(scfg, call, log=log.info)
     return examples, [to_row(entry) for entry in logs]
