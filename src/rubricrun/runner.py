@@ -392,9 +392,9 @@ def _log_summary(summary: dict[str, Any]) -> None:
 def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
     """--validate: how many calls the run would make, how many are already cached, and an upper bound on
     the cost of the rest (every reply at its max_tokens). Calls nothing."""
-    check_keys(cfg)
-    examples, skipped = load_examples(cfg, max_examples)
-    judging = Judging(cfg, BaseProvider())
+    prepared = preflight(cfg, max_examples)  # the same checks a run makes before its first call
+    examples, skipped = prepared.examples, prepared.skipped
+    judging = Judging(cfg, BaseProvider())  # builds the judge requests whose cache keys are looked up
     by_id = {ex.id: ex for ex in examples}
     prices = price_table(cfg)
     cache = open_cache(cfg)
