@@ -27,7 +27,12 @@ def canonical_json(value: Any) -> str:
 
 
 def cache_key(request: LLMRequest) -> str:
-    return hashlib.sha256(canonical_json(request.cache_fields()).encode("utf-8")).hexdigest()
+    """The request's key, computed once per request object (the task, the cache and the retry layer all ask)."""
+    key = request.__dict__.get("_cache_key")
+    if key is None:
+        key = hashlib.sha256(canonical_json(request.cache_fields()).encode("utf-8")).hexdigest()
+        object.__setattr__(request, "_cache_key", key)  # frozen dataclass: memo outside its fields
+    return key
 
 
 def _from_row(row: dict[str, Any]) -> LLMResponse:
