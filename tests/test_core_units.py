@@ -6,6 +6,7 @@ Every expected number is worked out by hand in the comments next to it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from rubricrun.judge import assign_judges, parse_judge_reply
 from rubricrun.ratelimit import TokenBucket
 from rubricrun.retry import backoff_delay
 from rubricrun.scoring import extract_choice, qa_correct, score_response
-from rubricrun.types import Criterion, LLMRequest
+from rubricrun.types import Criterion, Example, Judgment, LLMRequest, LLMResponse, TraceEvent, Usage, to_row
 
 # ---------------------------------------------------------------------------------------------------
 # scoring.score_response
@@ -311,6 +312,55 @@ def test_sample_index_zero_is_the_key_without_it() -> None:
     assert "sample_index" not in BASE.cache_fields()
     assert _replace(sample_index=1).cache_fields()["sample_index"] == 1
     assert cache_key(_replace(sample_index=1)) != cache_key(_replace(sample_index=2))
+
+
+# ---------------------------------------------------------------------------------------------------
+# types.to_row (hand-written for speed: must give exactly what dataclasses.asdict gives)
+
+ROW_CASES = [
+    Example(
+        id="e1",
+        dataset="d",
+        source="d.jsonl:3",
+        messages=({"role": "user", "content": "hi", "extra": [1, (2, 3)]},),
+        choices=("a", "b"),
+        answer="B",
+        rubric=(Criterion("c1", "states X", -2.5, ("safety",), "cat"),),
+        metadata={"nested": {"k": [1, {"z": None}]}},
+    ),
+    Judgment(
+        id="j",
+        response_id="r",
+        example_id="e",
+        candidate="c",
+        criterion_id="c1",
+        weight=1.0,
+        judge="j1",
+        verdict="met",
+        explanation=None,
+        error=None,
+        votes=({"judge": "j1", "verdict": "met"},),
+        usage=Usage(3, 4, 7),
+    ),
+    TraceEvent(
+        ts=1.5, role="judge", model="m", key="k", cache_hit=False, attempt=2, latency_ms=3.0, status="ok", usage=None
+    ),
+    LLMResponse(text="t", finish_reason="stop", usage=Usage(1, 2, 3), model="m"),
+]
+
+
+@pytest.mark.parametrize("obj", ROW_CASES, ids=lambda o: type(o).__name__)
+def test_to_row_equals_asdict(obj: object) -> None:
+    fast, reference = to_row(obj), dataclasses.asdict(obj)  # type: ignore[call-overload]
+    assert repr(fast) == repr(reference)  # same values, same key order, tuples kept as tuples
+
+
+def test_to_row_copies_containers() -> None:
+    ex = ROW_CASES[0]
+    row = to_row(ex)
+    row["messages"][0]["content"] = "changed"
+    row["metadata"]["nested"]["k"].append(2)
+    assert ex.messages[0]["content"] == "hi" and ex.metadata["nested"]["k"] == [1, {"z": None}]
 
 
 # ---------------------------------------------------------------------------------------------------
