@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -14,15 +15,12 @@ Role = Literal["candidate", "judge", "synthesis"]
 Verdict = Literal["met", "not_met", "error"]
 
 
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 _ATOMS = frozenset({str, int, float, bool, type(None)})
 
 
+@functools.cache
 def _names(cls: type) -> tuple[str, ...]:
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
-    return names
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 def _plain(v: Any) -> Any:
@@ -40,7 +38,7 @@ def _plain(v: Any) -> Any:
 
 def to_row(obj: Any) -> dict[str, Any]:
     """A dataclass as a dict in field order, nested dataclasses as dicts, containers copied (what
-    `dataclasses.asdict` returns, at a tenth of its cost: it ran for every trace event and cache write)."""
+    `dataclasses.asdict` returns, at a fifth of its cost: it runs for every trace event and cache write)."""
     return {name: _plain(getattr(obj, name)) for name in _names(type(obj))}
 
 
