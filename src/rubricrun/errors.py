@@ -44,9 +44,13 @@ class RunLockedError(RubricrunError):
     """Another process holds the run id."""
 
 
-class BudgetExceeded(RubricrunError):
+class NotDone(RubricrunError):
+    """A call that was not made and is not an error: its task has no row, and a rerun of the run id picks it up."""
+
+
+class BudgetExceeded(NotDone):
     """The run's spend would pass `budget_usd`; no new calls are started."""
 
 
-class Cancelled(RubricrunError):
+class Cancelled(NotDone):
     """The run is stopping (Ctrl+C or budget): no new call is started."""

@@ -16,7 +16,7 @@ from typing import Any
 from .config import Config, ModelConfig
 from .data.answers_file import Answers, load_replays, replay_model, replayed_answer
 from .data.turns import turn_view
-from .errors import BudgetExceeded, Cancelled, ProviderError
+from .errors import NotDone, ProviderError
 from .judging.answers import quality_flags, split_reasoning
 from .judging.auto import auto_judgment
 from .judging.pairwise import PairJudging, pair_items
@@ -146,7 +146,7 @@ def generate(
         key = cache_key(task.request)
         try:
             return response_row(task, key, stack.generate(task.request), None)
-        except (Cancelled, BudgetExceeded):
+        except NotDone:
             return None  # not done: a rerun picks it up
         except ProviderError as exc:
             return response_row(task, key, None, str(exc))
@@ -306,7 +306,7 @@ def synthesize(
     def call(messages: list[dict], attempt: int) -> LLMResponse:
         try:
             return stack.generate(synthesis_request(cfg, messages, attempt))
-        except (Cancelled, BudgetExceeded) as exc:
+        except NotDone as exc:
             raise _Stopped(f"stopped: {exc or type(exc).__name__}") from None
 
     examples: list[Example] = []

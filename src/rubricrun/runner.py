@@ -27,11 +27,9 @@ from .providers.stack import build_stack, open_cache
 from .providers.trace import Tracer
 from .results import artifacts
 from .results.costs import cost_report
-from .results.export import export_all
 from .results.hub import hub_card
-from .results.report import write_report_safely
-from .results.scoring import score_all
-from .results.summary import build_summary, criteria_index, log_summary
+from .results.summary import log_summary
+from .results.tally import Tally
 from .types import (
     BudgetSummary,
     Calls,
@@ -150,24 +148,35 @@ def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> None:
             run.pairs, run.interrupted = pipeline.judge_pairs(cfg, stack, by_id, run.responses, stop=run.stop)
 
 
+def _tally(run: _Run) -> Tally:
+    """The run's rows, example by example in input order."""
+    tally = Tally(run.cfg, run.run_id)
+    responses: dict[str, list[Response]] = {}
+    judgments: dict[str, list[Judgment]] = {}
+    pairs: dict[str, list[PairJudgment]] = {}
+    for r in run.responses:
+        responses.setdefault(r.example_id, []).append(r)
+    for j in run.judgments:
+        judgments.setdefault(j.example_id, []).append(j)
+    for p in run.pairs:
+        pairs.setdefault(p.example_id, []).append(p)
+    for ex in run.examples:
+        tally.add(ex, responses.get(ex.id, []), judgments.get(ex.id, []), pairs.get(ex.id, []))
+    return tally
+
+
 def _write_results(run: _Run, budget: Budget, prepared: Prepared, extras: Extras) -> Summary:
     """Scores, summary.json, the row artifacts, export, report.html and the Hub push."""
     cfg, run_dir = run.cfg, run.run_dir
-    by_id = {ex.id: ex for ex in run.examples}
-    scores = score_all(cfg, by_id, run.responses, run.judgments)
-    criteria = criteria_index(cfg, run.examples)
-    summary = build_summary(
-        cfg, run.run_id, run.examples, run.responses, run.judgments, scores, criteria, pairs=run.pairs
-    )
-    summary = _with_facts(summary, run, budget, prepared)
+    tally = _tally(run)
+    summary = _with_facts(tally.summary(), run, tally, budget, prepared)
     formats = list(dict.fromkeys([*(cfg.export.formats if cfg.export else []), *extras.export_formats]))
     if formats and not run.interrupted:
-        exported = export_all(cfg, run_dir, formats, run.examples, run.responses, run.judgments, scores)
-        summary = replace(summary, export=exported)
+        summary = replace(summary, export=tally.export(run_dir, formats))
     artifacts.write_jsonl(run_dir / "responses.jsonl", run.responses)
     artifacts.write_jsonl(run_dir / "judgments.jsonl", [*run.judgments, *run.pairs])  # pairwise rows last
     artifacts.write_json(run_dir / "summary.json", summary_row(summary))
-    write_report_safely(run_dir, summary, run.examples, run.responses, run.judgments, criteria, scores)
+    tally.report(run_dir, summary)
     if extras.push_to_hub and not run.interrupted:
         from .results.hub import push_to_hub
 
@@ -179,14 +188,14 @@ def _write_results(run: _Run, budget: Budget, prepared: Prepared, extras: Extras
     return summary
 
 
-def _with_facts(summary: Summary, run: _Run, budget: Budget, prepared: Prepared) -> Summary:
+def _with_facts(summary: Summary, run: _Run, tally: Tally, budget: Budget, prepared: Prepared) -> Summary:
     """The run's facts beside what the rows say: status, this invocation's calls, costs and budget."""
     counts = run.tracer.counts
     return replace(
         summary,
         status="interrupted" if run.interrupted else "stopped_on_budget" if budget.stopped else "complete",
         calls=Calls(made=counts["calls"], cache_hits=counts["cache_hits"], errors=counts["errors"]),
-        responses_not_done=run.tasks - len(run.responses),
+        responses_not_done=run.tasks - tally.n_responses,
         skipped_rows=len(prepared.skipped),
         wall_s=round(time.monotonic() - run.t0, 2),
         costs=from_row(

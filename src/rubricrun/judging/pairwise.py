@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Config, ModelConfig
-from ..errors import BudgetExceeded, Cancelled, InputError, ProviderError
+from ..errors import InputError, NotDone, ProviderError
 from ..providers.base import BaseProvider
 from ..providers.cache import cache_key
 from ..providers.routing import model_request, route_for
@@ -206,7 +206,7 @@ class PairJudging:
             key = key or cache_key(req)
             try:
                 resp = self.stack.generate(req)
-            except (Cancelled, BudgetExceeded):
+            except NotDone:
                 return None
             except ProviderError as exc:
                 self.forget(unreadable)

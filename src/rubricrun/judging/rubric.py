@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config, ModelConfig
-from ..errors import BudgetExceeded, Cancelled, ProviderError
+from ..errors import NotDone, ProviderError
 from ..providers.base import BaseProvider
 from ..providers.cache import CachingProvider, cache_key
 from ..providers.routing import model_request, route_for
@@ -198,7 +198,7 @@ class Judging:
             key = key or cache_key(req)
             try:
                 resp = self.stack.generate(req)
-            except (Cancelled, BudgetExceeded):
+            except NotDone:
                 return None
             except ProviderError as exc:
                 self.forget(unreadable)
