@@ -54,7 +54,7 @@ Stats: pointwise formats count responses (considered == written + every skipped_
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -377,7 +377,7 @@ def _pair_row(
     }
 
 
-def write_export(run_dir: Path, fmt: str, rows: list[dict[str, Any]]) -> Path:
+def write_export(run_dir: Path, fmt: str, rows: Iterable[dict[str, Any]]) -> Path:
     """Write rows to run_dir/export/<fmt>.jsonl with the one atomic artifact writer (same file mode as the rest)."""
     if fmt not in FORMATS:
         raise InputError(f"unknown export format {fmt!r} (expected one of {', '.join(FORMATS)})", key="export.formats")
@@ -386,22 +386,30 @@ def write_export(run_dir: Path, fmt: str, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
-def export_all(
-    cfg: Config,
-    run_dir: Path,
-    formats: Sequence[str],
-    examples: Sequence[Example],
-    responses: Sequence[Response],
-    judgments: Sequence[Judgment],
-    scores: Mapping[str, Score],
+Batch = tuple[Example, Sequence[Response], Sequence[Judgment], Mapping[str, Score]]  # one example's rows, scored
+
+
+def export_batches(
+    cfg: Config, run_dir: Path, formats: Sequence[str], batches: Callable[[], Iterable[Batch]]
 ) -> dict[str, Any]:
-    """Every requested format written under run_dir/export/; returns each format's counts."""
+    """Every requested format written under run_dir/export/, one example at a time; returns each format's counts.
+    `batches()` yields each example with its own rows and scores, in input order, and is called once per format.
+    Every row and count depends on one example's rows only (pools, pairs and skips are per example; the counts
+    add up), so the files equal build_export's over all the rows at once while one example's rows are held."""
     ecfg = cfg.export or ExportConfig()
     by_candidate = ecfg.pairs_by_candidate(bool(cfg.judge_pool))
-    out = {}
+    out: dict[str, Any] = {}
     for fmt in formats:
-        rows, counts = build_export(fmt, examples, responses, judgments, scores, ecfg, by_candidate=by_candidate)
-        path = write_export(run_dir, fmt, rows)
-        log.info("export %s: %d rows -> %s", fmt, len(rows), path)
+        counts = build_export(fmt, [], [], [], {}, ecfg, by_candidate=by_candidate)[1]  # every key, in order
+
+        def rows(fmt: str = fmt, counts: dict[str, int] = counts) -> Iterator[dict[str, Any]]:
+            for ex, rs, js, scores in batches():
+                got, part = build_export(fmt, [ex], rs, js, scores, ecfg, by_candidate=by_candidate)
+                for k, v in part.items():
+                    counts[k] += v
+                yield from got
+
+        path = write_export(run_dir, fmt, rows())
+        log.info("export %s: %d rows -> %s", fmt, counts["written"], path)
         out[fmt] = counts
     return out

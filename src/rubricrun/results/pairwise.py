@@ -171,14 +171,20 @@ def ratings(cfg: Config, names: Sequence[str], rows: Sequence[PairJudgment]) -> 
 
 
 def pairwise_results(
-    cfg: Config, examples: Sequence[Example], responses: Sequence[Response], rows: Sequence[PairJudgment]
+    cfg: Config,
+    examples: Sequence[Example],
+    responses: Sequence[Response],
+    rows: Sequence[PairJudgment],
+    text_len: Mapping[str, int] | None = None,
 ) -> dict[str, PairwiseJudging] | None:
     """summary.json's `pairwise_judging`: one entry per dataset that has comparisons; None when judging.pairwise
-    is not set."""
+    is not set. `text_len` (response id -> characters of its text) stands in for the responses' texts when the
+    caller kept only the lengths (results/tally.py)."""
     if cfg.judging.pairwise is None:
         return None
     dataset_of = {ex.id: ex.dataset for ex in examples}
-    text_len = {r.id: len(r.text or "") for r in responses}
+    if text_len is None:
+        text_len = {r.id: len(r.text or "") for r in responses}
     by_dataset: dict[str, list[PairJudgment]] = defaultdict(list)
     for r in rows:
         by_dataset[dataset_of.get(r.example_id, "")].append(r)

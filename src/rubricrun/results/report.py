@@ -13,12 +13,13 @@ Rows may be the dataclasses from types.py or the plain dicts read back from the 
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import json
 import logging
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from .charts import dataset_radar, histogram_svg
 from .scoring import score_response
 
 FAILURE_CAP = 100
+REPORT_EXAMPLES = 200  # examples the page embeds at most: the first half in input order, then the worst (see sample)
 NAV = ("Datasets", "Leaderboard", "Pairwise", "Categories", "Judges", "Costs", "Failures", "Examples")
 AUTO_TEXT = {"correct": "The response gives the correct final answer."}
 TEMPLATES = Path(__file__).parent / "templates"
@@ -258,20 +260,25 @@ def render_report(
     judgments: Sequence[Judgment | Mapping[str, Any]],
     criteria: Mapping[tuple[str, str], Any] | None = None,
     scores: Mapping[str, Score] | None = None,
+    shown: Shown | None = None,
 ) -> str:
     """The page. `summary` may be the typed Summary or summary.json's data; `scores` (response id -> Score) are the
-    run's own per-response scores, rebuilt from the judgments when not given."""
+    run's own per-response scores, rebuilt from the judgments when not given. `shown`: the rows are a sample of a
+    larger run (see `sample`); the page says how many examples it shows of how many."""
     s = summary if isinstance(summary, Summary) else from_row(Summary, summary)
     exs, resps, judgs = [_row(x) for x in examples], [_row(x) for x in responses], [_row(x) for x in judgments]
+    failures = shown.failures if shown else _failures(resps, judgs)
     return (
         _env()
         .get_template("report.html.j2")
         .render(
             s=s,
-            facts=_facts(s, len(judgs)),
-            failures=_failures(resps, judgs),
+            facts=_facts(s, shown.judgments if shown else len(judgs)),
+            failures=failures,
+            n_failures={k: (shown.failed[k] if shown else len(v)) for k, v in failures.items()},
             data=_example_data(s, exs, resps, judgs, criteria, scores),
             n_examples=len(exs),
+            n_total=shown.examples if shown else len(exs),
             css=_asset("report.css"),
             js=_asset("report.js"),
         )
@@ -287,44 +294,122 @@ def write_report(
     *,
     criteria: Mapping[tuple[str, str], Criterion] | None = None,
     scores: Mapping[str, Score] | None = None,
+    shown: Shown | None = None,
 ) -> Path:
     """Write run_dir/report.html atomically and return its path. Rows may be dataclasses or their dicts;
     `criteria` ((example_id, criterion_id) -> Criterion) supplies texts for criteria not in the example's own
     rubric (a config default rubric); without it those show their ids."""
     path = Path(run_dir) / "report.html"
-    artifacts.write_text(path, render_report(summary, examples, responses, judgments, criteria, scores))
+    artifacts.write_text(path, render_report(summary, examples, responses, judgments, criteria, scores, shown))
     return path
 
 
 def write_report_safely(
-    run_dir: Path, summary: Summary, examples: Any, responses: Any, judgments: Any, criteria: Any, scores: Any
+    run_dir: Path, summary: Summary, batches: Iterable[Batch], limit: int = REPORT_EXAMPLES
 ) -> None:
-    """report.html is a view: a bug in it must never cost the run its other artifacts."""
+    """report.html from the run's examples with their rows (a bounded sample, see `sample`). The page is a view:
+    a bug in it must never cost the run its other artifacts."""
     try:
-        write_report(run_dir, summary, examples, responses, judgments, criteria=criteria, scores=scores)
+        write_report(run_dir, summary, **sample(batches, limit))
     except Exception as exc:  # noqa: BLE001
         log.error("report.html not written: %s: %s", type(exc).__name__, exc)
 
 
-def write_report_from_dir(run_dir: Path) -> Path:
+def write_report_from_dir(run_dir: Path, limit: int = REPORT_EXAMPLES) -> Path:
     """Rebuild report.html from a finished run's files (rows passed as the dicts read back from JSONL)."""
     run_dir = Path(run_dir)
     summary = from_row(Summary, json.loads((run_dir / "summary.json").read_text(encoding="utf-8")))
     rows = {n: artifacts.read_jsonl(run_dir / f"{n}.jsonl") for n in ("examples", "responses", "judgments")}
     rows["judgments"] = [j for j in rows["judgments"] if j.get("kind") != "pairwise"]  # summarized in summary.json
-    criteria = _default_rubric(run_dir / "config.yaml", rows["examples"])
-    return write_report(run_dir, summary, rows["examples"], rows["responses"], rows["judgments"], criteria=criteria)
+    rubric = _default_rubric(run_dir / "config.yaml")
+    by_ex: dict[str, tuple[list, list]] = {ex["id"]: ([], []) for ex in rows["examples"]}
+    for r in rows["responses"]:
+        by_ex.setdefault(r["example_id"], ([], []))[0].append(r)
+    for j in rows["judgments"]:
+        by_ex.setdefault(j["example_id"], ([], []))[1].append(j)
+    batches = (
+        (ex, *by_ex[ex["id"]], {(ex["id"], c["id"]): c for c in rubric if not ex.get("rubric")}, None)
+        for ex in rows["examples"]
+    )
+    return write_report(run_dir, summary, **sample(batches, limit))
 
 
-def _default_rubric(config_path: Path, examples: Sequence[dict]) -> dict[tuple[str, str], Any]:
-    """(example id, criterion id) -> the config's `judging.default_rubric` criterion, for the examples without a
-    rubric of their own: their criterion texts are in the run's config.yaml, not in the rows."""
+@dataclasses.dataclass(frozen=True)
+class Shown:
+    """What a sampled page leaves out: the run's example count, failed rows and judgment rows (the page shows the
+    first FAILURE_CAP failed rows of each kind and counts the rest)."""
+
+    examples: int
+    judgments: int
+    failures: dict[str, list[dict]]
+    failed: dict[str, int]
+
+
+# An example with its rows, the criteria of the run ((example id, criterion id) -> Criterion, or None) and the
+# per-response scores (None: rebuilt from the judgments).
+Batch = tuple[Any, Sequence[Any], Sequence[Any], Mapping[tuple[str, str], Any] | None, Mapping[str, Score] | None]
+
+
+def _badness(ex: dict, rs: Sequence[dict], js: Sequence[dict], scores: Mapping | None) -> tuple[int, float]:
+    """Sort key of the worst examples: any failed row first, then the lowest response score (unscored last)."""
+    if any(r.get("status") == "error" for r in rs) or any(j.get("verdict") == "error" for j in js):
+        return (0, 0.0)
+    by_r: dict[str, list[dict]] = defaultdict(list)
+    for j in js:
+        by_r[j["response_id"]].append(j)
+    values = [v for r in rs if (v := _score(r, by_r.get(r["id"], []), scores)) is not None]
+    return (1, min(values)) if values else (2, 0.0)
+
+
+def sample(batches: Iterable[Batch], limit: int = REPORT_EXAMPLES) -> dict[str, Any]:
+    """write_report's arguments for at most `limit` examples, reading `batches` once (each batch's criteria are
+    those of its own example): every example when there are
+    no more than `limit` (the page is then the same as from all the rows); else the first limit // 2 in input
+    order and the limit - limit // 2 worst of the rest (failed rows, then lowest scores), shown in input order.
+    Holds `limit` examples' rows and FAILURE_CAP failed rows of each kind, whatever the run's size."""
+    first: list[tuple[int, Batch]] = []
+    worst: list[tuple[tuple[int, float], int, Batch]] = []  # a max-heap by badness: keys negated
+    failures: dict[str, list[dict]] = {"responses": [], "judgments": []}
+    failed, n, n_judgments = {"responses": 0, "judgments": 0}, 0, 0
+    for i, batch in enumerate(batches):
+        ex, rs, js = _row(batch[0]), [_row(r) for r in batch[1]], [_row(j) for j in batch[2]]
+        n, n_judgments = i + 1, n_judgments + len(js)
+        for kind, got in _failures(rs, js).items():
+            failed[kind] += len(got)
+            failures[kind].extend(got[: FAILURE_CAP - len(failures[kind])])
+        item = (ex, rs, js, batch[3], batch[4])
+        if i < limit // 2:
+            first.append((i, item))
+            continue
+        a, b = _badness(ex, rs, js, batch[4])
+        heapq.heappush(worst, ((-a, -b), -i, item))
+        if len(worst) > limit - limit // 2:
+            heapq.heappop(worst)
+    picked = first + sorted((-neg_i, item) for _, neg_i, item in worst)
+    criteria: dict = {}
+    scores: dict = {}
+    for _, (_ex, _rs, _js, crit, sc) in picked:
+        criteria.update(crit or {})
+        scores.update(sc or {})
+    return {
+        "examples": [b[0] for _, b in picked],
+        "responses": [r for _, b in picked for r in b[1]],
+        "judgments": [j for _, b in picked for j in b[2]],
+        "criteria": criteria or None,
+        "scores": scores if any(b[4] is not None for _, b in picked) else None,
+        "shown": Shown(n, n_judgments, failures, failed) if n > limit else None,
+    }
+
+
+def _default_rubric(config_path: Path) -> list[dict[str, Any]]:
+    """The config's `judging.default_rubric` criteria, for the examples without a rubric of their own: their
+    criterion texts are in the run's config.yaml, not in the rows."""
     try:
         cfg = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError):
-        return {}
+        return []
     rubric = ((cfg.get("judging") if isinstance(cfg, dict) else None) or {}).get("default_rubric") or []
-    return {(ex["id"], c["id"]): c for ex in examples if not ex.get("rubric") for c in rubric if isinstance(c, dict)}
+    return [c for c in rubric if isinstance(c, dict)]
 
 
 if __name__ == "__main__":  # python -m rubricrun.results.report outputs/<run_id>

@@ -83,10 +83,11 @@ def build_summary(
     scores: Mapping[str, Score],
     criteria: Mapping[tuple[str, str], Criterion],
     pairs: Sequence[PairJudgment] = (),
+    text_len: Mapping[str, int] | None = None,
 ) -> Summary:
     """What the rows say; the runner adds the run's facts (status, calls, costs, ...).
     `criteria` maps (example_id, criterion_id) to the criterion judged (for categories and tags); `pairs` are the
-    pairwise judgments (judging.pairwise), summarized per dataset by results/pairwise.py."""
+    pairwise judgments (judging.pairwise), summarized per dataset by results/pairwise.py; `text_len` is passed on to it."""
     by_cand_resp: dict[str, list[Response]] = defaultdict(list)
     for r in responses:
         by_cand_resp[r.candidate].append(r)
@@ -121,7 +122,7 @@ def build_summary(
         leaderboard=board,
         pairwise=pairwise,
         judges=judge_stats(judgments, criteria),
-        pairwise_judging=pairwise_results(cfg, examples, responses, pairs),
+        pairwise_judging=pairwise_results(cfg, examples, responses, pairs, text_len),
     )
 
 

@@ -1,31 +1,78 @@
 """What a run's results need, fed one example at a time in input order: the summary, the export and the report.
 
 The runner hands every finished example to `Tally.add` with its rows (responses, judgments, pairwise rows), in
-input order, and asks for the summary, the export files and report.html at the end.
+input order, and asks for the summary, the export files and report.html at the end. Memory per example stays
+small whatever the texts (.agent/plans/009-limits.md, item 3):
+- the summary reads slim copies of the rows: what results/summary.py and metrics.py read (ids, candidates,
+  statuses, verdicts, weights, scores, usage, flags that are set, votes as judge and verdict), never a text;
+  criterion texts only for examples whose judgments carry votes (the agreement report quotes them); for
+  pairwise judging, the length of each compared response's text;
+- the full rows are pickled, example by example, to an anonymous temporary file (gone when the tally is), which
+  the export and the report read back one example at a time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import pickle
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ..config import Config
-from ..types import Example, Judgment, PairJudgment, Response, Summary
-from .export import export_all
-from .report import write_report_safely
+from ..judging.rubric import criteria_for
+from ..types import Example, Judgment, PairJudgment, Response, Summary, Turn
+from .export import export_batches
+from .report import REPORT_EXAMPLES, write_report_safely
 from .scoring import score_all
 from .summary import build_summary, criteria_index
 
+_METADATA_READ = ("category", "format", "example_tags", "field")  # the metadata metrics.py and summary.py read
+_NO_TURN = Turn(message={})
+_ONE_CHOICE = ("",)  # a multiple-choice example stays one (Example.kind) without its options
+
+
+def _slim_example(ex: Example, texts: bool) -> Example:
+    rubric = ex.rubric if texts else tuple(replace(c, text="") for c in ex.rubric)
+    return replace(
+        ex,
+        source="",
+        messages=(),
+        reference=None,
+        choices=_ONE_CHOICE if ex.choices else None,
+        answer=None if ex.answer is None else "",
+        rubric=rubric,
+        metadata={k: ex.metadata[k] for k in _METADATA_READ if k in ex.metadata},
+        later_turns=(_NO_TURN,) * len(ex.later_turns),
+        prefilled={},
+    )
+
+
+def _slim_response(r: Response) -> Response:
+    flags = {k: True for k, v in r.flags.items() if v is True}
+    return replace(r, text=None, error=None, finish_reason=None, key="", flags=flags, reasoning=None)
+
+
+def _slim_judgment(j: Judgment) -> Judgment:
+    votes = tuple({"judge": v["judge"], "verdict": v["verdict"]} for v in j.votes)
+    return replace(j, id="", explanation=None, error=None, key="k" if j.key else None, votes=votes)
+
 
 class Tally:
-    """The rows of a run, example by example. (Today it keeps every row; summary() equals build_summary over them.)"""
+    """A run's results, example by example: slim rows for the summary, the full rows spooled to disk."""
 
-    def __init__(self, cfg: Config, run_id: str) -> None:
-        self.cfg, self.run_id = cfg, run_id
+    def __init__(self, cfg: Config, run_id: str, report_examples: int = REPORT_EXAMPLES) -> None:
+        self.cfg, self.run_id, self.report_examples = cfg, run_id, report_examples
         self.examples: list[Example] = []
         self.responses: list[Response] = []
         self.judgments: list[Judgment] = []
         self.pairs: list[PairJudgment] = []
+        self.text_len: dict[str, int] = {}  # response id -> len(text), for the responses pairwise rows compare
+        self.n_responses = 0
+        self.any_ok = False
+        self.first_error: str | None = None
+        self._spool = tempfile.TemporaryFile(prefix="rubricrun-tally-")  # noqa: SIM115 (closed with the tally)
 
     def add(
         self,
@@ -35,37 +82,61 @@ class Tally:
         pairs: Sequence[PairJudgment],
     ) -> None:
         """One example with its rows (an example with no responses yet still counts as an example)."""
-        self.examples.append(example)
-        self.responses.extend(responses)
-        self.judgments.extend(judgments)
-        self.pairs.extend(pairs)
+        pickle.dump((example, tuple(responses), tuple(judgments), tuple(pairs)), self._spool, pickle.HIGHEST_PROTOCOL)
+        self.n_responses += len(responses)
+        self.any_ok = self.any_ok or any(r.status == "ok" for r in responses)
+        if self.first_error is None:
+            self.first_error = next((r.error for r in responses if r.error), None)
+        self.examples.append(_slim_example(example, texts=any(j.votes for j in judgments)))
+        self.responses.extend(_slim_response(r) for r in responses)
+        self.judgments.extend(_slim_judgment(j) for j in judgments)
+        self.pairs.extend(replace(p, keys=("", "")) for p in pairs)
+        compared = {rid for p in pairs for rid in p.response_ids}
+        self.text_len.update((r.id, len(r.text or "")) for r in responses if r.id in compared)
 
-    @property
-    def n_responses(self) -> int:
-        return len(self.responses)
+    def rows(self) -> Iterator[tuple[Example, tuple[Response, ...], tuple[Judgment, ...], tuple[PairJudgment, ...]]]:
+        """The full rows back, one example at a time in input order."""
+        self._spool.flush()
+        self._spool.seek(0)
+        try:
+            while True:
+                try:
+                    yield pickle.load(self._spool)
+                except EOFError:
+                    return
+        finally:
+            self._spool.seek(0, 2)  # further adds append
 
-    @property
-    def any_ok(self) -> bool:
-        return any(r.status == "ok" for r in self.responses)
-
-    @property
-    def first_error(self) -> str | None:
-        return next((r.error for r in self.responses if r.error), None)
-
-    def _scored(self) -> tuple[dict, dict]:
-        by_id = {ex.id: ex for ex in self.examples}
-        return score_all(self.cfg, by_id, self.responses, self.judgments), criteria_index(self.cfg, self.examples)
+    def _scored(self) -> Iterator[tuple[Example, tuple[Response, ...], tuple[Judgment, ...], dict[str, Any]]]:
+        for ex, rs, js, _ in self.rows():
+            yield ex, rs, js, score_all(self.cfg, {ex.id: ex}, rs, js)
 
     def summary(self) -> Summary:
-        scores, criteria = self._scored()
+        """build_summary over the slim rows: equal to build_summary over the full rows (tests/test_tally.py)."""
+        by_id = {ex.id: ex for ex in self.examples}
+        scores = score_all(self.cfg, by_id, self.responses, self.judgments)
+        criteria = criteria_index(self.cfg, self.examples)
         return build_summary(
-            self.cfg, self.run_id, self.examples, self.responses, self.judgments, scores, criteria, pairs=self.pairs
+            self.cfg,
+            self.run_id,
+            self.examples,
+            self.responses,
+            self.judgments,
+            scores,
+            criteria,
+            pairs=self.pairs,
+            text_len=self.text_len,
         )
 
     def export(self, run_dir: Path, formats: Sequence[str]) -> dict:
-        scores, _ = self._scored()
-        return export_all(self.cfg, run_dir, list(formats), self.examples, self.responses, self.judgments, scores)
+        return export_batches(self.cfg, run_dir, formats, self._scored)
 
     def report(self, run_dir: Path, summary: Summary) -> None:
-        scores, criteria = self._scored()
-        write_report_safely(run_dir, summary, self.examples, self.responses, self.judgments, criteria, scores)
+        batches = (
+            (ex, rs, js, {(ex.id, c.id): c for c in criteria_for(ex, self.cfg)}, scores)
+            for ex, rs, js, scores in self._scored()
+        )
+        write_report_safely(run_dir, summary, batches, self.report_examples)
+
+    def close(self) -> None:
+        self._spool.close()
