@@ -7,13 +7,15 @@ bad input is found the same way by both. `count_calls` is what `--validate` prin
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from .config import Config, judge_free
 from .data.answers_file import load_replays
-from .data.loaders import load_dataset
+from .data.loaders import iter_dataset
 from .data.readers import source_label
 from .errors import InputError
 from .judging.pairwise import PairJudging, pair_items
@@ -26,40 +28,92 @@ from .providers.stack import open_cache
 from .types import Example, LLMRequest, LLMResponse, Response
 
 
+class Examples:
+    """The run's examples in input order, read from the dataset files again each time they are iterated, so that
+    none is held between uses (issue 13: memory does not grow with the dataset). `len()` is the count preflight's
+    validating pass found; iterating repeats none of its checks."""
+
+    def __init__(self, cfg: Config, max_examples: int | None, count: int) -> None:
+        self.cfg, self.max_examples, self.count = cfg, max_examples, count
+
+    def __iter__(self) -> Iterator[Example]:
+        for _, _, examples in _datasets(self.cfg, self.max_examples, [], check_ids=False):
+            yield from examples
+
+    def __len__(self) -> int:
+        return self.count
+
+
 @dataclass(frozen=True)
 class Prepared:
     """What preflight found: everything a run needs that can be checked without calling a model."""
 
-    examples: list[Example]
+    examples: Examples
     skipped: list[str]
 
 
-def load_examples(cfg: Config, max_examples: int | None) -> tuple[list[Example], list[str]]:
-    """All datasets' examples (each dataset capped at max_examples), and the skipped bad rows."""
-    examples: list[Example] = []
-    skipped: list[str] = []
-    seen: dict[str, str] = {}
+def _datasets(
+    cfg: Config, max_examples: int | None, skipped: list[str], *, check_ids: bool = True
+) -> Iterator[tuple[int, Any, Iterator[Example]]]:
+    """(index, dataset config, its examples) for every dataset; a problem with a dataset entry names its config key."""
     cap = max_examples if max_examples is not None else cfg.run.max_examples
     keep = sorted({c.response_column for c in cfg.candidates if c.response_column})
     for i, d in enumerate(cfg.datasets):
         label = source_label(d)
-        try:
-            res = load_dataset(d, on_bad_row=cfg.run.on_bad_row, max_examples=cap, keep=keep)
-        except InputError as exc:
-            if exc.line is None and exc.file == label:  # about the config entry, not a row: point at it
-                where = f"{label}: key '{exc.key}'" if exc.key else label
-                reason = str(exc)[len(where) + 2 :]
-                key = f"datasets[{i}].{exc.key}" if exc.key else f"datasets[{i}].{'hf' if d.hf else 'path'}"
-                raise cfg.fail(key, f"{label}: {reason}") from None
-            raise
-        check_scorable(cfg, i, res.examples)
-        for ex in res.examples:
-            if ex.id in seen:
-                raise InputError(f"example id '{ex.id}' also at {seen[ex.id]}", file=ex.source, key="id")
-            seen[ex.id] = ex.source
-        examples.extend(res.examples)
-        skipped.extend(res.skipped)
-    return examples, skipped
+        rows = iter_dataset(
+            d, on_bad_row=cfg.run.on_bad_row, max_examples=cap, keep=keep, skipped=skipped, check_ids=check_ids
+        )
+        yield i, d, _config_errors(cfg, i, label, rows)
+
+
+def _config_errors(cfg: Config, i: int, label: str, rows: Iterator[Example]) -> Iterator[Example]:
+    try:
+        yield from rows
+    except InputError as exc:
+        if exc.line is None and exc.file == label:  # about the config entry, not a row: point at it
+            d = cfg.datasets[i]
+            where = f"{label}: key '{exc.key}'" if exc.key else label
+            reason = str(exc)[len(where) + 2 :]
+            key = f"datasets[{i}].{exc.key}" if exc.key else f"datasets[{i}].{'hf' if d.hf else 'path'}"
+            raise cfg.fail(key, f"{label}: {reason}") from None
+        raise
+
+
+def validate_examples(cfg: Config, max_examples: int | None) -> tuple[int, list[str]]:
+    """One pass over every dataset's examples (each capped at max_examples) that keeps none of them: bad rows,
+    duplicate ids across datasets (a set of id hashes; a hit is confirmed by reading again), datasets nothing can
+    score. Returns the count and the skipped rows' messages."""
+    skipped: list[str] = []
+    seen: set[int] = set()
+    count = 0
+    for i, _, examples in _datasets(cfg, max_examples, skipped):
+        scorable = Scorable(cfg)
+        for ex in examples:
+            scorable.add(ex)
+            h = hash(ex.id)
+            if h in seen and (first := _first_source(cfg, max_examples, ex, i)) is not None:
+                raise InputError(f"example id '{ex.id}' also at {first}", file=ex.source, key="id")
+            seen.add(h)
+            count += 1
+        scorable.check(i)
+    return count, skipped
+
+
+def _first_source(cfg: Config, max_examples: int | None, ex: Example, upto: int) -> str | None:
+    """The source of an earlier dataset's example with ex's id (None: a hash collision, no such example)."""
+    for i, _, examples in _datasets(cfg, max_examples, [], check_ids=False):
+        if i >= upto:
+            return None
+        for other in examples:
+            if other.id == ex.id:
+                return other.source
+    return None
+
+
+def load_examples(cfg: Config, max_examples: int | None) -> tuple[list[Example], list[str]]:
+    """All datasets' examples (each dataset capped at max_examples) in a list, and the skipped bad rows."""
+    count, skipped = validate_examples(cfg, max_examples)
+    return list(Examples(cfg, max_examples, count)), skipped
 
 
 def model_entries(cfg: Config) -> list[tuple[str, Any]]:
@@ -71,20 +125,32 @@ def model_entries(cfg: Config) -> list[tuple[str, Any]]:
     return out
 
 
-def check_scorable(cfg: Config, i: int, examples: list[Example]) -> None:
-    """A dataset none of whose examples can get a score is refused before any call is paid for: every candidate
-    call would be spent on responses nothing judges (e.g. MT-Bench rows without `judging.default_rubric`)."""
-    if not examples or judge_free(cfg) or any(_scorable(cfg, ex) for ex in examples):
-        return  # judge_free: a run that only pairs two candidates' responses (export.pair_by) needs no score
-    d = cfg.datasets[i]
-    what = f"{source_label(d)}: nothing can score its {len(examples)} examples"
-    if any(rubric_for(ex, cfg) for ex in examples):
-        raise cfg.fail(f"datasets[{i}]", f"{what}: they have a rubric but the config has no judges (add judges:)")
-    raise cfg.fail(
-        f"datasets[{i}]",
-        f"{what}: no rubric in the rows, no judging.default_rubric and no answer to match "
-        "(add judging.default_rubric, or a rubric or answer to the rows)",
-    )
+class Scorable:
+    """check_scorable over a stream: a dataset none of whose examples can get a score is refused before any call
+    is paid for: every candidate call would be spent on responses nothing judges (e.g. MT-Bench rows without
+    `judging.default_rubric`)."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg, self.n, self.any_scorable, self.any_rubric = cfg, 0, False, False
+
+    def add(self, ex: Example) -> None:
+        self.n += 1
+        if not self.any_scorable:
+            self.any_scorable = _scorable(self.cfg, ex)
+            self.any_rubric = self.any_rubric or bool(rubric_for(ex, self.cfg))
+
+    def check(self, i: int) -> None:
+        cfg = self.cfg
+        if not self.n or judge_free(cfg) or self.any_scorable:
+            return  # judge_free: a run that only pairs two candidates' responses (export.pair_by) needs no score
+        what = f"{source_label(cfg.datasets[i])}: nothing can score its {self.n} examples"
+        if self.any_rubric:
+            raise cfg.fail(f"datasets[{i}]", f"{what}: they have a rubric but the config has no judges (add judges:)")
+        raise cfg.fail(
+            f"datasets[{i}]",
+            f"{what}: no rubric in the rows, no judging.default_rubric and no answer to match "
+            "(add judging.default_rubric, or a rubric or answer to the rows)",
+        )
 
 
 def _scorable(cfg: Config, ex: Example) -> bool:
@@ -127,7 +193,7 @@ def preflight(cfg: Config, max_examples: int | None) -> Prepared:
     dataset row, the judge template, the synthesis templates. Raises InputError."""
     check_keys(cfg)
     check_prices(cfg)
-    examples, skipped = load_examples(cfg, max_examples)
+    count, skipped = validate_examples(cfg, max_examples)
     load_replays(cfg)  # a bad responses_from file is bad input, found before any call
     Judging(cfg, BaseProvider())
     if cfg.judging.pairwise is not None:
@@ -138,7 +204,7 @@ def preflight(cfg: Config, max_examples: int | None) -> Prepared:
         synthesis_entry(cfg)
         load_template(cfg.synthesize.subtopic_template, "subtopics.j2")
         load_template(cfg.synthesize.prompt_template, "prompts.j2")
-    return Prepared(examples, skipped)
+    return Prepared(Examples(cfg, max_examples, count), skipped)
 
 
 @dataclass
@@ -147,6 +213,7 @@ class _Tally:
 
     cache: ResponseCache | None
     prices: dict[str, Any]
+    candidate_calls: int = 0
     candidate_cached: int = 0
     judge_calls: int = 0
     judge_cached: int = 0
@@ -168,30 +235,21 @@ def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
     prepared = preflight(cfg, max_examples)  # the same checks a run makes before its first call
     judging = Judging(cfg, BaseProvider())  # builds the judge requests whose cache keys are looked up
     tally = _Tally(open_cache(cfg), price_table(cfg))
-    candidate_calls = 0
     try:
         synthesized, synthesis = _count_synthesis(cfg, tally)
-        examples = prepared.examples + synthesized
-        by_id = {ex.id: ex for ex in examples}
         replays = load_replays(cfg)
-        tasks = generation_tasks(cfg, examples, replays)
-        answered: list[tuple[Response, int | None]] = []
-        while tasks:  # turn by turn, as the run asks them
-            done = {t.response_id: _count_task(cfg, judging, by_id, t, tally) for t in tasks}
-            answered += done.values()
-            candidate_calls += sum(1 for t in tasks if not t.candidate.replays)
-            # the next turn carries each answer: one not generated yet counts as max_tokens (~3 characters a token)
-            carried = {rid: dataclasses.replace(r, text="x" * (3 * n)) if n else r for rid, (r, n) in done.items()}
-            tasks = next_turn_tasks(cfg, tasks, carried, replays, by_id)
-        _count_pairs(cfg, by_id, answered, tally)
+        n = 0
+        for chunk in _chunks(itertools.chain(prepared.examples, synthesized), COUNT_CHUNK):
+            n += len(chunk)
+            _count_examples(cfg, judging, chunk, replays, tally)
     finally:
         if tally.cache:
             tally.cache.close()
     return {
-        "examples": len(examples),
+        "examples": n,
         "skipped_rows": len(prepared.skipped),
         **synthesis,
-        "candidate_calls": candidate_calls,
+        "candidate_calls": tally.candidate_calls,
         "candidate_cached": tally.candidate_cached,
         "judge_calls": tally.judge_calls,
         "judge_cached": tally.judge_cached,
@@ -203,6 +261,35 @@ def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
         "cost_upper_bound_usd": round(tally.bound, 4),
         "unpriced_models": sorted(tally.unpriced),
     }
+
+
+COUNT_CHUNK = 1000  # examples counted at a time: every count is per example, so chunks add up to the whole
+
+
+def _chunks(items: Iterable[Example], size: int) -> Iterator[list[Example]]:
+    chunk: list[Example] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _count_examples(cfg: Config, judging: Judging, examples: list[Example], replays: Any, tally: _Tally) -> None:
+    """The calls of these examples' conversations, turn by turn as the run asks them, their judges and pairs."""
+    by_id = {ex.id: ex for ex in examples}
+    tasks = generation_tasks(cfg, examples, replays)
+    answered: list[tuple[Response, int | None]] = []
+    while tasks:
+        done = {t.response_id: _count_task(cfg, judging, by_id, t, tally) for t in tasks}
+        answered += done.values()
+        tally.candidate_calls += sum(1 for t in tasks if not t.candidate.replays)
+        # the next turn carries each answer: one not generated yet counts as max_tokens (~3 characters a token)
+        carried = {rid: dataclasses.replace(r, text="x" * (3 * n)) if n else r for rid, (r, n) in done.items()}
+        tasks = next_turn_tasks(cfg, tasks, carried, replays, by_id)
+    _count_pairs(cfg, by_id, answered, tally)
 
 
 class _NotCached(Exception):

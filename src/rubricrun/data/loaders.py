@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -56,6 +56,23 @@ def load_dataset(
     cap the number of examples; reading stops as soon as the cap is reached. `keep` names the columns (dotted paths
     allowed) that `response_column:` candidates replay: a row's values go to `Example.prefilled`.
     """
+    skipped: list[str] = []
+    examples = list(iter_dataset(cfg, on_bad_row=on_bad_row, max_examples=max_examples, keep=keep, skipped=skipped))
+    return LoadResult(examples, skipped)
+
+
+def iter_dataset(
+    cfg: DatasetConfig,
+    *,
+    on_bad_row: str = "fail",
+    max_examples: int | None = None,
+    keep: Sequence[str] = (),
+    skipped: list[str] | None = None,
+    check_ids: bool = True,
+) -> Iterator[Example]:
+    """load_dataset's examples one at a time, in file order, holding none of them: the skipped rows' messages go to
+    `skipped`. Duplicate ids are found from a set of id hashes; only a hit reads the file again, for the first row
+    with that id (a hash collision alone passes). `check_ids=False` skips that check (a source already checked)."""
     if on_bad_row not in ("fail", "skip"):
         raise InputError(f"expected 'fail' or 'skip', got {on_bad_row!r}", key="run.on_bad_row")
     label = source_label(cfg)
@@ -69,35 +86,51 @@ def load_dataset(
     if forced is not None and forced not in FORMATS:
         raise InputError(f"unknown format {forced!r} (expected auto or one of {', '.join(FORMATS)})", key="format")
     dataset = dataset_name(cfg)
-
-    examples: list[Example] = []
-    skipped: list[str] = []
-    seen: dict[str, str] = {}  # example id -> where it was first seen: "line 4" or "row 3"
+    skipped = [] if skipped is None else skipped
+    references = load_references(cfg.references) if cfg.references else None
+    seen: set[int] = set()  # hash(example id) of the rows read so far
+    n = bad = 0
     if cap == 0:
-        return LoadResult(examples, skipped)
+        return
     for raw in read_rows(cfg):
         try:
             ex, id_key = _parse_row(raw, forced, dataset, fields)
             if keep:
                 kept = {c: resolve(raw.value, c) for c in keep}
                 ex = dataclasses.replace(ex, prefilled={c: v for c, v in kept.items() if v not in (None, MISSING)})
-            first = seen.get(ex.id)
-            if first is not None:
-                _duplicate(ex, id_key, raw, first)
-            seen[ex.id] = f"line {raw.line}" if raw.line is not None else raw.file.rsplit(":", 1)[-1]
+            if check_ids:
+                h = hash(ex.id)
+                if h in seen and (first := _first_seen(cfg, forced, dataset, fields, ex.id, raw)) is not None:
+                    _duplicate(ex, id_key, raw, first)
+                seen.add(h)
         except InputError as e:
             if on_bad_row == "skip":
                 skipped.append(str(e))
+                bad += 1
                 continue
             raise
-        examples.append(ex)
-        if cap is not None and len(examples) >= cap:
+        yield join_references([ex], dataset, references)[0] if references is not None else ex
+        n += 1
+        if cap is not None and n >= cap:
             break
-    if skipped and not examples:  # `skip` is for a few bad rows; a file of bad rows is the wrong file or mapping
-        raise InputError(f"every row of {label} is bad ({len(skipped)} skipped); the first: {skipped[0]}")
-    if cfg.references:
-        examples = join_references(examples, dataset, load_references(cfg.references))
-    return LoadResult(examples, skipped)
+    if bad and not n:  # `skip` is for a few bad rows; a file of bad rows is the wrong file or mapping
+        raise InputError(f"every row of {label} is bad ({bad} skipped); the first: {skipped[-bad]}")
+
+
+def _first_seen(
+    cfg: DatasetConfig, forced: str | None, dataset: str, fields: dict[str, str], example_id: str, at: RawRow
+) -> str | None:
+    """Where the first row with `example_id` is, before row `at`: "line 4" or "row 3" (None: none is)."""
+    for raw in read_rows(cfg):
+        if (raw.line, raw.file) == (at.line, at.file):
+            return None
+        try:
+            ex, _ = _parse_row(raw, forced, dataset, fields)
+        except InputError:
+            continue
+        if ex.id == example_id:
+            return f"line {raw.line}" if raw.line is not None else raw.file.rsplit(":", 1)[-1]
+    return None
 
 
 def _check_fields(fields: dict[str, str] | None, label: str) -> dict[str, str]:

@@ -1,0 +1,65 @@
+"""plan.preflight's one validating pass and Prepared.examples, a re-iterable that reads the dataset files again each
+time (issue 13, item 3): none of the examples is held; duplicate ids are still found (within a file and across
+datasets); --validate's counts do not depend on how many examples are counted at a time."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SAMPLE_DATASETS, model_entry, write_jsonl
+
+from rubricrun import plan
+from rubricrun.config import load_config
+from rubricrun.errors import InputError
+
+
+def _generic(tmp_path: Path, n: int, name: str = "g.jsonl", start: int = 0) -> str:
+    return str(write_jsonl(tmp_path / name, [{"id": f"r{i}", "prompt": f"Question {i}?"} for i in range(start, n)]))
+
+
+def test_examples_stream_in_input_order_and_none_is_held(tmp_path: Path, make_config: Any) -> None:
+    cfg = load_config(make_config(None, datasets=[{"path": _generic(tmp_path, 30)}]))
+    prepared = plan.preflight(cfg, None)
+    assert len(prepared.examples) == 30
+    it = iter(prepared.examples)
+    first = next(it)
+    ref = weakref.ref(first)
+    assert first.id == "g/r0"
+    del first
+    rest = [ex.id for ex in it]
+    gc.collect()
+    assert ref() is None  # the stream let go of the example it gave
+    assert rest == [f"g/r{i}" for i in range(1, 30)]
+    assert [ex.id for ex in prepared.examples][:2] == ["g/r0", "g/r1"]  # and it can be read again
+
+
+def test_a_duplicate_id_across_datasets_names_both_places(tmp_path: Path, make_config: Any) -> None:
+    """Ids are "<dataset>/<row id>", so "g" + "x/r3" and "g/x" + "r3" are one id."""
+    a = str(write_jsonl(tmp_path / "a.jsonl", [{"id": f"x/r{i}", "prompt": f"Q{i}"} for i in range(5)]))
+    b = str(write_jsonl(tmp_path / "b.jsonl", [{"id": "y", "prompt": "p"}, {"id": "r3", "prompt": "q"}]))
+    cfg = load_config(make_config(None, datasets=[{"path": a, "name": "g"}, {"path": b, "name": "g/x"}]))
+    with pytest.raises(InputError) as ei:
+        plan.preflight(cfg, None)
+    assert str(ei.value) == f"{b}:2: key 'id': example id 'g/x/r3' also at {a}:4"
+
+
+def test_validate_counts_do_not_depend_on_the_chunk(
+    tmp_path: Path, make_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Multi-turn rows, two candidates, several samples, pairwise judging: counted 1 example at a time or all at
+    once, the same figures."""
+    cands = [model_entry("alpha", "openai/cand-alpha", None, samples_per_prompt=2)]
+    cands.append(model_entry("beta", "openai/cand-beta", None))
+    for pairwise in (None, {"all_pairs": True}):
+        judging = {"pairwise": pairwise} if pairwise else {}
+        path = make_config(None, candidates=cands, judging=judging, filename=f"c{bool(pairwise)}.yaml")
+        cfg = load_config(path)
+        whole = plan.count_calls(cfg, None)
+        monkeypatch.setattr(plan, "COUNT_CHUNK", 1)
+        assert plan.count_calls(cfg, None) == whole
+        monkeypatch.setattr(plan, "COUNT_CHUNK", 1000)
+        assert whole["examples"] == sum(1 for p in SAMPLE_DATASETS for line in p.open() if line.strip())
