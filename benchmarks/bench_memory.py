@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -51,7 +52,7 @@ def fill_cache(cfg_path: Path) -> int:
     sys.path.insert(0, str(REPO / "src"))
     from rubricrun.config import load_config
     from rubricrun.pipeline import generation_tasks
-    from rubricrun.plan import _chunks, preflight
+    from rubricrun.plan import preflight
     from rubricrun.providers.cache import cache_key
     from rubricrun.providers.stack import open_cache
     from rubricrun.types import LLMResponse, Usage
@@ -61,8 +62,18 @@ def fill_cache(cfg_path: Path) -> int:
     cache = open_cache(cfg)
     assert cache is not None
     n = 0
+
+    def chunks() -> Any:
+        chunk = []
+        for ex in preflight(cfg, None).examples:
+            chunk.append(ex)
+            if len(chunk) == 1000:
+                yield chunk
+                chunk = []
+        yield chunk
+
     try:
-        for chunk in _chunks(preflight(cfg, None).examples, 1000):
+        for chunk in chunks():
             for t in generation_tasks(cfg, chunk):
                 prompt = t.request.messages[-1]["content"]
                 text = f"Answer to: {prompt[:60]}"

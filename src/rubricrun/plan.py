@@ -7,9 +7,8 @@ bad input is found the same way by both. `count_calls` is what `--validate` prin
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,10 +78,13 @@ def _config_errors(cfg: Config, i: int, label: str, rows: Iterator[Example]) -> 
         raise
 
 
-def validate_examples(cfg: Config, max_examples: int | None) -> tuple[int, list[str]]:
+def validate_examples(
+    cfg: Config, max_examples: int | None, visit: Callable[[Example], None] | None = None
+) -> tuple[int, list[str]]:
     """One pass over every dataset's examples (each capped at max_examples) that keeps none of them: bad rows,
     duplicate ids across datasets (a set of id hashes; a hit is confirmed by reading again), datasets nothing can
-    score. Returns the count and the skipped rows' messages."""
+    score. `visit` sees each example as it is read (--validate counts its calls in the same pass). Returns the
+    count and the skipped rows' messages."""
     skipped: list[str] = []
     seen: set[int] = set()
     count = 0
@@ -95,6 +97,8 @@ def validate_examples(cfg: Config, max_examples: int | None) -> tuple[int, list[
                 raise InputError(f"example id '{ex.id}' also at {first}", file=ex.source, key="id")
             seen.add(h)
             count += 1
+            if visit is not None:
+                visit(ex)
         scorable.check(i)
     return count, skipped
 
@@ -188,12 +192,12 @@ def check_prices(cfg: Config) -> None:
                 )
 
 
-def preflight(cfg: Config, max_examples: int | None) -> Prepared:
+def preflight(cfg: Config, max_examples: int | None, visit: Callable[[Example], None] | None = None) -> Prepared:
     """Every check that needs no model call, before the run folder is touched: API key variables, every
-    dataset row, the judge template, the synthesis templates. Raises InputError."""
+    dataset row, the judge template, the synthesis templates. Raises InputError. `visit`: see validate_examples."""
     check_keys(cfg)
     check_prices(cfg)
-    count, skipped = validate_examples(cfg, max_examples)
+    count, skipped = validate_examples(cfg, max_examples, visit)
     load_replays(cfg)  # a bad responses_from file is bad input, found before any call
     Judging(cfg, BaseProvider())
     if cfg.judging.pairwise is not None:
@@ -232,19 +236,18 @@ class _Tally:
 def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
     """--validate: how many calls the run would make (synthesis, candidates, judges), how many are already cached,
     and an upper bound on the cost of the rest (every reply at its max_tokens). Calls nothing."""
-    prepared = preflight(cfg, max_examples)  # the same checks a run makes before its first call
-    judging = Judging(cfg, BaseProvider())  # builds the judge requests whose cache keys are looked up
-    tally = _Tally(open_cache(cfg), price_table(cfg))
+    counter = _Counter(cfg)
     try:
+        # the same checks a run makes before its first call, in the same pass that counts the examples' calls
+        prepared = preflight(cfg, max_examples, visit=counter.add)
+        tally = counter.start()
         synthesized, synthesis = _count_synthesis(cfg, tally)
-        replays = load_replays(cfg)
-        n = 0
-        for chunk in _chunks(itertools.chain(prepared.examples, synthesized), COUNT_CHUNK):
-            n += len(chunk)
-            _count_examples(cfg, judging, chunk, replays, tally)
+        for ex in synthesized:
+            counter.add(ex)
+        counter.flush()
+        n = counter.n
     finally:
-        if tally.cache:
-            tally.cache.close()
+        counter.close()
     return {
         "examples": n,
         "skipped_rows": len(prepared.skipped),
@@ -266,15 +269,40 @@ def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
 COUNT_CHUNK = 1000  # examples counted at a time: every count is per example, so chunks add up to the whole
 
 
-def _chunks(items: Iterable[Example], size: int) -> Iterator[list[Example]]:
-    chunk: list[Example] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+class _Counter:
+    """count_calls' running totals over examples fed one at a time, counted COUNT_CHUNK at a time. The cache, the
+    judge requests and the replays are opened with the first full chunk (or at `start`), so a small dataset's bad
+    row is still reported before a bad template, as the run reports it."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg, self.n, self.chunk = cfg, 0, []  # type: ignore[var-annotated]
+        self.tally: _Tally | None = None
+        self.judging: Judging | None = None
+        self.replays: Any = None
+
+    def start(self) -> _Tally:
+        if self.tally is None:
+            self.judging = Judging(self.cfg, BaseProvider())  # builds the judge requests whose keys are looked up
+            self.replays = load_replays(self.cfg)
+            self.tally = _Tally(open_cache(self.cfg), price_table(self.cfg))
+        return self.tally
+
+    def add(self, ex: Example) -> None:
+        self.chunk.append(ex)
+        if len(self.chunk) >= COUNT_CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        tally = self.start()
+        if self.chunk:
+            assert self.judging is not None
+            _count_examples(self.cfg, self.judging, self.chunk, self.replays, tally)
+            self.n += len(self.chunk)
+            self.chunk = []
+
+    def close(self) -> None:
+        if self.tally is not None and self.tally.cache is not None:
+            self.tally.cache.close()
 
 
 def _count_examples(cfg: Config, judging: Judging, examples: list[Example], replays: Any, tally: _Tally) -> None:
