@@ -63,3 +63,24 @@ def test_validate_counts_do_not_depend_on_the_chunk(
         assert plan.count_calls(cfg, None) == whole
         monkeypatch.setattr(plan, "COUNT_CHUNK", 1000)
         assert whole["examples"] == sum(1 for p in SAMPLE_DATASETS for line in p.open() if line.strip())
+
+
+def test_validate_without_judges_counts_only_replies_the_run_would_reuse(tmp_path: Path, make_config: Any) -> None:
+    """Judge-free, single-turn: --validate checks the cache without building the reply, and a row stored in another
+    cache format (which the run would ask again) is not counted as cached."""
+    from rubricrun.pipeline import generation_tasks
+    from rubricrun.providers.cache import CACHE_FORMAT, cache_key
+    from rubricrun.providers.stack import open_cache
+    from rubricrun.types import LLMResponse
+
+    rows = [{"id": f"q{i}", "question": f"{i} + 1?", "answer": str(i + 1)} for i in range(3)]
+    path = make_config(None, judges=[], datasets=[{"path": str(write_jsonl(tmp_path / "qa.jsonl", rows))}])
+    cfg = load_config(path)
+    tasks = generation_tasks(cfg, list(plan.preflight(cfg, None).examples))
+    cache = open_cache(cfg)
+    assert cache is not None
+    cache.set(cache_key(tasks[0].request), LLMResponse(text="1"))
+    cache._cache.set(cache_key(tasks[1].request), {"text": "2", "_v": CACHE_FORMAT - 1})  # an older format
+    cache.close()
+    counts = plan.count_calls(cfg, None)
+    assert (counts["candidate_calls"], counts["candidate_cached"]) == (2 * 3, 1)  # two candidates, three rows

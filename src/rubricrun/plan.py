@@ -309,13 +309,15 @@ def _count_examples(cfg: Config, judging: Judging, examples: list[Example], repl
     """The calls of these examples' conversations, turn by turn as the run asks them, their judges and pairs."""
     by_id = {ex.id: ex for ex in examples}
     tasks = generation_tasks(cfg, examples, replays)
-    answered: list[tuple[Response, int | None]] = []
+    answered: list[tuple[Response | None, int | None]] = []
     while tasks:
         done = {t.response_id: _count_task(cfg, judging, by_id, t, tally) for t in tasks}
         answered += done.values()
         tally.candidate_calls += sum(1 for t in tasks if not t.candidate.replays)
         # the next turn carries each answer: one not generated yet counts as max_tokens (~3 characters a token)
-        carried = {rid: dataclasses.replace(r, text="x" * (3 * n)) if n else r for rid, (r, n) in done.items()}
+        carried = {
+            rid: dataclasses.replace(r, text="x" * (3 * n)) if n else r for rid, (r, n) in done.items() if r is not None
+        }
         tasks = next_turn_tasks(cfg, tasks, carried, replays, by_id)
     _count_pairs(cfg, by_id, answered, tally)
 
@@ -378,9 +380,9 @@ def _count_synthesis(cfg: Config, tally: _Tally) -> tuple[list[Example], dict[st
 
 def _count_task(
     cfg: Config, judging: Judging, by_id: dict[str, Example], t: Any, tally: _Tally
-) -> tuple[Response, int | None]:
+) -> tuple[Response | None, int | None]:
     """One generation task (one turn) and the judge calls its response would get; returns its response (empty text
-    when it is not cached) and, when it is not cached, its max_tokens.
+    when it is not cached; None when nothing reads it) and, when it is not cached, its max_tokens.
     An uncached judge call is priced on the judge prompt rendered around an empty answer plus the answer's tokens
     (its max_tokens when it is not generated yet). A replayed candidate makes no call; its judge calls are counted
     on its replayed answer."""
@@ -390,18 +392,32 @@ def _count_task(
         resp = response_row(t, "", LLMResponse(text=text) if text is not None else None, error)
         _count_judging(cfg, judging, by_id, t.example, resp, True, 0, tally)
         return resp, None
+    if not _reply_read(cfg, by_id, t):  # nothing reads the reply: whether it is cached is all there is to count
+        cached = cache is not None and cache.fresh(cache_key(t.request))
+        _count_candidate(t, cached, tally)
+        return None, None if cached else max_tokens_of(t.request.params)
     hit = cache.get(cache_key(t.request)) if cache else None
-    if hit is None:
-        tally.bound += upper_bound(t.request, tally.prices)
-        if unit_prices(t.request.model, tally.prices.get(t.request.model)) is None:
-            tally.unpriced.add(t.request.model)
-    else:
-        tally.candidate_cached += 1
+    _count_candidate(t, hit is not None, tally)
     resp = response_row(t, "", hit or LLMResponse(text=""), None)
     _count_judging(
         cfg, judging, by_id, t.example, resp, hit is not None, 0 if hit else max_tokens_of(t.request.params), tally
     )
     return resp, None if hit else max_tokens_of(t.request.params)
+
+
+def _reply_read(cfg: Config, by_id: dict[str, Example], t: Any) -> bool:
+    """Whether counting needs the task's reply: judges read it, pairwise judging compares it, a next turn
+    carries it."""
+    return bool(cfg.judge_pool) or cfg.judging.pairwise is not None or t.turn < by_id[t.example.id].turns
+
+
+def _count_candidate(t: Any, cached: bool, tally: _Tally) -> None:
+    if not cached:
+        tally.bound += upper_bound(t.request, tally.prices)
+        if unit_prices(t.request.model, tally.prices.get(t.request.model)) is None:
+            tally.unpriced.add(t.request.model)
+    else:
+        tally.candidate_cached += 1
 
 
 def _count_judging(
@@ -427,15 +443,15 @@ def _count_judging(
 
 
 def _count_pairs(
-    cfg: Config, by_id: dict[str, Example], answered: list[tuple[Response, int | None]], tally: _Tally
+    cfg: Config, by_id: dict[str, Example], answered: list[tuple[Response | None, int | None]], tally: _Tally
 ) -> None:
     """judging.pairwise: two calls (both orders) per comparison. A call is cached only when both answers are (its
     prompt holds them); an uncached one is priced with each answer not yet generated at its max_tokens."""
     if cfg.judging.pairwise is None:
         return
     pj = PairJudging(cfg, BaseProvider())
-    pending = {r.id: tokens for r, tokens in answered}
-    for item in pair_items(cfg, by_id, [r for r, _ in answered]):
+    pending = {r.id: tokens for r, tokens in answered if r is not None}  # with pairwise judging, every reply is read
+    for item in pair_items(cfg, by_id, [r for r, _ in answered if r is not None]):
         missing = [pending[item.a.id], pending[item.b.id]]
         for order in (0, 1):
             tally.pairwise_calls += 1

@@ -80,6 +80,11 @@ class ResponseCache:
     def __contains__(self, key: str) -> bool:
         return key in self._cache
 
+    def fresh(self, key: str) -> bool:
+        """get(key) would return a response (a stored row of this format), without building it (--validate)."""
+        row = self._cache.get(key)
+        return isinstance(row, dict) and row.get("_v") == CACHE_FORMAT
+
     def set(self, key: str, response: LLMResponse) -> None:
         row = to_row(response)
         row["_v"] = CACHE_FORMAT
