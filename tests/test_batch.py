@@ -234,3 +234,38 @@ def test_bad_batch_settings_exit_2(tmp_path, bserver, cli_main):
     cfg = batch_config(tmp_path, bserver, cache={"enabled": False, "dir": str(tmp_path / "c")})
     rc, _, err = cli_main(["--config", str(cfg), "--run-id", "bad"])
     assert rc == 2 and "candidates[0].batch" in err and "cache.enabled" in err, err
+
+
+def test_validate_shows_both_prices(tmp_path, bserver, cli_main):
+    cands = [model_entry("mini", "openai/gpt-4o-mini", bserver, batch=True, params={"max_tokens": 100})]
+    cfg = batch_config(tmp_path, bserver, candidates=cands, judges=[model_entry("j", "openai/gpt-4o-mini", bserver)])
+    rc, out, err = cli_main(["--config", str(cfg), "--validate"])
+    assert rc == 0, err
+    shown = json.loads(out)
+    assert shown["batch_prices"] == {
+        "openai/gpt-4o-mini": {
+            "online": {"input_per_mtok": 0.15, "output_per_mtok": 0.6},
+            "batch": {"input_per_mtok": 0.075, "output_per_mtok": 0.3},
+        }
+    }
+    # The judge entry is not batched, but it is the same model: it is priced at the batch price too (price_table).
+    assert shown["cost_upper_bound_usd"] == pytest.approx(shown["cost_upper_bound_online_usd"] / 2, abs=2e-4)
+
+
+def test_ctrl_c_while_polling_exits_130_and_resumes(tmp_path, bserver, cli_main):
+    bserver.complete_after_s = 60.0
+    cfg = batch_config(tmp_path, bserver)
+    p = start_cli(["--config", str(cfg), "--run-id", "i"], logs=tmp_path / "logs")
+    path = run_dir(tmp_path, "i") / "batches.json"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (path.exists() and len(state(tmp_path, "i")["jobs"]) == 2):
+        time.sleep(0.05)
+    time.sleep(0.3)  # polling now
+    p.popen.send_signal(signal.SIGINT)
+    assert p.wait(30) == 130, p.stderr
+    assert "resume polling" in p.stderr
+    assert all(j["batch_id"] and not j["collected"] for j in state(tmp_path, "i")["jobs"])
+    bserver.complete_after_s = 0.0
+    rc, _, err = cli_main(["--config", str(cfg), "--run-id", "i"])
+    assert rc == 0, err
+    assert bserver.duplicate_submissions() == 0

@@ -64,17 +64,18 @@ def unit_prices(model: str, price: Price | None = None, *, batch: bool = False) 
     return float(entry.get(names[0]) or 0.0), float(entry.get(names[1]) or 0.0)
 
 
-def price_table(cfg: Config) -> dict[str, Price]:
+def price_table(cfg: Config, *, batch: bool = True) -> dict[str, Price]:
     """Prices by model string: the config's (a candidate's or judge's `price` applies to all its models); for an
     entry with `batch: true`, its batch price. A model that some entry batches is priced at the batch price for
-    all its calls (a request retried online after a failed batch line included)."""
+    all its calls (a request retried online after a failed batch line included). `batch=False`: the online prices
+    of every entry (what `--validate` shows beside the batch price)."""
     out: dict[str, Price] = {}
     entries = [*cfg.candidates, *cfg.judge_pool]
     for m in [e for e in entries if not e.batch] + [e for e in entries if e.batch]:  # batch prices win
         for model in [m.model] + [w.model for w in m.models]:
             if not model:
                 continue
-            if m.batch:
+            if m.batch and batch:
                 p = unit_prices(model, m.price, batch=True)
                 if p is not None:
                     out[model] = Price(p[0] * 1e6, p[1] * 1e6)
