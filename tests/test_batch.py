@@ -19,6 +19,7 @@ from rubricrun.config import load_config
 from rubricrun.errors import InputError
 from rubricrun.providers.pricing import price_table, unit_prices
 
+
 def rows(path: Path) -> list[dict[str, Any]]:
     """The rows of responses.jsonl / judgments.jsonl, with the one field that may differ between two runs of the same
     requests: `cache_hit` of a row whose key another row shares (the task that asks second reads the first one's
@@ -269,3 +270,16 @@ def test_ctrl_c_while_polling_exits_130_and_resumes(tmp_path, bserver, cli_main)
     rc, _, err = cli_main(["--config", str(cfg), "--run-id", "i"])
     assert rc == 0, err
     assert bserver.duplicate_submissions() == 0
+
+
+def test_synthesis_through_batch_jobs(tmp_path, cli_main):
+    from test_costs import synth_responder
+
+    with FakeBatchServer(responder=synth_responder) as server:
+        synth = {"main_topic": "personal finance", "num_subtopics": 2, "prompts_per_subtopic": 2}
+        cands = [model_entry("alpha", "openai/cand-alpha", server, batch=True)]
+        cfg = batch_config(tmp_path, server, datasets=[], synthesize=synth, candidates=cands, judges=[])
+        rc, _, err = cli_main(["--config", str(cfg), "--run-id", "syn"])
+        assert rc == 0, err
+        assert server.count() == 0 and len(server.submitted) == 3 + 4 and server.duplicate_submissions() == 0
+        assert len(read_jsonl(run_dir(tmp_path, "syn") / "responses.jsonl")) == 4
