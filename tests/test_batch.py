@@ -283,3 +283,23 @@ def test_synthesis_through_batch_jobs(tmp_path, cli_main):
         assert rc == 0, err
         assert server.count() == 0 and len(server.submitted) == 3 + 4 and server.duplicate_submissions() == 0
         assert len(read_jsonl(run_dir(tmp_path, "syn") / "responses.jsonl")) == 4
+
+
+def test_budget_bounds_what_is_submitted(tmp_path, bserver, cli_main):
+    """Each submitted request is reserved at its upper bound (about $0.00028 here) until its reply is charged at its
+    cost (about $0.00004): the jobs go one or two requests at a time until the next bound no longer fits."""
+    price = {"input_per_mtok": 2.0, "output_per_mtok": 8.0, "batch_input_per_mtok": 1.0, "batch_output_per_mtok": 4.0}
+    cands = [model_entry("alpha", "openai/cand-alpha", bserver, batch=True, price=price, params={"max_tokens": 64})]
+    data = tmp_path / "qa.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "prompt": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n" for i in range(8)
+        )
+    )
+    datasets = [{"path": str(data), "format": "generic"}]
+    cfg = batch_config(tmp_path, bserver, candidates=cands, judges=[], datasets=datasets, run={"budget_usd": 0.0004})
+    rc, _, err = cli_main(["--config", str(cfg), "--run-id", "bud"])
+    assert rc == 3, err
+    assert 0 < len(bserver.submitted) < 8 and bserver.count() == 0
+    summary = json.loads((run_dir(tmp_path, "bud") / "summary.json").read_text())
+    assert summary["budget"]["stopped"] and 0 < summary["budget"]["spent_usd"] <= 0.0004
