@@ -259,9 +259,11 @@ def test_ctrl_c_while_polling_exits_130_and_resumes(tmp_path, bserver, cli_main)
     p = start_cli(["--config", str(cfg), "--run-id", "i"], logs=tmp_path / "logs")
     path = run_dir(tmp_path, "i") / "batches.json"
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (path.exists() and len(state(tmp_path, "i")["jobs"]) == 2):
+    while time.monotonic() < deadline:
+        jobs = state(tmp_path, "i")["jobs"] if path.exists() else []
+        if len(jobs) == 2 and all(j["batch_id"] for j in jobs):
+            break  # both batches created: the run is polling them now
         time.sleep(0.05)
-    time.sleep(0.3)  # polling now
     p.popen.send_signal(signal.SIGINT)
     assert p.wait(30) == 130, p.stderr
     assert "resume polling" in p.stderr
