@@ -225,12 +225,16 @@ class _Tally:
     pairwise_cached: int = 0
     bound: float = 0.0
     unpriced: set[str] = field(default_factory=set)
+    online_prices: dict[str, Any] | None = None  # with batch entries: the prices they would pay online
+    online_bound: float = 0.0
 
     def cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> None:
         c = call_cost(model, prompt_tokens, completion_tokens, self.prices)
         if c is None:
             self.unpriced.add(model)
         self.bound += c or 0.0
+        if self.online_prices is not None:
+            self.online_bound += call_cost(model, prompt_tokens, completion_tokens, self.online_prices) or 0.0
 
 
 def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
@@ -262,8 +266,29 @@ def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
             else {}
         ),
         "cost_upper_bound_usd": round(tally.bound, 4),
+        **(
+            {"cost_upper_bound_online_usd": round(tally.online_bound, 4), "batch_prices": batch_prices(cfg)}
+            if tally.online_prices is not None
+            else {}
+        ),
         "unpriced_models": sorted(tally.unpriced),
     }
+
+
+def batch_prices(cfg: Config) -> dict[str, Any]:
+    """For each model an entry batches: USD per million tokens online and in a batch job (None: no known price)."""
+    online, batch = price_table(cfg, batch=False), price_table(cfg)
+    out: dict[str, Any] = {}
+    for m in [*cfg.candidates, *cfg.judge_pool]:
+        for model in [m.model] + [w.model for w in m.models] if m.batch else []:
+            if model:
+                out[model] = {name: _per_mtok(model, table) for name, table in (("online", online), ("batch", batch))}
+    return out
+
+
+def _per_mtok(model: str, prices: dict[str, Any]) -> dict[str, float] | None:
+    p = unit_prices(model, prices.get(model))
+    return None if p is None else {"input_per_mtok": round(p[0] * 1e6, 6), "output_per_mtok": round(p[1] * 1e6, 6)}
 
 
 COUNT_CHUNK = 1000  # examples counted at a time: every count is per example, so chunks add up to the whole
@@ -284,7 +309,9 @@ class _Counter:
         if self.tally is None:
             self.judging = Judging(self.cfg, BaseProvider())  # builds the judge requests whose keys are looked up
             self.replays = load_replays(self.cfg)
-            self.tally = _Tally(open_cache(self.cfg), price_table(self.cfg))
+            batched = any(m.batch for m in [*self.cfg.candidates, *self.cfg.judge_pool])
+            online = price_table(self.cfg, batch=False) if batched else None
+            self.tally = _Tally(open_cache(self.cfg), price_table(self.cfg), online_prices=online)
         return self.tally
 
     def add(self, ex: Example) -> None:
@@ -414,6 +441,8 @@ def _reply_read(cfg: Config, by_id: dict[str, Example], t: Any) -> bool:
 def _count_candidate(t: Any, cached: bool, tally: _Tally) -> None:
     if not cached:
         tally.bound += upper_bound(t.request, tally.prices)
+        if tally.online_prices is not None:
+            tally.online_bound += upper_bound(t.request, tally.online_prices)
         if unit_prices(t.request.model, tally.prices.get(t.request.model)) is None:
             tally.unpriced.add(t.request.model)
     else:
