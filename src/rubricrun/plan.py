@@ -52,15 +52,30 @@ class Prepared:
 
 
 def _datasets(
-    cfg: Config, max_examples: int | None, skipped: list[str], *, check_ids: bool = True
+    cfg: Config,
+    max_examples: int | None,
+    skipped: list[str],
+    *,
+    check_ids: bool = True,
+    elsewhere: list[Example] | None = None,
 ) -> Iterator[tuple[int, Any, Iterator[Example]]]:
-    """(index, dataset config, its examples) for every dataset; a problem with a dataset entry names its config key."""
+    """(index, dataset config, its examples) for every dataset; a problem with a dataset entry names its config key.
+    Ids are checked across datasets with one set of hashes: a hit not in the example's own dataset goes to
+    `elsewhere` (see iter_dataset)."""
     cap = max_examples if max_examples is not None else cfg.run.max_examples
     keep = sorted({c.response_column for c in cfg.candidates if c.response_column})
+    seen: set[int] = set()
     for i, d in enumerate(cfg.datasets):
         label = source_label(d)
         rows = iter_dataset(
-            d, on_bad_row=cfg.run.on_bad_row, max_examples=cap, keep=keep, skipped=skipped, check_ids=check_ids
+            d,
+            on_bad_row=cfg.run.on_bad_row,
+            max_examples=cap,
+            keep=keep,
+            skipped=skipped,
+            check_ids=check_ids,
+            seen=seen,
+            elsewhere=elsewhere,
         )
         yield i, d, _config_errors(cfg, i, label, rows)
 
@@ -86,16 +101,15 @@ def validate_examples(
     score. `visit` sees each example as it is read (--validate counts its calls in the same pass). Returns the
     count and the skipped rows' messages."""
     skipped: list[str] = []
-    seen: set[int] = set()
+    elsewhere: list[Example] = []  # examples whose id hash was seen in an earlier dataset
     count = 0
-    for i, _, examples in _datasets(cfg, max_examples, skipped):
+    for i, _, examples in _datasets(cfg, max_examples, skipped, elsewhere=elsewhere):
         scorable = Scorable(cfg)
         for ex in examples:
             scorable.add(ex)
-            h = hash(ex.id)
-            if h in seen and (first := _first_source(cfg, max_examples, ex, i)) is not None:
-                raise InputError(f"example id '{ex.id}' also at {first}", file=ex.source, key="id")
-            seen.add(h)
+            while elsewhere:
+                if (first := _first_source(cfg, max_examples, other := elsewhere.pop(), i)) is not None:
+                    raise InputError(f"example id '{other.id}' also at {first}", file=other.source, key="id")
             count += 1
             if visit is not None:
                 visit(ex)

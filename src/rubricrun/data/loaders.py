@@ -69,10 +69,14 @@ def iter_dataset(
     keep: Sequence[str] = (),
     skipped: list[str] | None = None,
     check_ids: bool = True,
+    seen: set[int] | None = None,
+    elsewhere: list[Example] | None = None,
 ) -> Iterator[Example]:
     """load_dataset's examples one at a time, in file order, holding none of them: the skipped rows' messages go to
-    `skipped`. Duplicate ids are found from a set of id hashes; only a hit reads the file again, for the first row
-    with that id (a hash collision alone passes). `check_ids=False` skips that check (a source already checked)."""
+    `skipped`. Duplicate ids are found from a set of id hashes (`seen`, which a caller may share between sources);
+    only a hit reads the file again, for the first row with that id. A hit with no such row in this source is
+    appended to `elsewhere` for the caller to look up (or passes: a hash collision). `check_ids=False` skips the
+    check (a source already checked)."""
     if on_bad_row not in ("fail", "skip"):
         raise InputError(f"expected 'fail' or 'skip', got {on_bad_row!r}", key="run.on_bad_row")
     label = source_label(cfg)
@@ -88,7 +92,7 @@ def iter_dataset(
     dataset = dataset_name(cfg)
     skipped = [] if skipped is None else skipped
     references = load_references(cfg.references) if cfg.references else None
-    seen: set[int] = set()  # hash(example id) of the rows read so far
+    seen = set() if seen is None else seen  # hash(example id) of the rows read so far
     n = bad = 0
     if cap == 0:
         return
@@ -100,8 +104,12 @@ def iter_dataset(
                 ex = dataclasses.replace(ex, prefilled={c: v for c, v in kept.items() if v not in (None, MISSING)})
             if check_ids:
                 h = hash(ex.id)
-                if h in seen and (first := _first_seen(cfg, forced, dataset, fields, ex.id, raw)) is not None:
-                    _duplicate(ex, id_key, raw, first)
+                if h in seen:
+                    first = _first_seen(cfg, forced, dataset, fields, ex.id, raw)
+                    if first is not None:
+                        _duplicate(ex, id_key, raw, first)
+                    if elsewhere is not None:
+                        elsewhere.append(ex)
                 seen.add(h)
         except InputError as e:
             if on_bad_row == "skip":
