@@ -172,7 +172,13 @@ class CachingProvider(BaseProvider):
                 if owner:
                     event = self._inflight[key] = threading.Event()
             if owner:
-                break
+                if self.cache.get(key) is None:
+                    break
+                # An owner before us stored the reply between our miss above and our taking over: read it as a hit.
+                with self._lock:
+                    self._inflight.pop(key, None)
+                event.set()
+                continue
             event.wait()  # the owner finished (or failed): look again
         try:
             response = self.inner.generate(request)
