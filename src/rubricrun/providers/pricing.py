@@ -41,6 +41,8 @@ def unit_prices(model: str, price: Price | None = None) -> tuple[float, float] |
         return price.input_per_mtok / 1e6, price.output_per_mtok / 1e6
     if model.startswith("local/"):
         return 0.0, 0.0
+    if model.startswith("router/"):
+        return None  # an entry's name says nothing of what its deployments cost: it needs `price:`
     m = _cost_map()
     entry = m.get(model)
     if entry is None and "/" in model:
@@ -56,7 +58,7 @@ def price_table(cfg: Config) -> dict[str, Price]:
     for m in [*cfg.candidates, *cfg.judge_pool]:
         if m.price is None:
             continue
-        for model in [m.model] + [w.model for w in m.models]:
+        for model in [m.model, m.routed] + [w.model for w in m.models]:
             if model:
                 out[model] = m.price
     return out
