@@ -10,6 +10,7 @@ deployment that served or failed it. Who owns what, and why: .agent/plans/drafts
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import threading
 import time
@@ -108,6 +109,9 @@ class RouterProvider(BaseProvider):
 
     def _build(self, m: ModelConfig) -> Any:
         litellm = import_litellm()
+        # The Router logs every failed call and fallback at ERROR with the prompt in it, on its own logger (not a
+        # child of "LiteLLM", which cli.py quiets): our trace records each attempt already.
+        logging.getLogger("LiteLLM Router").setLevel(logging.CRITICAL)
         settings = m.router or RouterConfig()
         group = f"router/{m.name}"
         labels = self._labels[group] = {}
