@@ -84,7 +84,9 @@ def test_bad_router_entries_name_file_line_and_key(tmp_path: Path, entry, key, w
 def test_router_entry_is_one_logical_model_with_summed_limits(tmp_path: Path) -> None:
     entry = {
         "name": "pool",
-        "deployments": [{"model": "openai/a", "api_base": f"http://h{i}/v1", "rpm": 300, "tpm": 1000} for i in range(3)],
+        "deployments": [
+            {"model": "openai/a", "api_base": f"http://h{i}/v1", "rpm": 300, "tpm": 1000} for i in range(3)
+        ],
     }
     cfg = load_config(router_config(tmp_path, entry))
     [(route, _)] = routes(cfg.candidates[0])
