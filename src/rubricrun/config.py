@@ -517,6 +517,10 @@ def _check_deployments(b: _Builder, key: str, m: ModelConfig) -> None:
         k = f"{key}.deployments[{j}]"
         if "/" not in d.model:
             raise b.fail(f"{k}.model", f"'{d.model}' has no provider prefix (write e.g. hosted_vllm/{d.model})")
+        if d.model.startswith("local/"):
+            raise b.fail(
+                f"{k}.model", "a local/ model runs in-process: give it `model:`, a Router spreads calls over servers"
+            )
         for name in ("rpm", "tpm", "weight"):
             if getattr(d, name) is not None and getattr(d, name) <= 0:
                 raise b.fail(f"{k}.{name}", "must be positive")
