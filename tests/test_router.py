@@ -182,3 +182,18 @@ def test_fallback_to_another_entry_when_every_deployment_fails(tmp_path: Path, c
         assert {t["deployment"] for t in trace if t["model"] == "router/pool" and t["status"] == "ok"} == {
             f"openai/backup-model@{good.base_url}"
         }
+
+
+def test_no_deployment_left_is_a_retryable_429_not_a_crash(tmp_path: Path, cli_main) -> None:
+    with FakeOpenAIServer() as bad:
+        bad.add_rule("fake-model", 500)
+        entry = {"name": "pool", "deployments": [deployment(bad)], "router": {"allowed_fails": 0, "cooldown_s": 60}}
+        cfg = router_config(tmp_path, entry, n=1, retry={"initial_wait_s": 0.05, "max_wait_s": 0.2, "max_attempts": 3})
+        rc, _, err = cli_main(["--config", str(cfg), "--run-id", "n1"])
+        assert bad.count() == 1  # cooled down after its first failure: the Router sends nothing more
+    assert "Traceback" not in err
+    trace = read_jsonl(tmp_path / "outputs" / "n1" / "trace.jsonl")
+    assert [(t["attempt"], t["status_code"]) for t in trace] == [(1, 500), (2, 429), (3, 429)]
+    assert "no deployment available" in trace[1]["error"]
+    [row] = read_jsonl(tmp_path / "outputs" / "n1" / "responses.jsonl")
+    assert row["status"] == "error"

@@ -23,8 +23,10 @@ from .base import BaseProvider
 from .litellm import classify_error, import_litellm, response_format_for, to_response
 from .routing import routes
 
-# What a Router raises itself (no server answered) when no deployment of a group may take the call now.
+# What a Router raises itself (no server asked) when no deployment of a group may take the call now: these classes,
+# or, after its fallbacks, a plain ValueError with this text.
 _NO_DEPLOYMENT = ("RouterRateLimitError", "RouterRateLimitErrorBasic")
+_NO_DEPLOYMENT_TEXT = "No deployments available"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,7 +162,7 @@ class RouterProvider(BaseProvider):
 
     def _error(self, exc: BaseException, request: LLMRequest) -> ProviderError:
         name = type(exc).__name__
-        if name in _NO_DEPLOYMENT:
+        if name in _NO_DEPLOYMENT or _NO_DEPLOYMENT_TEXT in str(exc):
             # Every deployment is cooling down or full: wait (the throttle pauses this entry) and ask again.
             wait = getattr(exc, "cooldown_time", None)
             return ProviderError(
