@@ -197,3 +197,14 @@ def test_no_deployment_left_is_a_retryable_429_not_a_crash(tmp_path: Path, cli_m
     assert "no deployment available" in trace[1]["error"]
     [row] = read_jsonl(tmp_path / "outputs" / "n1" / "responses.jsonl")
     assert row["status"] == "error"
+
+
+def test_budget_needs_a_price_for_a_router_entry(tmp_path: Path, cli_main) -> None:
+    entry = {"name": "gpt-4o-mini", "deployments": [{"model": "openai/gpt-4o-mini", "api_base": "http://h/v1"}]}
+    cfg = router_config(tmp_path, entry, run={"output_dir": str(tmp_path / "out"), "budget_usd": 1.0})
+    rc, _, err = cli_main(["--config", str(cfg), "--validate"])
+    assert rc == 2  # its name is no price: router/gpt-4o-mini is not looked up as gpt-4o-mini
+    assert "candidates[0].deployments" in err and "router/gpt-4o-mini" in err and "price" in err
+    entry["price"] = {"input_per_mtok": 1.0, "output_per_mtok": 2.0}
+    rc, out, err = cli_main(["--config", str(router_config(tmp_path, entry, run={"budget_usd": 1.0})), "--validate"])
+    assert rc == 0, err
