@@ -85,6 +85,7 @@ class ResponseCache:
         row = to_row(response)
         row["_v"] = CACHE_FORMAT
         row.pop("cache_hit", None)
+        row.pop("deployment", None)  # which server answered is the trace's business, not the reply's
         try:
             self._cache.set(key, row)
         except Exception as exc:  # noqa: BLE001
