@@ -4,7 +4,7 @@ The rest of the stack sees one model, `router/<entry name>`: the cache keys on i
 reused), rows name it, and the throttle paces it as one account whose limits are the sums of its deployments'.
 The Router owns the choice of deployment (its strategy), cooldowns of failing deployments and fallbacks to other
 entries; our retry layer owns retries (the Router's num_retries is 0), so every attempt is traced once, with the
-deployment that served or failed it. Who owns what, and why: .agent/plans/drafts/router.md.
+deployment that served or failed it. Who owns what, and why: .agent/plans/011-beyond-one-machine.md (Decision Log).
 """
 
 from __future__ import annotations
