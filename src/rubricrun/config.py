@@ -85,6 +85,32 @@ class WeightedModel:
 
 
 @dataclass(frozen=True)
+class Deployment:
+    """One server of a Router entry (`deployments:`): a LiteLLM model string and how to reach it."""
+
+    model: str
+    api_base: str | None = None
+    api_key_env: str | None = None
+    rpm: float | None = None  # this deployment's requests per minute (the Router balances by it)
+    tpm: float | None = None
+    weight: float | None = None  # simple-shuffle: relative share of calls
+    params: dict[str, Any] = field(default_factory=dict)  # more LiteLLM params for this deployment only
+
+
+RouterStrategy = Literal["simple-shuffle", "least-busy", "usage-based-routing-v2", "latency-based-routing"]
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    """How `litellm.Router` spreads an entry's calls over its deployments (providers/router.py)."""
+
+    strategy: RouterStrategy = "usage-based-routing-v2"
+    allowed_fails: int = 3  # failures in a minute before a deployment is cooled down
+    cooldown_s: float = 30.0  # how long a cooled-down deployment gets no calls
+    fallbacks: list[str] = field(default_factory=list)  # names of other entries tried when every deployment fails
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     """A candidate or a judge: one LiteLLM model string and how to call it."""
 
@@ -99,7 +125,11 @@ class ModelConfig:
     system_prompt: str | None = None  # candidates: before each example's messages; judges: before the judge prompt
     samples_per_prompt: int = 1  # candidates only
     models: list[WeightedModel] = field(default_factory=list)  # weighted routing; replaces `model`
-    structured_output: Literal["auto", "on", "off"] = "auto"  # judges only
+    deployments: list[Deployment] = field(default_factory=list)  # served by a litellm.Router; replaces `model`
+    router: RouterConfig | None = None  # with `deployments`: strategy, cooldowns, fallbacks
+    # Judges only. auto: json_schema where the provider takes one; on (= json_schema): OpenAI `response_format`;
+    # guided_json: vLLM's `guided_json` in extra_body (vLLM servers older than response_format support); off: text.
+    structured_output: Literal["auto", "on", "json_schema", "guided_json", "off"] = "auto"
     price: Price | None = None
     # Candidates only: answers you already have, judged without a call (data/answers_file.py).
     responses_from: str | None = None  # a file: MT-Bench model_answer rows or {id, response, turn} rows
@@ -109,6 +139,12 @@ class ModelConfig:
     @property
     def replays(self) -> bool:
         return bool(self.responses_from or self.response_column)
+
+    @property
+    def routed(self) -> str | None:
+        """The logical model of an entry served by a Router (`router/<name>`): what rows, cache keys and the
+        throttle name; None for an entry that calls one model string directly."""
+        return f"router/{self.name}" if self.deployments else None
 
 
 @dataclass(frozen=True)
@@ -445,6 +481,7 @@ def _check(cfg: Config, b: _Builder) -> None:
             if m.name in seen and seen[m.name] == section:
                 raise b.fail(f"{key}.name", f"duplicate name '{m.name}'")
             seen[m.name] = section
+    _check_routers(cfg, b)
     _check_judging(cfg, b)
     _check_export(cfg, b)
     _check_synthesize(cfg, b)
@@ -455,7 +492,8 @@ def _check(cfg: Config, b: _Builder) -> None:
 def _check_model(b: _Builder, section: str, key: str, m: ModelConfig) -> None:
     """One candidate or judge entry."""
     _check_replay(b, m, key)
-    if not m.model and not m.models and not m.replays:
+    _check_deployments(b, key, m)
+    if not m.model and not m.models and not m.replays and not m.deployments:
         raise b.fail(f"{key}.model", "missing required key (or give `models:` for weighted routing)")
     if m.model and m.models:
         raise b.fail(f"{key}.models", "give either `model` or `models`, not both")
@@ -491,6 +529,8 @@ def _check_batch(cfg: Config, b: _Builder) -> None:
             key = f"{section}[{i}].batch" if section == "candidates" or m is not cfg.judge else "judge.batch"
             if m.replays:
                 raise b.fail(key, "a candidate with responses_from/response_column makes no calls to batch")
+            if m.deployments:
+                raise b.fail(key, "an entry served by a Router (`deployments:`) sends its calls online")
             if not cfg.cache.enabled:
                 raise b.fail(key, "batch replies are delivered through the cache: set cache.enabled: true")
             for model in [m.model] + [w.model for w in m.models]:
@@ -498,6 +538,67 @@ def _check_batch(cfg: Config, b: _Builder) -> None:
                 if provider and provider not in BATCH_PROVIDERS:
                     where = "the embedded llama.cpp model" if provider == "local" else f"provider '{provider}'"
                     raise b.fail(key, f"{where} has no batch API (batchable: {', '.join(BATCH_PROVIDERS)})")
+
+
+# Keys of an entry that a Router entry sets per deployment instead (or not at all).
+_NOT_WITH_DEPLOYMENTS = (
+    "model",
+    "models",
+    "api_base",
+    "api_key_env",
+    "rpm",
+    "tpm",
+    "responses_from",
+    "response_column",
+)
+
+
+def _check_deployments(b: _Builder, key: str, m: ModelConfig) -> None:
+    """An entry served by a Router: its deployments say where and how fast; the entry says nothing of either."""
+    if not m.deployments:
+        if m.router is not None:
+            raise b.fail(f"{key}.router", "only applies to an entry with `deployments:`")
+        return
+    for name in _NOT_WITH_DEPLOYMENTS:
+        if f"{key}.{name}" in b.lines.lines:
+            raise b.fail(f"{key}.{name}", "give either `deployments` or this key, not both (set it per deployment)")
+    for j, d in enumerate(m.deployments):
+        k = f"{key}.deployments[{j}]"
+        if "/" not in d.model:
+            raise b.fail(f"{k}.model", f"'{d.model}' has no provider prefix (write e.g. hosted_vllm/{d.model})")
+        if d.model.startswith("local/"):
+            raise b.fail(
+                f"{k}.model", "a local/ model runs in-process: give it `model:`, a Router spreads calls over servers"
+            )
+        for name in ("rpm", "tpm", "weight"):
+            if getattr(d, name) is not None and getattr(d, name) <= 0:
+                raise b.fail(f"{k}.{name}", "must be positive")
+        for name in ("model", "messages", "api_key"):
+            if name in d.params:
+                raise b.fail(f"{k}.params.{name}", "is set by rubricrun (keys come from api_key_env)")
+    r = m.router
+    if r is not None and (r.allowed_fails < 0 or r.cooldown_s < 0):
+        bad = "allowed_fails" if r.allowed_fails < 0 else "cooldown_s"
+        raise b.fail(f"{key}.router.{bad}", "must be at least 0")
+
+
+def _check_routers(cfg: Config, b: _Builder) -> None:
+    """Router fallbacks name other entries; one name is one Router group, so it describes one set of deployments."""
+    entries = [("candidates", i, m) for i, m in enumerate(cfg.candidates)]
+    entries += [("judges", i, m) for i, m in enumerate(cfg.judges)]
+    entries += [("judge", None, cfg.judge)] if cfg.judge else []
+    by_name: dict[str, ModelConfig] = {}
+    for section, i, m in entries:
+        key = section if i is None else f"{section}[{i}]"
+        other = by_name.setdefault(m.name, m)
+        if other is not m and (m.deployments or other.deployments) and other.deployments != m.deployments:
+            raise b.fail(f"{key}.name", f"'{m.name}' names another entry with other deployments: rename one")
+    for section, i, m in entries:
+        key = section if i is None else f"{section}[{i}]"
+        for j, target in enumerate(m.router.fallbacks if m.router else []):
+            if target == m.name or target not in by_name or by_name[target].replays:
+                why = "is this entry itself" if target == m.name else "is not a candidate or judge that makes calls"
+                raise b.fail(f"{key}.router.fallbacks[{j}]", f"'{target}' {why}")
 
 
 def _check_synthesize(cfg: Config, b: _Builder) -> None:

@@ -34,8 +34,10 @@ class ProviderError(RubricrunError):
         status_code: int | None = None,
         retryable: bool = False,
         retry_after_s: float | None = None,
+        deployment: str | None = None,
     ):
         self.model, self.status_code, self.retryable, self.retry_after_s = model, status_code, retryable, retry_after_s
+        self.deployment = deployment  # a Router entry's deployment that failed (for the trace)
         code = f" (HTTP {status_code})" if status_code else ""
         super().__init__(f"{model}{code}: {message}" if model else message)
 

@@ -184,9 +184,11 @@ def _scorable(cfg: Config, ex: Example) -> bool:
 def check_keys(cfg: Config) -> None:
     """Every api_key_env named in the config is set: detected before any call is paid for."""
     for key, m in model_entries(cfg):
-        for env in [m.api_key_env] + [w.api_key_env for w in m.models]:
+        envs = [(f"{key}.api_key_env", m.api_key_env)] + [(f"{key}.api_key_env", w.api_key_env) for w in m.models]
+        envs += [(f"{key}.deployments[{j}].api_key_env", d.api_key_env) for j, d in enumerate(m.deployments)]
+        for k, env in envs:
             if env and not os.environ.get(env):
-                raise cfg.fail(f"{key}.api_key_env", f"environment variable {env} is not set (model '{m.name}')")
+                raise cfg.fail(k, f"environment variable {env} is not set (model '{m.name}')")
 
 
 def check_prices(cfg: Config) -> None:
@@ -196,7 +198,8 @@ def check_prices(cfg: Config) -> None:
         return
     prices = price_table(cfg)
     for key, m in model_entries(cfg):
-        models = [(f"{key}.model", m.model)] + [(f"{key}.models[{j}].model", w.model) for j, w in enumerate(m.models)]
+        models = [(f"{key}.model", m.model), (f"{key}.deployments", m.routed)]
+        models += [(f"{key}.models[{j}].model", w.model) for j, w in enumerate(m.models)]
         for k, model in models:
             if model and unit_prices(model, prices.get(model)) is None:
                 raise cfg.fail(

@@ -157,6 +157,7 @@ class LLMResponse:
     # The provider's separate reasoning channel (`reasoning_content`), kept raw like `text`: a `<think>` block inside
     # `text` is split out only when the response row is built, so cached replies of any age read the same way.
     reasoning: str | None = None
+    deployment: str | None = None  # which deployment of a Router entry served it (never a key); not cached
 
 
 @dataclass(frozen=True)
@@ -249,6 +250,7 @@ class TraceEvent:
     usage: Usage | None = None
     status_code: int | None = None
     retry_in_s: float | None = None
+    deployment: str | None = None  # the deployment of a Router entry that served or failed it (never a key)
 
 
 @dataclass(frozen=True)

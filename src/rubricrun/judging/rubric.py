@@ -125,12 +125,17 @@ def judge_items(
     return items
 
 
-def uses_schema(judge: ModelConfig, model: str) -> bool:
-    if judge.structured_output == "on":
-        return True
-    if judge.structured_output == "off":
-        return False
-    return model.startswith(SCHEMA_PREFIXES)
+def schema_mode(judge: ModelConfig, model: str) -> str | None:
+    """How a judge is asked for JSON: `json_schema` (OpenAI's response_format), `guided_json` (vLLM's extra body
+    field, for vLLM servers before 0.12 that lack response_format), or None (free text, parsed all the same). `auto`
+    asks json_schema where every model behind the entry (a Router entry's deployments) takes it."""
+    mode = judge.structured_output
+    if mode == "off":
+        return None
+    if mode in ("on", "json_schema", "guided_json"):
+        return "json_schema" if mode == "on" else mode
+    models = [d.model for d in judge.deployments] or [model]
+    return "json_schema" if all(m.startswith(SCHEMA_PREFIXES) for m in models) else None
 
 
 class Judging:
@@ -154,16 +159,17 @@ class Judging:
         messages = self.messages(item)
         if judge.system_prompt:
             messages = [{"role": "system", "content": judge.system_prompt}, *messages]
+        params = self.params(judge, attempt, MT_BENCH_PARAMS if self.scale == "1-10" else JUDGE_DEFAULT_PARAMS)
+        mode = schema_mode(judge, r.model)
+        schema = self.schema() if mode else None
+        if schema is not None and mode == "guided_json":
+            # vLLM reads guided_json from the body: extra_body puts it there through LiteLLM (and into the cache key).
+            params = {**params, "extra_body": {**(params.get("extra_body") or {}), "guided_json": schema}}
+            schema = None
         return model_request(
-            judge,
-            r,
-            messages,
-            role="judge",
-            section="judge",
-            sample_index=attempt,
-            params=self.params(judge, attempt, MT_BENCH_PARAMS if self.scale == "1-10" else JUDGE_DEFAULT_PARAMS),
-            response_schema=self.schema() if uses_schema(judge, r.model) else None,
-        )
+            judge, r, messages, role="judge", section="judge", sample_index=attempt, params=params,
+            response_schema=schema,
+        )  # fmt: skip
 
     def messages(self, item: JudgeItem) -> list[dict]:
         ex, text = item.example, item.response.text or ""

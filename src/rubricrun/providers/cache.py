@@ -90,6 +90,7 @@ class ResponseCache:
         row = to_row(response)
         row["_v"] = CACHE_FORMAT
         row.pop("cache_hit", None)
+        row.pop("deployment", None)  # which server answered is the trace's business, not the reply's
         try:
             self._cache.set(key, row)
         except Exception as exc:  # noqa: BLE001
@@ -177,7 +178,13 @@ class CachingProvider(BaseProvider):
                 if owner:
                     event = self._inflight[key] = threading.Event()
             if owner:
-                break
+                if self.cache.get(key) is None:
+                    break
+                # An owner before us stored the reply between our miss above and our taking over: read it as a hit.
+                with self._lock:
+                    self._inflight.pop(key, None)
+                event.set()
+                continue
             event.wait()  # the owner finished (or failed): look again
         try:
             response = self.inner.generate(request)

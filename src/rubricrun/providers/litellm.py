@@ -246,26 +246,31 @@ class LiteLLMProvider(BaseProvider):
             pause = rate_limit_pause(response_headers(raw))
             if pause > 0:
                 self.on_rate_limit(request, pause)
-        try:
-            choice = raw.choices[0]
-            text = choice.message.content or ""
-            reasoning = getattr(choice.message, "reasoning_content", None) or None
-            finish = choice.finish_reason
-        except (AttributeError, IndexError) as exc:
-            raise ProviderError(f"malformed response: {exc}", model=request.model, retryable=True) from None
-        u = getattr(raw, "usage", None)
-        usage = Usage(
-            prompt_tokens=int(getattr(u, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(u, "completion_tokens", 0) or 0),
-            total_tokens=int(getattr(u, "total_tokens", 0) or 0),
-        )
-        return LLMResponse(
-            text=text,
-            finish_reason=finish,
-            usage=usage,
-            model=getattr(raw, "model", None) or request.model,
-            cost_usd=_provider_cost(raw),
-            cache_hit=False,
-            latency_ms=latency_ms,
-            reasoning=reasoning if isinstance(reasoning, str) else None,
-        )
+        return to_response(raw, request, latency_ms)
+
+
+def to_response(raw: Any, request: LLMRequest, latency_ms: float) -> LLMResponse:
+    """Our response from a LiteLLM one (also read by router.py)."""
+    try:
+        choice = raw.choices[0]
+        text = choice.message.content or ""
+        reasoning = getattr(choice.message, "reasoning_content", None) or None
+        finish = choice.finish_reason
+    except (AttributeError, IndexError) as exc:
+        raise ProviderError(f"malformed response: {exc}", model=request.model, retryable=True) from None
+    u = getattr(raw, "usage", None)
+    usage = Usage(
+        prompt_tokens=int(getattr(u, "prompt_tokens", 0) or 0),
+        completion_tokens=int(getattr(u, "completion_tokens", 0) or 0),
+        total_tokens=int(getattr(u, "total_tokens", 0) or 0),
+    )
+    return LLMResponse(
+        text=text,
+        finish_reason=finish,
+        usage=usage,
+        model=getattr(raw, "model", None) or request.model,
+        cost_usd=_provider_cost(raw),
+        cache_hit=False,
+        latency_ms=latency_ms,
+        reasoning=reasoning if isinstance(reasoning, str) else None,
+    )

@@ -55,6 +55,8 @@ def unit_prices(model: str, price: Price | None = None, *, batch: bool = False) 
         return tuple(o if b is None else b / 1e6 for o, b in zip(online, given, strict=True))  # type: ignore[return-value]
     if model.startswith("local/"):
         return 0.0, 0.0
+    if model.startswith("router/"):
+        return None  # an entry's name says nothing of what its deployments cost: it needs `price:`
     entry = _map_entry(model)
     if entry is None:
         return None
@@ -72,7 +74,7 @@ def price_table(cfg: Config, *, batch: bool = True) -> dict[str, Price]:
     out: dict[str, Price] = {}
     entries = [*cfg.candidates, *cfg.judge_pool]
     for m in [e for e in entries if not e.batch] + [e for e in entries if e.batch]:  # batch prices win
-        for model in [m.model] + [w.model for w in m.models]:
+        for model in [m.model, m.routed] + [w.model for w in m.models]:
             if not model:
                 continue
             if m.batch and batch:

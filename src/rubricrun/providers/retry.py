@@ -85,9 +85,12 @@ class RetryingProvider(BaseProvider):
                     retry_in = None
                     if err.retryable and n < self.cfg.max_attempts:
                         retry_in = delays[n] = self._delay(err, n)
-                    trace(n, start, "error", error=str(err), status_code=err.status_code, retry_in_s=retry_in)
+                    trace(
+                        n, start, "error", error=str(err), status_code=err.status_code, retry_in_s=retry_in,
+                        deployment=err.deployment,
+                    )  # fmt: skip
                     raise err from None
-                trace(n, start, "ok", usage=resp.usage)
+                trace(n, start, "ok", usage=resp.usage, deployment=resp.deployment)
                 return resp
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -19,6 +19,8 @@ class Route:
 
 
 def routes(m: ModelConfig) -> list[tuple[Route, float]]:
+    if m.routed:  # a Router picks the deployment per call (router.py); rubricrun sees one logical model
+        return [(Route(m.routed, None, None), 1.0)]
     if m.models:
         return [(Route(w.model, w.api_base or m.api_base, w.api_key_env or m.api_key_env), w.weight) for w in m.models]
     return [(Route(m.model, m.api_base, m.api_key_env), 1.0)]

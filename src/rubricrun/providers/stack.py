@@ -1,5 +1,6 @@
 """The provider stack a run calls through: Cache(Budget(Retry(Throttle(LiteLLM)))), with Deferring (batch.py) right
-under the cache when some entry has `batch: true`.
+under the cache when some entry has `batch: true`, and Router(LiteLLM) in place of LiteLLM when an entry has
+`deployments:` (router.py).
 
 A cache hit is free: it pays no throttle and no budget. Every paid attempt is traced by the retry layer.
 Rate limits belong to provider accounts (model string, api_base, key variable), not to config entries: every
@@ -20,6 +21,7 @@ from .litellm import LiteLLMProvider
 from .pricing import price_table
 from .ratelimit import AccountLimiter, ThrottledProvider, TokenBucket
 from .retry import RetryingProvider
+from .router import RouterProvider, group_limits
 from .routing import Route, routes
 from .trace import Tracer
 
@@ -40,9 +42,10 @@ def account_limits(cfg: Config) -> dict[Route, tuple[float | None, float | None]
     seen: dict[Route, dict[str, dict[float, list[str]]]] = {}
     for section, entries in (("candidates", cfg.candidates), ("judges", cfg.judge_pool)):
         for m in entries:
+            rpm, tpm = group_limits(m) if m.routed else (m.rpm, m.tpm)
             for route, _ in routes(m):
                 limits = seen.setdefault(route, {"rpm": {}, "tpm": {}})
-                for name, value in (("rpm", m.rpm), ("tpm", m.tpm)):
+                for name, value in (("rpm", rpm), ("tpm", tpm)):
                     if value is not None:
                         limits[name].setdefault(value, []).append(f"{section}:{m.name}")
     out: dict[Route, tuple[float | None, float | None]] = {}
@@ -71,7 +74,9 @@ def build_stack(
     }
     judge_bucket = TokenBucket(cfg.run.judge_rate_limit_rpm) if cfg.run.judge_rate_limit_rpm else None
     provider = LiteLLMProvider()
-    throttle = ThrottledProvider(provider, accounts, judge_bucket, stop, max_pause_s=max_pause)
+    # Entries with `deployments:` go through their litellm.Router; the throttle above paces each as one account.
+    routed = RouterProvider(provider, cfg) if any(m.routed for m in [*cfg.candidates, *cfg.judge_pool]) else provider
+    throttle = ThrottledProvider(routed, accounts, judge_bucket, stop, max_pause_s=max_pause)
     provider.on_rate_limit = throttle.observe
     budget = Budget(RetryingProvider(throttle, cfg.retry, tracer, stop), cfg.run.budget_usd, price_table(cfg))
     if batcher is None:

@@ -51,6 +51,7 @@ class Tracer:
         usage: Usage | None = None,
         status_code: int | None = None,
         retry_in_s: float | None = None,
+        deployment: str | None = None,
     ) -> None:
         event = TraceEvent(
             ts=round(time.time(), 3),
@@ -65,6 +66,7 @@ class Tracer:
             usage=usage,
             status_code=status_code,
             retry_in_s=None if retry_in_s is None else round(retry_in_s, 3),
+            deployment=deployment,
         )
         row = to_row(event)
         if self.invocation:

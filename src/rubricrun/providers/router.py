@@ -1,0 +1,178 @@
+"""Entries with `deployments:` are served by a `litellm.Router`: one logical model over many servers.
+
+The rest of the stack sees one model, `router/<entry name>`: the cache keys on it (a reply from any deployment is
+reused), rows name it, and the throttle paces it as one account whose limits are the sums of its deployments'.
+The Router owns the choice of deployment (its strategy), cooldowns of failing deployments and fallbacks to other
+entries; our retry layer owns retries (the Router's num_retries is 0), so every attempt is traced once, with the
+deployment that served or failed it. Who owns what, and why: .agent/plans/011-beyond-one-machine.md (Decision Log).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from ..config import Config, ModelConfig, RouterConfig
+from ..errors import InputError, ProviderError
+from ..types import LLMRequest, LLMResponse
+from .base import BaseProvider
+from .litellm import classify_error, import_litellm, response_format_for, to_response
+from .routing import routes
+
+# What a Router raises itself (no server asked) when no deployment of a group may take the call now: these classes,
+# or, after its fallbacks, a plain ValueError with this text.
+_NO_DEPLOYMENT = ("RouterRateLimitError", "RouterRateLimitErrorBasic")
+_NO_DEPLOYMENT_TEXT = "No deployments available"
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One deployment as the Router is given it: what it calls and how fast it may (keys are read at build)."""
+
+    model: str
+    api_base: str | None
+    api_key_env: str | None
+    rpm: float | None = None
+    tpm: float | None = None
+    weight: float | None = None
+    params: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def label(self) -> str:
+        """How the trace names it: model string and server, never a key."""
+        return f"{self.model}@{self.api_base}" if self.api_base else self.model
+
+
+def targets(m: ModelConfig) -> list[Target]:
+    """The deployments of an entry: its `deployments:`, or (a plain entry named as a fallback) its model(s)."""
+    if m.deployments:
+        return [
+            Target(d.model, d.api_base, d.api_key_env, d.rpm, d.tpm, d.weight, tuple(sorted(d.params.items())))
+            for d in m.deployments
+        ]
+    return [Target(r.model, r.api_base, r.api_key_env, m.rpm, m.tpm, w) for r, w in routes(m)]
+
+
+def group_limits(m: ModelConfig) -> tuple[float | None, float | None]:
+    """(rpm, tpm) of a Router entry as one account: the sum over its deployments, None when one has no limit."""
+    out = []
+    for name in ("rpm", "tpm"):
+        values = [getattr(d, name) for d in m.deployments]
+        out.append(sum(values) if values and all(v is not None for v in values) else None)
+    return out[0], out[1]
+
+
+def _api_key(t: Target) -> str | None:
+    if t.api_key_env:
+        key = os.environ.get(t.api_key_env)
+        if not key:
+            raise InputError(f"environment variable {t.api_key_env} is not set", key="api_key_env")
+        return key
+    if t.api_base and t.model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+        return "no-key"  # a local OpenAI-compatible server needs none, but the client insists on one
+    return None
+
+
+def _deployment(group: str, t: Target, labels: dict[str, str]) -> dict[str, Any]:
+    """A Router model_list item. Its id is a plain `d<n>`: usage-based routing keys its counters on ids and finds
+    none for an id holding `/` or `:` (every call then fails "No deployments available"); `labels` maps it back."""
+    params: dict[str, Any] = {"model": t.model, "max_retries": 0, **dict(t.params)}
+    for name in ("api_base", "rpm", "tpm", "weight"):
+        if getattr(t, name) is not None:
+            params[name] = getattr(t, name)
+    key = _api_key(t)
+    if key is not None:
+        params["api_key"] = key
+    dep_id = f"d{len(labels)}"
+    labels[dep_id] = t.label if t.label not in labels.values() else f"{t.label}#{len(labels)}"
+    return {"model_name": group, "litellm_params": params, "model_info": {"id": dep_id}}
+
+
+class RouterProvider(BaseProvider):
+    """Sends a Router entry's requests through its `litellm.Router` (built on first use, once per run); every
+    other request goes to `inner`. One Router per entry, because strategy, cooldowns and fallbacks are per entry;
+    its model list holds the entry's group and the groups it falls back to."""
+
+    def __init__(self, inner: BaseProvider, cfg: Config):
+        self.inner = inner
+        entries: dict[str, ModelConfig] = {}
+        for m in [*cfg.candidates, *cfg.judge_pool]:
+            entries.setdefault(m.name, m)
+        self.entries = entries
+        self.groups = {m.routed: m for m in entries.values() if m.routed}
+        self._routers: dict[str, Any] = {}
+        self._secrets: dict[str, tuple[str, ...]] = {}
+        self._labels: dict[str, dict[str, str]] = {}  # group -> deployment id -> what the trace calls it
+        self._lock = threading.Lock()
+
+    def _build(self, m: ModelConfig) -> Any:
+        litellm = import_litellm()
+        # The Router logs every failed call and fallback at ERROR with the prompt in it, on its own logger (not a
+        # child of "LiteLLM", which cli.py quiets): our trace records each attempt already.
+        logging.getLogger("LiteLLM Router").setLevel(logging.CRITICAL)
+        settings = m.router or RouterConfig()
+        group = f"router/{m.name}"
+        labels = self._labels[group] = {}
+        model_list = [_deployment(group, t, labels) for t in targets(m)]
+        for name in settings.fallbacks:
+            model_list += [_deployment(f"router/{name}", t, labels) for t in targets(self.entries[name])]
+        self._secrets[group] = tuple(d["litellm_params"]["api_key"] for d in model_list if "api_key" in d)
+        return litellm.Router(
+            model_list=model_list,
+            routing_strategy=settings.strategy,
+            num_retries=0,  # retries are ours (retry.py): one trace event per attempt, one backoff policy
+            retry_after=0,
+            allowed_fails=settings.allowed_fails,
+            cooldown_time=settings.cooldown_s,
+            fallbacks=[{group: [f"router/{n}" for n in settings.fallbacks]}] if settings.fallbacks else [],
+        )
+
+    def router(self, group: str) -> Any:
+        r = self._routers.get(group)
+        if r is None:
+            with self._lock:
+                r = self._routers.get(group)
+                if r is None:
+                    r = self._routers[group] = self._build(self.groups[group])
+        return r
+
+    def generate(self, request: LLMRequest) -> LLMResponse:
+        if request.model not in self.groups:
+            return self.inner.generate(request)
+        router = self.router(request.model)
+        kwargs: dict[str, Any] = dict(request.params)
+        kwargs.update(messages=list(request.messages), timeout=request.timeout_s, num_retries=0)
+        if request.response_schema is not None:
+            kwargs["response_format"] = response_format_for(request.response_schema)
+        start = time.perf_counter()
+        try:
+            raw = router.completion(model=request.model, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - every provider failure becomes a ProviderError
+            raise self._error(exc, request) from None
+        resp = to_response(raw, request, (time.perf_counter() - start) * 1000)
+        hidden = getattr(raw, "_hidden_params", None) or {}
+        return dataclasses.replace(resp, deployment=self._label(request.model, hidden.get("model_id")))
+
+    def _label(self, group: str, dep_id: Any) -> str | None:
+        return self._labels.get(group, {}).get(str(dep_id)) if dep_id is not None else None
+
+    def _error(self, exc: BaseException, request: LLMRequest) -> ProviderError:
+        name = type(exc).__name__
+        if name in _NO_DEPLOYMENT or _NO_DEPLOYMENT_TEXT in str(exc):
+            # Every deployment is cooling down or full: wait (the throttle pauses this entry) and ask again.
+            wait = getattr(exc, "cooldown_time", None)
+            return ProviderError(
+                f"{name}: no deployment available", model=request.model, status_code=429, retryable=True,
+                retry_after_s=float(wait) if isinstance(wait, (int, float)) and wait > 0 else None,
+            )  # fmt: skip
+        err = classify_error(exc, request.model, self._secrets.get(request.model, ()))
+        err.deployment = self._label(request.model, getattr(exc, "failed_deployment_id", None))
+        if err.status_code == 429:
+            # One deployment is limited: the Router cools it down and the next attempt goes elsewhere, so neither
+            # the whole entry (throttle) nor this request (retry) waits for its Retry-After.
+            err.retry_after_s = None
+        return err
