@@ -139,6 +139,14 @@ def test_tally_equals_the_list_based_results(case: str, tmp_path: Path, make_con
     want = build_summary(cfg, "r", examples, responses, judgments, scores, criteria, pairs=pairs)
     assert summary_row(tally.summary()) == summary_row(want)
 
+    # a run stopped part way: some judgments missing (partial responses), the last examples without rows
+    part_js = [j for k, j in enumerate(judgments) if k % 3 != 2]
+    part_rs = responses[: len(responses) * 2 // 3]
+    partial = _fed(cfg, examples, part_rs, part_js, pairs[::2])
+    part_scores = score_all(cfg, {ex.id: ex for ex in examples}, part_rs, part_js)
+    want = build_summary(cfg, "r", examples, part_rs, part_js, part_scores, criteria, pairs=pairs[::2])
+    assert summary_row(partial.summary()) == summary_row(want)
+
     counts = tally.export(tmp_path / "new", FORMATS)
     for fmt in FORMATS:
         rows, stats = build_export(fmt, examples, responses, judgments, scores, cfg.export or _default_export())
