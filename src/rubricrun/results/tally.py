@@ -31,6 +31,7 @@ from .summary import build_summary, criteria_index
 _METADATA_READ = ("category", "format", "example_tags", "field")  # the metadata metrics.py and summary.py read
 _NO_TURN = Turn(message={})
 _ONE_CHOICE = ("",)  # a multiple-choice example stays one (Example.kind) without its options
+_NONE: dict[str, Any] = {}  # the one empty dict of every slim row that has nothing there (slim rows are only read)
 
 
 def _slim_example(ex: Example, texts: bool) -> Example:
@@ -43,14 +44,14 @@ def _slim_example(ex: Example, texts: bool) -> Example:
         choices=_ONE_CHOICE if ex.choices else None,
         answer=None if ex.answer is None else "",
         rubric=rubric,
-        metadata={k: ex.metadata[k] for k in _METADATA_READ if k in ex.metadata},
+        metadata={k: ex.metadata[k] for k in _METADATA_READ if k in ex.metadata} or _NONE,
         later_turns=(_NO_TURN,) * len(ex.later_turns),
-        prefilled={},
+        prefilled=_NONE,
     )
 
 
 def _slim_response(r: Response) -> Response:
-    flags = {k: True for k, v in r.flags.items() if v is True}
+    flags = {k: True for k, v in r.flags.items() if v is True} or _NONE
     return replace(r, text=None, error=None, finish_reason=None, key="", flags=flags, reasoning=None)
 
 
