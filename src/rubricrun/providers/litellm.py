@@ -7,7 +7,6 @@ validation and fully cached reruns never pay its ~4 s import.
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import os
 import re
@@ -98,6 +97,8 @@ def _thread_event_loop() -> None:
     _thread.loop_checked = True
     if threading.current_thread() is threading.main_thread():
         return  # the main thread's loop is the application's business
+    import asyncio  # here, not at the top: start-up (`--help`, `--validate`) never needs it
+
     try:
         asyncio.get_event_loop_policy().get_event_loop()
         return  # this thread has one already
