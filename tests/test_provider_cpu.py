@@ -93,3 +93,24 @@ def test_a_litellm_callback_someone_registered_still_hears_every_call(monkeypatc
             texts = [r.text for r in pool.map(provider.generate, reqs)]
         assert done.wait(30), f"the callback heard {len(heard)} of 3 calls"
     assert sorted(heard) == sorted(texts)
+
+
+_IMPORT = """
+import gc, json
+from rubricrun.providers.litellm import import_litellm
+
+collections = []
+gc.callbacks.append(lambda phase, info: phase == "start" and collections.append(info["generation"]))
+import_litellm()
+print(json.dumps({"collections": collections, "enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}))
+"""
+
+
+def test_litellm_is_imported_without_garbage_collections_and_left_frozen(tmp_path: Path) -> None:
+    env = subprocess_env(tmp_path, {"PYTHONPATH": str(REPO / "src")})
+    proc = subprocess.run([sys.executable, "-c", _IMPORT], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["collections"] == []  # none walked the import's objects while they piled up
+    assert out["enabled"] is True  # the collector is back on for the run
+    assert out["frozen"] > 100_000  # and never walks LiteLLM's long-lived objects again
