@@ -100,7 +100,7 @@ def test_turn_two_carries_the_candidates_own_turn_one_reply(tmp_path: Path, serv
     assert rc == 0, err
     assert server.count() == before
     assert rows() == first
-    assert all(r["cache_hit"] for r in read_jsonl(out / "responses.jsonl"))
+    assert not any("cache_hit" in r for r in read_jsonl(out / "responses.jsonl"))  # issue 13: not in the rows
 
 
 def test_validate_counts_every_turn(tmp_path: Path, server: FakeOpenAIServer, cli_main):

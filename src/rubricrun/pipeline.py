@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,20 +139,24 @@ def generate(
     """Every task's response row, in task order (a task cut short by a stop or the budget has none), and
     whether the stage was interrupted."""
 
-    def one(task: GenTask) -> Response | None:
-        if task.replay is not None:  # answers you already have: no call, no usage
-            text, error = task.replay
-            return response_row(task, "", LLMResponse(text=text) if text is not None else None, error)
-        key = cache_key(task.request)
-        try:
-            return response_row(task, key, stack.generate(task.request), None)
-        except NotDone:
-            return None  # not done: a rerun picks it up
-        except ProviderError as exc:
-            return response_row(task, key, None, str(exc))
-
-    done, interrupted = _stage(one, tasks, workers=workers, stop=stop, label=label, progress=progress)
+    done, interrupted = _stage(
+        lambda t: generate_one(t, stack), tasks, workers=workers, stop=stop, label=label, progress=progress
+    )
     return [r for r in done if r is not None], interrupted
+
+
+def generate_one(task: GenTask, stack: BaseProvider) -> Response | None:
+    """A task's response row: its reply or its error; None when the call was not made (a stop, the budget)."""
+    if task.replay is not None:  # answers you already have: no call, no usage
+        text, error = task.replay
+        return response_row(task, "", LLMResponse(text=text) if text is not None else None, error)
+    key = cache_key(task.request)
+    try:
+        return response_row(task, key, stack.generate(task.request), None)
+    except NotDone:
+        return None  # not done: a rerun picks it up
+    except ProviderError as exc:
+        return response_row(task, key, None, str(exc))
 
 
 def _stage(fn: Any, items: Sequence[Any], **pool: Any) -> tuple[list[Any], bool]:
@@ -293,10 +297,15 @@ class _Stopped(ProviderError):
 
 
 def synthesize(
-    cfg: Config, stack: BaseProvider, *, stop: threading.Event
+    cfg: Config,
+    stack: BaseProvider,
+    *,
+    stop: threading.Event,
+    on_examples: Callable[[list[Example]], None] = lambda new: None,
 ) -> tuple[list[Example], list[dict[str, Any]], bool]:
     """Prompts synthesized from a topic, through the same cached stack as every other call; the synthesis log;
-    and whether Ctrl+C interrupted it (then the examples and log are those of the steps that finished)."""
+    and whether Ctrl+C interrupted it (then the examples and log are those of the steps that finished).
+    `on_examples` gets each step's new examples as soon as the step ends (they flow into generation)."""
     from .data.synth import synthesize as run_synthesis
 
     scfg = cfg.synthesize
@@ -319,6 +328,8 @@ def synthesize(
             logs.append(entry)
             examples.extend(new)
         bar.update()
+        if new:
+            on_examples(list(new))
 
     def whole(_: None) -> None:
         try:
