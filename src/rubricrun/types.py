@@ -184,8 +184,8 @@ class Response:
     error: str | None
     finish_reason: str | None
     usage: Usage
-    cache_hit: bool = field(default=False, kw_only=True, metadata=NOT_IN_ROW)
-    key: str  # cache key of the call that made it
+    cache_hit: bool = field(default=False, metadata=NOT_IN_ROW)  # defaults: rows read back have no cache_hit
+    key: str = ""  # cache key of the call that made it
     flags: dict[str, Any] = field(default_factory=dict)  # quality flags (truncated, empty, ...)
     # What the model thought before answering (`<think>` blocks, the provider's reasoning channel). `text` is the
     # answer without it: what is scored, exported and shown to judges.
