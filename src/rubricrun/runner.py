@@ -1,8 +1,9 @@
 """One run: lock the run folder, run the stages (graph.py over pipeline.py), score, write every artifact.
 
-The runner only conducts: each step is one call into the wing that owns it. Artifacts are written at
-the end of the run and also when it stops early (Ctrl+C, budget): every call already paid for is in
-the cache, so a rerun of the same run id picks up where this one stopped.
+The runner only conducts: each step is one call into the wing that owns it. examples.jsonl, responses.jsonl and
+judgments.jsonl are appended as examples finish, in input order (kill -9 leaves the finished rows); summary.json,
+the export and report.html are written at the end and also when the run stops early (Ctrl+C, budget). Every call
+already paid for is in the cache, so a rerun of the same run id starts the files afresh and pays for nothing twice.
 """
 
 from __future__ import annotations
