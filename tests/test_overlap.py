@@ -40,7 +40,9 @@ def _config(tmp_path: Path, server: FakeOpenAIServer, data: Path, name: str = "c
 
 
 def _bytes(run: Path) -> dict[str, bytes]:
-    return {n: (run / n).read_bytes() for n in ROW_FILES}
+    """The row files and the export files, byte for byte."""
+    files = {n: (run / n).read_bytes() for n in ROW_FILES}
+    return files | {f"export/{p.name}": p.read_bytes() for p in sorted((run / "export").glob("*.jsonl"))}
 
 
 def test_judge_calls_begin_before_generation_ends(tmp_path: Path, cli_main) -> None:
@@ -94,6 +96,7 @@ def _mixed_config(tmp_path: Path, server: FakeOpenAIServer, name: str, **run: An
         "cache": {"dir": str(tmp_path / f"cache-{name}")},
         "retry": {"initial_wait_s": 0.05, "max_wait_s": 1, "max_attempts": 2},
         "judging": {"default_rubric": DEFAULT_RUBRIC, "pairwise": {"baseline": "beta"}},
+        "export": {"formats": ["sft", "dpo", "reward"]},
     }
     path = tmp_path / f"{name}.yaml"
     path.write_text(json.dumps(cfg), encoding="utf-8")
@@ -119,6 +122,7 @@ def test_rows_in_input_order_and_reruns_byte_identical(tmp_path: Path, cli_main)
     assert len(responses) == 12 * 3 + 6 * 3 * 3
     pair_rows = [j for j in read_jsonl(out / "n" / "judgments.jsonl") if j.get("kind") == "pairwise"]
     assert len(pair_rows) == 12 + 6 * 3
+    assert {"export/sft.jsonl", "export/dpo.jsonl", "export/reward.jsonl"} <= _bytes(out / "n").keys()
     assert _bytes(out / "w") == _bytes(out / "n")  # the warm rerun wrote its files afresh, the same bytes
     assert json.loads((out / "w" / "summary.json").read_text())["calls"]["made"] == 0
     assert _bytes(out / "a") == _bytes(out / "n")  # cold vs cold (another cache, other latencies)
