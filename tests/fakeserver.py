@@ -202,6 +202,8 @@ _CONFIG_KEYS = (
 
 
 class FakeOpenAIServer:
+    handler: type = None  # type: ignore[assignment] # the request handler class (_Handler; fakebatch.py extends it)
+
     def __init__(
         self,
         *,
@@ -258,7 +260,7 @@ class FakeOpenAIServer:
         if self._httpd is not None:
             raise RuntimeError("server already started")
         self._stopping.clear()
-        self._httpd = _HTTPServer((self.host, self._port), _Handler, self)
+        self._httpd = _HTTPServer((self.host, self._port), self.handler or _Handler, self)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fakeserver", daemon=True
         )

@@ -70,6 +70,10 @@ class DatasetConfig:
 class Price:
     input_per_mtok: float = 0.0  # USD per million prompt tokens
     output_per_mtok: float = 0.0  # USD per million completion tokens
+    # The provider's batch prices (an entry with `batch: true`); unset, a batch entry pays LiteLLM's batch price for
+    # the model when its map has one, else these online prices.
+    batch_input_per_mtok: float | None = None
+    batch_output_per_mtok: float | None = None
 
 
 @dataclass(frozen=True)
@@ -100,10 +104,24 @@ class ModelConfig:
     # Candidates only: answers you already have, judged without a call (data/answers_file.py).
     responses_from: str | None = None  # a file: MT-Bench model_answer rows or {id, response, turn} rows
     response_column: str | None = None  # a column of the dataset rows themselves (PRBench's final_response)
+    batch: bool = False  # send this entry's calls as provider batch jobs (providers/batch.py; settings: `batch:`)
 
     @property
     def replays(self) -> bool:
         return bool(self.responses_from or self.response_column)
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    """How entries with `batch: true` are sent: the provider's limits per batch job, and what to do with a request
+    that a batch failed or let expire."""
+
+    max_requests: int = 50_000  # OpenAI's limit per batch file
+    max_bytes: int = 200_000_000  # OpenAI's limit per batch file (200 MB)
+    poll_interval_s: float = 30.0
+    completion_window: Literal["24h"] = "24h"
+    on_failed: Literal["online", "batch"] = "online"  # a failed or expired request is retried online, or batched
+    max_batch_attempts: int = 2  # with on_failed: batch, batches a request is sent in before it goes online
 
 
 @dataclass(frozen=True)
@@ -186,6 +204,7 @@ class Config:
     judging: JudgingConfig = JudgingConfig()
     synthesize: SynthesizeConfig | None = None
     export: ExportConfig | None = None
+    batch: BatchConfig = BatchConfig()
     # Not YAML keys: where the config came from, and the line of every dotted key in it (for error messages).
     path: str = ""
     lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
@@ -430,6 +449,7 @@ def _check(cfg: Config, b: _Builder) -> None:
     _check_export(cfg, b)
     _check_synthesize(cfg, b)
     _check_datasets(cfg, b)
+    _check_batch(cfg, b)
 
 
 def _check_model(b: _Builder, section: str, key: str, m: ModelConfig) -> None:
@@ -451,6 +471,33 @@ def _check_model(b: _Builder, section: str, key: str, m: ModelConfig) -> None:
     for mm in [m.model] + [w.model for w in m.models]:
         if mm and "/" not in mm:
             raise b.fail(f"{key}.model", f"'{mm}' has no provider prefix (write e.g. openai/{mm} or local/smollm2)")
+
+
+# The providers whose batch API LiteLLM 1.106.2 drives (`litellm.create_batch`'s custom_llm_provider).
+BATCH_PROVIDERS = ("openai", "azure", "vertex_ai", "bedrock", "hosted_vllm", "litellm_proxy", "mistral", "xai")
+
+
+def _check_batch(cfg: Config, b: _Builder) -> None:
+    """`batch: true` only where LiteLLM can send a batch job, and the `batch:` settings in range."""
+    for name in ("max_requests", "max_bytes", "max_batch_attempts"):
+        if getattr(cfg.batch, name) < 1:
+            raise b.fail(f"batch.{name}", "must be at least 1")
+    if cfg.batch.poll_interval_s < 0:
+        raise b.fail("batch.poll_interval_s", "must be at least 0")
+    for section, entries in (("candidates", cfg.candidates), ("judges", cfg.judge_pool)):
+        for i, m in enumerate(entries):
+            if not m.batch:
+                continue
+            key = f"{section}[{i}].batch" if section == "candidates" or m is not cfg.judge else "judge.batch"
+            if m.replays:
+                raise b.fail(key, "a candidate with responses_from/response_column makes no calls to batch")
+            if not cfg.cache.enabled:
+                raise b.fail(key, "batch replies are delivered through the cache: set cache.enabled: true")
+            for model in [m.model] + [w.model for w in m.models]:
+                provider = model.split("/", 1)[0] if model else ""
+                if provider and provider not in BATCH_PROVIDERS:
+                    where = "the embedded llama.cpp model" if provider == "local" else f"provider '{provider}'"
+                    raise b.fail(key, f"{where} has no batch API (batchable: {', '.join(BATCH_PROVIDERS)})")
 
 
 def _check_synthesize(cfg: Config, b: _Builder) -> None:

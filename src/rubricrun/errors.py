@@ -54,3 +54,8 @@ class BudgetExceeded(NotDone):
 
 class Cancelled(NotDone):
     """The run is stopping (Ctrl+C or budget): no new call is started."""
+
+
+class Deferred(NotDone):
+    """A call of an entry with `batch: true`: recorded for a provider batch job instead of made now. The runner
+    submits the recorded calls, writes their replies into the cache and runs the pass again (providers/batch.py)."""

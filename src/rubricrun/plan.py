@@ -154,12 +154,16 @@ class _Tally:
     pairwise_cached: int = 0
     bound: float = 0.0
     unpriced: set[str] = field(default_factory=set)
+    online_prices: dict[str, Any] | None = None  # with batch entries: the prices they would pay online
+    online_bound: float = 0.0
 
     def cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> None:
         c = call_cost(model, prompt_tokens, completion_tokens, self.prices)
         if c is None:
             self.unpriced.add(model)
         self.bound += c or 0.0
+        if self.online_prices is not None:
+            self.online_bound += call_cost(model, prompt_tokens, completion_tokens, self.online_prices) or 0.0
 
 
 def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
@@ -167,7 +171,8 @@ def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
     and an upper bound on the cost of the rest (every reply at its max_tokens). Calls nothing."""
     prepared = preflight(cfg, max_examples)  # the same checks a run makes before its first call
     judging = Judging(cfg, BaseProvider())  # builds the judge requests whose cache keys are looked up
-    tally = _Tally(open_cache(cfg), price_table(cfg))
+    batched = [m for m in [*cfg.candidates, *cfg.judge_pool] if m.batch]
+    tally = _Tally(open_cache(cfg), price_table(cfg), online_prices=price_table(cfg, batch=False) if batched else None)
     candidate_calls = 0
     try:
         synthesized, synthesis = _count_synthesis(cfg, tally)
@@ -201,8 +206,29 @@ def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
             else {}
         ),
         "cost_upper_bound_usd": round(tally.bound, 4),
+        **(
+            {"cost_upper_bound_online_usd": round(tally.online_bound, 4), "batch_prices": batch_prices(cfg)}
+            if batched
+            else {}
+        ),
         "unpriced_models": sorted(tally.unpriced),
     }
+
+
+def batch_prices(cfg: Config) -> dict[str, Any]:
+    """For each model an entry batches: USD per million tokens online and in a batch job (None: no known price)."""
+    online, batch = price_table(cfg, batch=False), price_table(cfg)
+    out: dict[str, Any] = {}
+    for m in [*cfg.candidates, *cfg.judge_pool]:
+        for model in [m.model] + [w.model for w in m.models] if m.batch else []:
+            if model:
+                out[model] = {name: _per_mtok(model, table) for name, table in (("online", online), ("batch", batch))}
+    return out
+
+
+def _per_mtok(model: str, prices: dict[str, Any]) -> dict[str, float] | None:
+    p = unit_prices(model, prices.get(model))
+    return None if p is None else {"input_per_mtok": round(p[0] * 1e6, 6), "output_per_mtok": round(p[1] * 1e6, 6)}
 
 
 class _NotCached(Exception):
@@ -278,6 +304,8 @@ def _count_task(
     hit = cache.get(cache_key(t.request)) if cache else None
     if hit is None:
         tally.bound += upper_bound(t.request, tally.prices)
+        if tally.online_prices is not None:
+            tally.online_bound += upper_bound(t.request, tally.online_prices)
         if unit_prices(t.request.model, tally.prices.get(t.request.model)) is None:
             tally.unpriced.add(t.request.model)
     else:

@@ -21,6 +21,7 @@ from .config import Config, config_to_dict
 from .errors import RubricrunError
 from .graph import Graph, Synthesis, examples_of
 from .plan import Prepared, preflight
+from .providers.batch import open_batcher
 from .providers.budget import Budget
 from .providers.cache import ResponseCache
 from .providers.pricing import price_table
@@ -109,8 +110,16 @@ def _execute(run: _Run, prepared: Prepared, extras: Extras) -> Outcome:
     for s in prepared.skipped:
         log.warning("skipped bad row: %s", s)
     artifacts.write_text(run.run_dir / "config.yaml", yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
-    stack, budget = build_stack(cfg, run.tracer, run.stop, run.cache)
-    tally = _run_stages(run, prepared, stack)
+    batcher = open_batcher(cfg, run.run_dir / "batches.json", artifacts.write_json, run.tracer)
+    stack, budget = build_stack(cfg, run.tracer, run.stop, run.cache, batcher)
+    while True:  # one pass without batch entries; with them, passes until no call waits for a batch job
+        tally = _run_stages(run, prepared, stack)  # each pass writes the row files afresh
+        if batcher is None or run.interrupted or run.stop.is_set() or run.tracer.error is not None:
+            break
+        settled = batcher.settle()
+        run.interrupted = settled == "interrupted"
+        if settled != "again":
+            break
     if run.tracer.error is not None:
         raise RubricrunError(
             f"{run.run_dir / 'trace.jsonl'}: cannot write ({run.tracer.error.strerror or run.tracer.error}); the run "

@@ -53,3 +53,19 @@ class Budget(BaseProvider):
         with self._lock:
             self.spent += call_cost(request.model, u.prompt_tokens, u.completion_tokens, self.prices) or 0.0
         return resp
+
+    # Calls made outside the stack (batch jobs, batch.py): reserved when submitted, charged when their replies land.
+
+    def reserve(self, estimate: float) -> bool:
+        """Reserve `estimate` unless it would pass the budget (then the budget has stopped the run)."""
+        with self._lock:
+            if self.budget_usd is not None and self.spent + self.reserved + estimate > self.budget_usd:
+                self.stopped = True
+                return False
+            self.reserved += estimate
+            return True
+
+    def settle(self, reserved: float, cost: float) -> None:
+        with self._lock:
+            self.reserved = max(0.0, self.reserved - reserved)
+            self.spent += cost

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -103,10 +104,40 @@ class CachingProvider(BaseProvider):
     """Returns the stored response when there is one; otherwise calls through and stores a success.
     Two threads asking for the same key at once make one call: the second waits for the first."""
 
-    def __init__(self, inner: BaseProvider, cache: ResponseCache | None, tracer: Tracer):
+    def __init__(self, inner: BaseProvider, cache: ResponseCache | None, tracer: Tracer, *, passes: bool = False):
         self.inner, self.cache, self.tracer = inner, cache, tracer
         self._lock = threading.Lock()
         self._inflight: dict[str, threading.Event] = {}
+        # A run in passes (batch jobs, providers/batch.py) asks again for what an earlier pass got: such a reply is
+        # returned as it was first served (paid or a cache hit) and traced once, so the rows and the summary read
+        # as an online run's. Key -> whether it was first served from the cache; and how many tasks asked for it
+        # in this pass and at most in one pass (the second task to ask for a key reads a hit, as it would online).
+        self.seen: dict[str, bool] | None = {} if passes else None
+        self._asked: dict[str, int] = {}
+        self._most_asked: dict[str, int] = {}
+
+    def deliver(self, key: str, response: LLMResponse) -> None:
+        """Store a reply made outside this stack (a batch job's line, traced by its maker) as a paid reply."""
+        assert self.cache is not None
+        self.cache.set(key, response)
+        with self._lock:
+            self.seen[key] = False  # type: ignore[index]
+
+    def new_pass(self) -> None:
+        with self._lock:
+            self._asked.clear()
+
+    def _again(self, key: str, hit: LLMResponse) -> tuple[LLMResponse, bool]:
+        """A reply served in an earlier pass or to an earlier task: as it was first served, and whether to trace it
+        as a new cache hit (a task asking for a key that more tasks ask for than in any pass before)."""
+        with self._lock:
+            n = self._asked[key] = self._asked.get(key, 0) + 1
+            if n == 1:
+                return replace(hit, cache_hit=self.seen[key]), False  # type: ignore[index]
+            new = n > self._most_asked.get(key, 1)
+            if new:
+                self._most_asked[key] = n
+        return hit, new
 
     def generate(self, request: LLMRequest) -> LLMResponse:
         if self.cache is None:
@@ -114,7 +145,15 @@ class CachingProvider(BaseProvider):
         key = cache_key(request)
         while True:
             hit = self.cache.get(key)
-            if hit is not None:
+            traced = True
+            if hit is not None and self.seen is not None:
+                with self._lock:
+                    first = key not in self.seen
+                    if first:
+                        self.seen[key], self._asked[key] = True, 1
+                if not first:
+                    hit, traced = self._again(key, hit)
+            if hit is not None and traced:
                 self.tracer.emit(
                     role=request.role,
                     model=request.model,
@@ -125,6 +164,7 @@ class CachingProvider(BaseProvider):
                     status="ok",
                     usage=hit.usage,
                 )
+            if hit is not None:
                 return hit
             with self._lock:
                 event = self._inflight.get(key)
@@ -132,11 +172,20 @@ class CachingProvider(BaseProvider):
                 if owner:
                     event = self._inflight[key] = threading.Event()
             if owner:
-                break
+                if self.cache.get(key) is None:
+                    break
+                # An owner before us stored the reply between our miss above and our taking over: read it as a hit.
+                with self._lock:
+                    self._inflight.pop(key, None)
+                event.set()
+                continue
             event.wait()  # the owner finished (or failed): look again
         try:
             response = self.inner.generate(request)
             self.cache.set(key, response)
+            if self.seen is not None:
+                with self._lock:
+                    self.seen[key], self._asked[key] = False, 1
             return response
         finally:
             with self._lock:

@@ -194,6 +194,22 @@ def _provider_cost(raw: Any) -> float | None:
     return float(cost)
 
 
+def credentials(model: str, api_base: str | None, api_key_env: str | None) -> dict[str, str]:
+    """The `api_base` and `api_key` keyword arguments of a LiteLLM call (completion, files, batches)."""
+    out: dict[str, str] = {}
+    if api_base:
+        out["api_base"] = api_base
+    if api_key_env:
+        key = os.environ.get(api_key_env)
+        if not key:
+            raise InputError(f"environment variable {api_key_env} is not set", key="api_key_env")
+        out["api_key"] = key
+    elif api_base and model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+        # A local OpenAI-compatible server (vLLM, llama.cpp, Ollama) needs no key, but the client insists on one.
+        out["api_key"] = "no-key"
+    return out
+
+
 class LiteLLMProvider(BaseProvider):
     """Calls `litellm.completion` synchronously. Exactly one HTTP request per call: LiteLLM's and the
     OpenAI client's own retries are off, the retry policy lives in retry.py. `on_rate_limit(request, seconds)`
@@ -216,17 +232,8 @@ class LiteLLMProvider(BaseProvider):
             num_retries=0,
             max_retries=0,
         )
-        if request.api_base:
-            kwargs["api_base"] = request.api_base
-        key = None
-        if request.api_key_env:
-            key = os.environ.get(request.api_key_env)
-            if not key:
-                raise InputError(f"environment variable {request.api_key_env} is not set", key="api_key_env")
-            kwargs["api_key"] = key
-        elif request.api_base and request.model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
-            # A local OpenAI-compatible server (vLLM, llama.cpp, Ollama) needs no key, but the client insists on one.
-            kwargs["api_key"] = "no-key"
+        kwargs.update(credentials(request.model, request.api_base, request.api_key_env))
+        key = kwargs.get("api_key") if request.api_key_env else None
         if request.response_schema is not None:
             kwargs["response_format"] = response_format_for(request.response_schema)
         start = time.perf_counter()

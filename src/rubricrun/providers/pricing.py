@@ -35,29 +35,51 @@ def _cost_map() -> dict[str, Any]:
         return {}
 
 
-def unit_prices(model: str, price: Price | None = None) -> tuple[float, float] | None:
-    """USD per prompt token and per completion token, or None when the model has no known price."""
-    if price is not None:
-        return price.input_per_mtok / 1e6, price.output_per_mtok / 1e6
-    if model.startswith("local/"):
-        return 0.0, 0.0
+def _map_entry(model: str) -> dict[str, Any] | None:
     m = _cost_map()
     entry = m.get(model)
     if entry is None and "/" in model:
         entry = m.get(model.split("/", 1)[1])
-    if not entry or "input_cost_per_token" not in entry:
+    return entry if entry and "input_cost_per_token" in entry else None
+
+
+def unit_prices(model: str, price: Price | None = None, *, batch: bool = False) -> tuple[float, float] | None:
+    """USD per prompt token and per completion token, or None when the model has no known price. `batch`: the
+    provider's batch price (the config's batch_* prices, else LiteLLM's `*_cost_per_token_batches`), falling back
+    to the online price where neither says."""
+    if price is not None:
+        online = price.input_per_mtok / 1e6, price.output_per_mtok / 1e6
+        if not batch:
+            return online
+        given = (price.batch_input_per_mtok, price.batch_output_per_mtok)
+        return tuple(o if b is None else b / 1e6 for o, b in zip(online, given, strict=True))  # type: ignore[return-value]
+    if model.startswith("local/"):
+        return 0.0, 0.0
+    entry = _map_entry(model)
+    if entry is None:
         return None
-    return float(entry.get("input_cost_per_token") or 0.0), float(entry.get("output_cost_per_token") or 0.0)
+    names = ("input_cost_per_token", "output_cost_per_token")
+    if batch and all(entry.get(n + "_batches") is not None for n in names):
+        names = tuple(n + "_batches" for n in names)  # type: ignore[assignment]
+    return float(entry.get(names[0]) or 0.0), float(entry.get(names[1]) or 0.0)
 
 
-def price_table(cfg: Config) -> dict[str, Price]:
-    """Config prices by model string (a candidate's or judge's `price` applies to all its models)."""
+def price_table(cfg: Config, *, batch: bool = True) -> dict[str, Price]:
+    """Prices by model string: the config's (a candidate's or judge's `price` applies to all its models); for an
+    entry with `batch: true`, its batch price. A model that some entry batches is priced at the batch price for
+    all its calls (a request retried online after a failed batch line included). `batch=False`: the online prices
+    of every entry (what `--validate` shows beside the batch price)."""
     out: dict[str, Price] = {}
-    for m in [*cfg.candidates, *cfg.judge_pool]:
-        if m.price is None:
-            continue
+    entries = [*cfg.candidates, *cfg.judge_pool]
+    for m in [e for e in entries if not e.batch] + [e for e in entries if e.batch]:  # batch prices win
         for model in [m.model] + [w.model for w in m.models]:
-            if model:
+            if not model:
+                continue
+            if m.batch and batch:
+                p = unit_prices(model, m.price, batch=True)
+                if p is not None:
+                    out[model] = Price(p[0] * 1e6, p[1] * 1e6)
+            elif m.price is not None:
                 out[model] = m.price
     return out
 

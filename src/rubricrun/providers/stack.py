@@ -1,4 +1,5 @@
-"""The provider stack a run calls through: Cache(Budget(Retry(Throttle(LiteLLM)))).
+"""The provider stack a run calls through: Cache(Budget(Retry(Throttle(LiteLLM)))), with Deferring (batch.py) right
+under the cache when some entry has `batch: true`.
 
 A cache hit is free: it pays no throttle and no budget. Every paid attempt is traced by the retry layer.
 Rate limits belong to provider accounts (model string, api_base, key variable), not to config entries: every
@@ -12,6 +13,7 @@ import threading
 
 from ..config import Config
 from .base import BaseProvider
+from .batch import Batcher, DeferringProvider
 from .budget import Budget
 from .cache import CachingProvider, ResponseCache
 from .litellm import LiteLLMProvider
@@ -57,9 +59,10 @@ def account_limits(cfg: Config) -> dict[Route, tuple[float | None, float | None]
 
 
 def build_stack(
-    cfg: Config, tracer: Tracer, stop: threading.Event, cache: ResponseCache | None
+    cfg: Config, tracer: Tracer, stop: threading.Event, cache: ResponseCache | None, batcher: Batcher | None = None
 ) -> tuple[BaseProvider, Budget]:
-    """The stack and its Budget layer (the runner reads what was spent and whether it stopped)."""
+    """The stack and its Budget layer (the runner reads what was spent and whether it stopped). With a batcher,
+    requests of batch entries that miss the cache are deferred to it instead of made."""
     max_pause = cfg.retry.max_wait_s
     accounts = {
         route: AccountLimiter(rpm, tpm, max_pause_s=max_pause)
@@ -71,4 +74,8 @@ def build_stack(
     throttle = ThrottledProvider(provider, accounts, judge_bucket, stop, max_pause_s=max_pause)
     provider.on_rate_limit = throttle.observe
     budget = Budget(RetryingProvider(throttle, cfg.retry, tracer, stop), cfg.run.budget_usd, price_table(cfg))
-    return CachingProvider(budget, cache, tracer), budget
+    if batcher is None:
+        return CachingProvider(budget, cache, tracer), budget
+    caching = CachingProvider(DeferringProvider(budget, batcher), cache, tracer, passes=True)
+    batcher.attach(caching, budget)
+    return caching, budget

@@ -1,0 +1,390 @@
+"""Provider batch jobs for entries with `batch: true`: their calls are collected, sent as batch jobs through
+LiteLLM's files and batches API, and their replies land in the same cache as online calls.
+
+The run goes in passes (runner.py). In a pass, `DeferringProvider` (right under the cache, so a cache hit never
+reaches it) records each uncached request of a batch entry and raises `Deferred` (a NotDone: the task gets no row
+in this pass). After the pass `Batcher.settle()` submits what was recorded (one job per model and account, split by
+`batch.max_requests` / `batch.max_bytes`), polls until every job ends, writes each reply into the cache and traces
+it; the next pass finds those replies in the cache and goes one step further (their judges, the next turns).
+
+Every job is written to `batches.json` in the run folder before each step that creates something at the provider
+(the intent, then the uploaded file's id, then the batch id), so a rerun of the run id after Ctrl+C or kill -9
+polls the jobs it finds there and never submits a request whose key is in one of them again: a job killed after
+its batch was created but before its id was written is found again by its input file (`list_batches`).
+A request that a batch failed or let expire is sent online (`batch.on_failed: online`) or in a new job (`batch`,
+up to `batch.max_batch_attempts` jobs); either way each failure is traced.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..config import Config
+from ..errors import Deferred, InputError, ProviderError
+from ..types import LLMRequest, LLMResponse, Usage
+from .base import BaseProvider
+from .budget import Budget
+from .cache import CachingProvider, cache_key
+from .litellm import classify_error, credentials, import_litellm, response_format_for
+from .pricing import call_cost, upper_bound
+from .trace import Tracer
+
+log = logging.getLogger("rubricrun")
+
+STATE_FORMAT = 1
+ENDED = ("completed", "failed", "expired", "cancelled")  # a batch in one of these states runs no more lines
+
+
+def batch_entries(cfg: Config) -> set[str]:
+    """The rate-limit names (`section:name`, as LLMRequest.limiter) of the entries with `batch: true`."""
+    out = {f"candidate:{m.name}" for m in cfg.candidates if m.batch}
+    return out | {f"judge:{m.name}" for m in cfg.judge_pool if m.batch}
+
+
+def open_batcher(cfg: Config, path: Path, save: Callable[[Path, Any], None], tracer: Tracer) -> Batcher | None:
+    """The run's Batcher (its state in `path`, written with `save`), or None when no entry has `batch: true`."""
+    return Batcher(cfg, path, save, tracer, cfg.run.progress_interval_s) if batch_entries(cfg) else None
+
+
+def _load(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read the batch jobs of this run ({exc})", file=str(path)) from None
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        raise InputError(f"not a batch state of format {STATE_FORMAT}", file=str(path))
+    return state
+
+
+class DeferringProvider(BaseProvider):
+    """Records the requests of batch entries for the Batcher instead of making them; others pass through."""
+
+    def __init__(self, inner: BaseProvider, batcher: Batcher):
+        self.inner, self.batcher = inner, batcher
+
+    def generate(self, request: LLMRequest) -> LLMResponse:
+        if request.limiter in self.batcher.limiters and self.batcher.defer(request):
+            raise Deferred("sent as a batch job")
+        return self.inner.generate(request)
+
+
+def line_body(request: LLMRequest) -> dict[str, Any]:
+    """The chat completion body of a request, as a batch file line carries it (the model without its prefix)."""
+    body: dict[str, Any] = dict(request.params)
+    body.update(model=request.model.split("/", 1)[1], messages=list(request.messages))
+    if request.response_schema is not None:
+        body["response_format"] = response_format_for(request.response_schema)
+    return body
+
+
+def reply_of(body: dict[str, Any], model: str, cost: Callable[[Usage], float | None]) -> LLMResponse:
+    """An output line's chat completion as the LLMResponse the online path would have returned."""
+    choice = body["choices"][0]
+    message = choice.get("message") or {}
+    u = body.get("usage") or {}
+    usage = Usage(
+        prompt_tokens=int(u.get("prompt_tokens") or 0),
+        completion_tokens=int(u.get("completion_tokens") or 0),
+        total_tokens=int(u.get("total_tokens") or 0),
+    )
+    reasoning = message.get("reasoning_content")
+    return LLMResponse(
+        text=message.get("content") or "",
+        finish_reason=choice.get("finish_reason"),
+        usage=usage,
+        model=body.get("model") or model,
+        cost_usd=cost(usage),
+        reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
+    )
+
+
+def _jsonl(data: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+
+
+class BatchAPI:
+    """The four LiteLLM calls a job needs, for one job's model and account; failures become ProviderErrors."""
+
+    def __init__(self, job: dict[str, Any]):
+        self.model = job["model"]
+        self.provider = self.model.split("/", 1)[0]
+        self.auth = credentials(self.model, job.get("api_base"), job.get("api_key_env"))
+        self.secrets = (self.auth["api_key"],) if job.get("api_key_env") else ()
+
+    def _call(self, name: str, **kwargs: Any) -> Any:
+        litellm = import_litellm()
+        try:
+            return getattr(litellm, name)(custom_llm_provider=self.provider, **self.auth, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - every provider failure becomes a ProviderError
+            raise classify_error(exc, self.model, self.secrets) from None
+
+    def upload(self, data: bytes, name: str) -> str:
+        return str(self._call("create_file", file=(name, data), purpose="batch").id)
+
+    def create(self, file_id: str, window: str, metadata: dict[str, str]) -> str:
+        endpoint = "/v1/chat/completions"
+        b = self._call(
+            "create_batch", completion_window=window, endpoint=endpoint, input_file_id=file_id, metadata=metadata
+        )
+        return str(b.id)
+
+    def find(self, file_id: str) -> str | None:
+        """The batch already created from this input file (a kill between create and writing its id), if any."""
+        listed = self._call("list_batches", limit=100)
+        for b in getattr(listed, "data", None) or []:
+            if getattr(b, "input_file_id", None) == file_id:
+                return str(b.id)
+        return None
+
+    def retrieve(self, batch_id: str) -> Any:
+        return self._call("retrieve_batch", batch_id=batch_id)
+
+    def content(self, file_id: str) -> bytes:
+        return bytes(self._call("file_content", file_id=file_id).content)
+
+
+class Batcher:
+    """Submits deferred requests as batch jobs, polls them, and delivers their replies into the cache."""
+
+    def __init__(self, cfg: Config, path: Path, save: Callable[[Path, Any], None], tracer: Tracer, interval_s: float):
+        self.settings, self.path, self._save, self.tracer = cfg.batch, path, save, tracer
+        self.limiters = batch_entries(cfg)
+        self.progress_interval_s = interval_s
+        self.caching: CachingProvider | None = None
+        self.budget: Budget | None = None
+        self._lock = threading.Lock()
+        self._deferred: dict[str, LLMRequest] = {}
+        state = _load(path)
+        self.jobs: list[dict[str, Any]] = state.get("jobs", [])
+        self.failed: dict[str, int] = state.get("failed", {})  # key -> failures in batch jobs
+        # A job killed before its file was uploaded never reached the provider: its requests are deferred anew.
+        self.jobs = [j for j in self.jobs if j["input_file_id"] is not None or j["status"] != "uploading"]
+        self._job_of: dict[str, dict[str, Any]] = {k: j for j in self.jobs for k, _ in j["keys"]}  # the latest job
+        self._ids = itertools.count(len(state.get("jobs", [])) + 1)
+
+    def attach(self, caching: CachingProvider, budget: Budget) -> None:
+        self.caching, self.budget = caching, budget
+        if self._budgeted:  # jobs still open from an earlier invocation keep their reservation
+            budget.reserve(sum(j.get("reserved", 0.0) for j in self.jobs if not j["collected"]))
+
+    @property
+    def _budgeted(self) -> bool:
+        return self.budget is not None and self.budget.budget_usd is not None
+
+    # -- during a pass (pool threads)
+
+    def defer(self, request: LLMRequest) -> bool:
+        """Whether this request waits for a batch job (recorded for one); False: make it online now."""
+        key = cache_key(request)
+        job = self._job_of.get(key)
+        if job is not None and job["collected"]:
+            n = self.failed.get(key, 0)
+            if not n or self.settings.on_failed == "online" or n >= self.settings.max_batch_attempts:
+                return False  # failed and retried online, or answered before but no longer in the cache
+        with self._lock:
+            self._deferred.setdefault(key, request)
+        return True
+
+    # -- between passes (main thread)
+
+    def settle(self) -> str:
+        """Submit what the pass deferred and wait for every job: "again" (run the next pass), "done" (nothing was
+        deferred, or nothing more can be done) or "interrupted" (Ctrl+C while polling; the state is saved)."""
+        with self._lock:
+            deferred, self._deferred = list(self._deferred.values()), {}
+        if self.caching is not None:
+            self.caching.new_pass()
+        if not deferred:
+            return "done"
+        try:
+            submitted = self._submit([r for r in deferred if not self._pending(cache_key(r))])
+            collected = self._wait()
+        except KeyboardInterrupt:
+            self._write()
+            log.warning("batch: interrupted while waiting; rerun with the same --run-id to resume polling")
+            return "interrupted"
+        return "again" if submitted or collected else "done"
+
+    def _pending(self, key: str) -> bool:
+        job = self._job_of.get(key)
+        return job is not None and not job["collected"]
+
+    def _write(self) -> None:
+        self._save(self.path, {"format": STATE_FORMAT, "jobs": self.jobs, "failed": self.failed})
+
+    def _submit(self, requests: Sequence[LLMRequest]) -> int:
+        """One job per model and account, split by the provider's limits; returns how many requests were sent."""
+        groups: dict[tuple[str, str | None, str | None], list[LLMRequest]] = {}
+        for r in self._affordable(requests):
+            groups.setdefault((r.model, r.api_base, r.api_key_env), []).append(r)
+        sent = 0
+        for (model, api_base, key_env), group in groups.items():
+            for chunk in self._chunks(group):
+                keys = [[cache_key(r), r.role] for r in chunk]
+                job = {"id": f"job-{next(self._ids)}", "model": model, "api_base": api_base, "api_key_env": key_env}
+                job.update(keys=keys, input_file_id=None, batch_id=None, status="uploading", collected=False)
+                job["reserved"] = sum(upper_bound(r, self.budget.prices) for r in chunk) if self._budgeted else 0.0
+                self.jobs.append(job)
+                for k, _ in keys:
+                    self._job_of[k] = job
+                self._write()  # the intent first: a kill from here on leaves a job to resume, not to resubmit
+                data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in self._lines(chunk)).encode()
+                self._start(job, data)
+                sent += len(chunk)
+        if sent:
+            log.info("batch: %d requests submitted in %d jobs", sent, sum(1 for j in self.jobs if not j["collected"]))
+        return sent
+
+    @staticmethod
+    def _lines(chunk: Sequence[LLMRequest]) -> list[dict[str, Any]]:
+        url = "/v1/chat/completions"
+        return [{"custom_id": cache_key(r), "method": "POST", "url": url, "body": line_body(r)} for r in chunk]
+
+    def _chunks(self, group: list[LLMRequest]) -> list[list[LLMRequest]]:
+        chunks: list[list[LLMRequest]] = [[]]
+        size = 0
+        for r in group:
+            n = len(json.dumps(self._lines([r])[0], ensure_ascii=False).encode()) + 1
+            if chunks[-1] and (len(chunks[-1]) >= self.settings.max_requests or size + n > self.settings.max_bytes):
+                chunks.append([])
+                size = 0
+            chunks[-1].append(r)
+            size += n
+        return [c for c in chunks if c]
+
+    def _affordable(self, requests: Sequence[LLMRequest]) -> list[LLMRequest]:
+        """The requests the budget still allows, each reserved at its upper bound (the rest stay unsent: the run
+        stops on budget)."""
+        out = []
+        for r in requests:
+            if self.budget is not None and self.budget.budget_usd is not None:
+                if not self.budget.reserve(upper_bound(r, self.budget.prices)):
+                    break
+            out.append(r)
+        return out
+
+    def _start(self, job: dict[str, Any], data: bytes | None) -> None:
+        """Upload the job's file (unless it has one) and create its batch (unless one exists), writing each id."""
+        api = BatchAPI(job)
+        try:
+            if job["input_file_id"] is None:
+                if data is None:  # killed before the upload finished: the requests are asked again by the pass
+                    job.update(status="failed", error="killed before its file was uploaded")
+                    return
+                job["input_file_id"] = api.upload(data, f"rubricrun-{job['id']}.jsonl")
+                self._write()
+            if job["batch_id"] is None:
+                job["batch_id"] = api.find(job["input_file_id"]) if data is None else None
+                job["batch_id"] = job["batch_id"] or api.create(
+                    job["input_file_id"], self.settings.completion_window, {"rubricrun_job": job["id"]}
+                )
+                job["status"] = "validating"
+                self._write()
+        except ProviderError as exc:
+            log.warning("batch %s (%s): could not submit: %s", job["id"], job["model"], exc)
+            job.update(status="failed", error=str(exc))
+            self._write()
+
+    def _wait(self) -> int:
+        """Poll every job not yet collected until it ends; collect each as it ends. Returns requests collected."""
+        collected = 0
+        last_line = 0.0
+        while True:
+            open_jobs = [j for j in self.jobs if not j["collected"]]
+            if not open_jobs:
+                return collected
+            for job in open_jobs:
+                collected += self._poll(job)
+            now = time.monotonic()
+            still = [j for j in self.jobs if not j["collected"]]
+            if still and now - last_line >= self.progress_interval_s:
+                last_line = now
+                log.info("batch: %s", "; ".join(self._progress(j) for j in still))
+            if still:
+                time.sleep(self.settings.poll_interval_s)  # Ctrl+C lands here: settle() saves and returns
+
+    @staticmethod
+    def _progress(job: dict[str, Any]) -> str:
+        counts = job.get("counts") or {}
+        done = int(counts.get("completed") or 0) + int(counts.get("failed") or 0)
+        return f"{job['batch_id'] or job['id']} {job['status']} {done}/{len(job['keys'])}"
+
+    def _poll(self, job: dict[str, Any]) -> int:
+        if job["batch_id"] is None and job["status"] != "failed":
+            self._start(job, None)  # a job from a killed run: find or create its batch
+        if job["batch_id"] is None:
+            return self._collect(job, None)
+        api = BatchAPI(job)
+        try:
+            b = api.retrieve(job["batch_id"])
+        except ProviderError as exc:
+            if not exc.retryable:  # the provider does not know the batch (any more): its requests failed
+                job.update(status="failed", error=str(exc))
+                return self._collect(job, None)
+            log.warning("batch %s: cannot poll (%s); trying again", job["batch_id"], exc)
+            return 0
+        counts = getattr(b, "request_counts", None)
+        job["counts"] = {k: getattr(counts, k, 0) for k in ("total", "completed", "failed")} if counts else {}
+        if job["status"] != b.status:
+            job["status"] = str(b.status)
+            self._write()
+        return self._collect(job, b) if b.status in ENDED else 0
+
+    def _collect(self, job: dict[str, Any], b: Any) -> int:
+        """Deliver an ended job's replies into the cache and trace each line; then mark it collected."""
+        api = BatchAPI(job)
+        roles = dict(map(tuple, job["keys"]))
+        answered: set[str] = set()
+        for file_id in (getattr(b, "output_file_id", None), getattr(b, "error_file_id", None)):
+            if file_id:
+                for line in _jsonl(api.content(file_id)):
+                    if line.get("custom_id") in roles and line["custom_id"] not in answered:
+                        answered.add(line["custom_id"])
+                        self._line(job, roles[line["custom_id"]], line)
+        why = f"batch {job['status']}" + (f": {job['error']}" if job.get("error") else "")
+        for key, role in roles.items():
+            if key not in answered:
+                self._failure(job, key, role, why, None)
+        if self.budget is not None:
+            self.budget.settle(job.get("reserved", 0.0), job.pop("cost", 0.0))
+        job["collected"] = True
+        self._write()
+        return len(roles)
+
+    def _line(self, job: dict[str, Any], role: str, line: dict[str, Any]) -> None:
+        key, resp = line["custom_id"], line.get("response") or {}
+        status, body = resp.get("status_code"), resp.get("body") or {}
+        if status == 200 and body.get("choices"):
+            assert self.caching is not None
+            reply = reply_of(body, job["model"], lambda u: self._cost(job["model"], u))
+            job["cost"] = job.get("cost", 0.0) + (reply.cost_usd or 0.0)
+            self.caching.deliver(key, reply)
+            self.failed.pop(key, None)
+            self.tracer.emit(
+                role=role, model=job["model"], key=key, cache_hit=False, attempt=1, latency_ms=0.0, status="ok",
+                usage=reply.usage,
+            )  # fmt: skip
+            return
+        error = line.get("error") or (body.get("error") if isinstance(body, dict) else None) or {}
+        message = error.get("message") or error.get("code") or f"HTTP {status}"
+        self._failure(job, key, role, f"{error.get('code') or 'failed'}: {message}", status)
+
+    def _failure(self, job: dict[str, Any], key: str, role: str, error: str, status: int | None) -> None:
+        self.failed[key] = self.failed.get(key, 0) + 1
+        self.tracer.emit(
+            role=role, model=job["model"], key=key, cache_hit=False, attempt=1, latency_ms=0.0, status="error",
+            error=f"batch {job['batch_id'] or job['id']}: {error}", status_code=status,
+        )  # fmt: skip
+
+    def _cost(self, model: str, usage: Usage) -> float | None:
+        """The reply's cost at the batch price (price_table gives batch entries their batch price)."""
+        return call_cost(model, usage.prompt_tokens, usage.completion_tokens, self.budget.prices if self.budget else {})
