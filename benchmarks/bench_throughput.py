@@ -17,7 +17,9 @@ Timings, per side:
                       last candidate event in trace.jsonl): the same yardstick for all four sides;
   generation stage:   (c) only, run.log's 'N examples' line to the last candidate trace event (adds the lazy LiteLLM
                       import that rubricrun's first call pays, ~3-4 s);
-  whole run.py:       (c) only, the subprocess from spawn to exit (startup, import, artifacts, summary).
+  whole run.py:       (c) only, the subprocess from spawn to exit (startup, import, artifacts, summary);
+  whole process:      (b) only, its worker subprocess from spawn to exit (interpreter, LiteLLM import, calls): the
+                      like-for-like yardstick for whole run.py, since submit->last reply leaves the import out.
 CPU ms per call: of the calls only (the workers' process_time around the pool) and of the whole process (user + sys
 of the worker process, or of the run.py subprocess from os.wait4): less sensitive than wall time to other load on
 a shared machine, since at 64 threads x 200 ms every side here is bound by its own CPU (the GIL), not by latency.
@@ -117,8 +119,11 @@ def _worker(kind: str, base_url: str, calls: int, threads: int) -> dict:
 def run_worker(kind: str, server: FakeServer, calls: int, threads: int) -> dict:
     cmd = [PY, __file__, "--worker", kind, "--base-url", server.base_url, "--calls", str(calls)]
     cmd += ["--threads", str(threads)]
+    t0 = time.perf_counter()
     out = subprocess.run(cmd, env=bench_env(), capture_output=True, text=True, timeout=1800, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    res["process_s"] = time.perf_counter() - t0  # spawn to exit: interpreter, LiteLLM import and calls
+    return res
 
 
 def first_arrival(server: FakeServer, calls: int, side: str) -> float:
@@ -136,6 +141,7 @@ NAMES = {
     "openai_w": "openai window",
     "litellm": "litellm (submit->last reply)",
     "litellm_w": "litellm window",
+    "litellm_p": "litellm whole process",
     "litellmf_w": "litellm+freeze window",
     "ours_w": "rubricrun window",
     "ours_stage": "rubricrun generation stage",
@@ -146,6 +152,7 @@ RATIOS = [  # (ours, baseline, what)
     ("ours_w", "litellmf_w", "window / window, against litellm+freeze (our layers alone)"),
     ("ours_stage", "litellm", "generation stage / litellm submit->last reply"),
     ("ours_whole", "litellm", "whole run.py / litellm submit->last reply"),
+    ("ours_whole", "litellm_p", "whole run.py / litellm whole process (both pay the LiteLLM import)"),
     ("ours_w", "openai_w", "window / window"),
     ("ours_stage", "openai", "generation stage / openai submit->last reply"),
 ]
@@ -194,6 +201,7 @@ def main() -> int:
                 "openai_w": (oa["window_s"], None),
                 "litellm": (ll["wall_s"], (ll["cpu_s"], ll["proc_cpu_s"])),
                 "litellm_w": (ll["window_s"], None),
+                "litellm_p": (ll["process_s"], None),
                 "litellmf_w": (lf["window_s"], (lf["cpu_s"], lf["proc_cpu_s"])),
                 "ours_w": (w["end"] - arrival, None),
                 "ours_stage": (w["end"] - w["stage_start"], None),

@@ -350,7 +350,7 @@ def _log_time(line: str) -> float | None:
 
 def stage_window(run_dir: Path, role: str = "candidate") -> dict[str, float | None]:
     """Timings of one stage of the run's last invocation, in epoch seconds:
-    `stage_start`: the run.log line 'run ID: N examples' (logged just before the generation pool starts; candidates
+    `stage_start`: the run.log line 'run ID: ... N candidates, M judges' (logged just before the calls start; candidates
     only), `first_request`: the earliest attempt start (trace ts - latency_ms; latency_ms covers the whole attempt,
     throttle wait and the lazy LiteLLM import included), `end`: the last trace event of `role`."""
     out: dict[str, float | None] = {"stage_start": None, "first_request": None, "end": None}
@@ -365,7 +365,8 @@ def stage_window(run_dir: Path, role: str = "candidate") -> dict[str, float | No
     out["first_request"] = min(e["ts"] - e["latency_ms"] / 1000 for e in events)
     log_path = run_dir / "run.log"
     if role == "candidate" and log_path.exists():
-        starts = [t for line in log_path.read_text().splitlines() if " examples, " in line and (t := _log_time(line))]
+        lines = log_path.read_text().splitlines()
+        starts = [t for line in lines if " candidates, " in line and (t := _log_time(line))]
         if starts:
             out["stage_start"] = starts[-1]
     return out

@@ -77,8 +77,8 @@ def test_batch_run_equals_online_run(tmp_path, bserver, cli_main):
     s_on, s_b = (json.loads((d / "summary.json").read_text()) for d in (on, b))
     # Every task asked once: paid or a hit (online, two tasks asking for one key at once may both pay).
     assert sum(s_b["calls"].values()) == sum(s_on["calls"].values()) and s_b["calls"]["errors"] == 0
-    for name in ("responses.jsonl", "judgments.jsonl"):
-        assert sum(r["cache_hit"] for r in read_jsonl(b / name)) <= sum(1 for r in read_jsonl(on / name))
+    for name in ("responses.jsonl", "judgments.jsonl"):  # issue 13: cache_hit is not in the rows (trace.jsonl has it)
+        assert not any("cache_hit" in r for r in read_jsonl(b / name))
     jobs = state(tmp_path / "b", "b")["jobs"]
     assert jobs and all(j["collected"] and j["status"] == "completed" for j in jobs)
     # One job per model and pass: turn 1 of both candidates, their judges, turn 2 (MT-Bench), ...

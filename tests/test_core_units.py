@@ -352,7 +352,10 @@ ROW_CASES = [
 
 @pytest.mark.parametrize("obj", ROW_CASES, ids=lambda o: type(o).__name__)
 def test_to_row_equals_asdict(obj: object) -> None:
-    fast, reference = to_row(obj), dataclasses.asdict(obj)  # type: ignore[call-overload]
+    full = dataclasses.asdict(obj)  # type: ignore[call-overload]
+    # a field marked NOT_IN_ROW (cache_hit of responses and judgments, issue 13) is left out of the row
+    reference = {f.name: full[f.name] for f in dataclasses.fields(obj) if f.metadata.get("row", True)}  # type: ignore[arg-type]
+    fast = to_row(obj)
     assert repr(fast) == repr(reference)  # same values, same key order, tuples kept as tuples
 
 

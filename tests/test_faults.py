@@ -472,7 +472,8 @@ def test_kill9_repeatedly_then_resume_matches_clean_run(tmp_path: Path, server_f
     twice = _fingerprints_answered_twice(resumed_log)
     paid_twice = {fp: rs for fp, rs in twice.items() if not all(in_flight_at_a_kill(r) for r in rs[:-1])}
     assert not paid_twice, f"{len(paid_twice)} calls answered before a kill were paid again"
-    assert len(twice) <= 4 * len(kills), "more repeats than calls that can be in flight at the kills"
+    # Candidate and judge calls overlap (graph.py): up to concurrency + judge_parallel_workers = 4 + 4 in flight.
+    assert len(twice) <= 8 * len(kills), "more repeats than calls that can be in flight at the kills"
     # Every trace line is whole JSON (an append-only log survives kill -9).
     read_jsonl(run_dir / "trace.jsonl")
 

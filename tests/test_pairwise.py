@@ -163,9 +163,7 @@ def test_a_judge_preferring_one_candidate_gives_it_the_win_in_both_orders(
         assert rc == 0, err
         assert server.count() == 0  # every candidate and both orders of every comparison come from the cache
     after = read_jsonl(tmp_path / "outputs" / "r" / "judgments.jsonl")
-    strip = [{k: v for k, v in r.items() if k != "cache_hit"} for r in after]
-    assert strip == [{k: v for k, v in json.loads(x).items() if k != "cache_hit"} for x in before.splitlines()]
-    assert all(r["cache_hit"] for r in after)
+    assert after == [json.loads(x) for x in before.splitlines()]  # cache_hit is not in the rows (issue 13)
 
 
 def test_all_pairs_with_three_candidates_gives_ratings(tmp_path: Path, make_config: Any, cli_main: Any) -> None:

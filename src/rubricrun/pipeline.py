@@ -1,15 +1,13 @@
-"""The stages of a run, each a list of independent calls on a thread pool through the provider stack
-(providers/stack.py): synthesized prompts -> candidate responses -> per-criterion judgments.
-
-Rows come back in input order whatever order the calls finish in, so a rerun writes byte-identical
-artifacts (timings aside). A stage stopped early (Ctrl+C, budget) returns what it finished.
+"""What one call of a run is, through the provider stack (providers/stack.py): a candidate turn (GenTask,
+its request and its response row), and synthesis (prompts from a topic). graph.py decides when each call is
+made; plan.py counts them for --validate.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,14 +16,11 @@ from .data.answers_file import Answers, load_replays, replay_model, replayed_ans
 from .data.turns import turn_view
 from .errors import NotDone, ProviderError
 from .judging.answers import quality_flags, split_reasoning
-from .judging.auto import auto_judgment
-from .judging.pairwise import PairJudging, pair_items
-from .judging.rubric import Judging, judge_items, rubric_for
 from .pool import Interrupted, Progress, run_pool
 from .providers.base import BaseProvider
 from .providers.cache import cache_key
 from .providers.routing import model_request, route_for
-from .types import Example, Judgment, LLMRequest, LLMResponse, PairJudgment, Response, Usage, to_row
+from .types import Example, LLMRequest, LLMResponse, Response, Usage, to_row
 
 log = logging.getLogger("rubricrun")
 
@@ -127,141 +122,18 @@ def response_row(task: GenTask, key: str, resp: LLMResponse | None, error: str |
     )
 
 
-def generate(
-    tasks: Sequence[GenTask],
-    stack: BaseProvider,
-    *,
-    workers: int,
-    stop: threading.Event,
-    progress: bool = True,
-    label: str = "generate",
-) -> tuple[list[Response], bool]:
-    """Every task's response row, in task order (a task cut short by a stop or the budget has none), and
-    whether the stage was interrupted."""
-
-    def one(task: GenTask) -> Response | None:
-        if task.replay is not None:  # answers you already have: no call, no usage
-            text, error = task.replay
-            return response_row(task, "", LLMResponse(text=text) if text is not None else None, error)
-        key = cache_key(task.request)
-        try:
-            return response_row(task, key, stack.generate(task.request), None)
-        except NotDone:
-            return None  # not done: a rerun picks it up
-        except ProviderError as exc:
-            return response_row(task, key, None, str(exc))
-
-    done, interrupted = _stage(one, tasks, workers=workers, stop=stop, label=label, progress=progress)
-    return [r for r in done if r is not None], interrupted
-
-
-def _stage(fn: Any, items: Sequence[Any], **pool: Any) -> tuple[list[Any], bool]:
-    """`run_pool(fn, items, **pool)`'s results and False; on Ctrl+C, what finished (None for the rest) and True."""
+def generate_one(task: GenTask, stack: BaseProvider) -> Response | None:
+    """A task's response row: its reply or its error; None when the call was not made (a stop, the budget)."""
+    if task.replay is not None:  # answers you already have: no call, no usage
+        text, error = task.replay
+        return response_row(task, "", LLMResponse(text=text) if text is not None else None, error)
+    key = cache_key(task.request)
     try:
-        return run_pool(fn, items, **pool), False
-    except Interrupted as exc:
-        return exc.results, True
-
-
-def converse(
-    cfg: Config, stack: BaseProvider, examples: Sequence[Example], *, stop: threading.Event
-) -> tuple[list[Response], bool, int]:
-    """Every conversation turn by turn: round k asks turn k of each conversation whose turn k-1 was answered, with
-    the candidate's own earlier answers in the context. Returns the response rows in input order (a conversation's
-    turns together, in turn order), whether a round was interrupted, and how many turns the run expects (a
-    conversation ended by a failed turn expects no more)."""
-    replays = load_replays(cfg)
-    by_id = {ex.id: ex for ex in examples}
-    tasks = generation_tasks(cfg, examples, replays)
-    expected = sum(t.example.turns for t in tasks)
-    out: list[Response] = []
-    interrupted = False
-    while tasks and not interrupted:
-        turn = tasks[0].turn
-        label = "generate" if turn == 1 else f"generate turn {turn}"
-        done, interrupted = generate(
-            tasks, stack, workers=cfg.run.concurrency, stop=stop, progress=cfg.run.progress, label=label
-        )
-        out += done
-        finished = {r.id: r for r in done}
-        ended = [t for t in tasks if t.response_id in finished and finished[t.response_id].status != "ok"]
-        cut = sum(by_id[t.example.id].turns - t.turn for t in ended)
-        if cut:
-            log.warning("%d conversations ended at a failed turn %d: %d later turns not asked", len(ended), turn, cut)
-        expected -= cut
-        tasks = [] if interrupted else next_turn_tasks(cfg, tasks, finished, replays, by_id)
-    # Turn-1 rows come first and in input order: a conversation's place is that of its first turn.
-    first = {(r.example_id, r.candidate, r.sample_index): i for i, r in enumerate(out) if r.turn == 1}
-    out.sort(key=lambda r: (first[(r.example_id, r.candidate, r.sample_index)], r.turn))
-    return out, interrupted, expected
-
-
-# ---------------------------------------------------------------------------------------------------
-# Judging
-
-
-def turn_views(examples: dict[str, Example], responses: Sequence[Response]) -> dict[str, Example]:
-    """For each later-turn response, by response id, the conversation its judge sees: the example up to that turn,
-    with the candidate's own earlier answers (the same conversation the candidate was asked)."""
-    texts = {(r.example_id, r.candidate, r.sample_index, r.turn): r.text or "" for r in responses if r.status == "ok"}
-    views: dict[str, Example] = {}
-    for r in responses:
-        chain = [texts.get((r.example_id, r.candidate, r.sample_index, k)) for k in range(1, r.turn)]
-        if r.turn > 1 and None not in chain:
-            views[r.id] = turn_view(examples[r.example_id], [t for t in chain if t is not None])
-    return views
-
-
-def judge(
-    cfg: Config,
-    stack: BaseProvider,
-    examples: dict[str, Example],
-    responses: Sequence[Response],
-    *,
-    stop: threading.Event,
-) -> tuple[list[Judgment], bool]:
-    """Every response's judgments in response order, then rubric order, its judge-free verdict last; and
-    whether the stage was interrupted."""
-    j = Judging(cfg, stack)
-    views = turn_views(examples, responses)
-    items = judge_items(cfg, examples, responses, views)
-    judged, interrupted = _stage(
-        j.judge_item, items, workers=cfg.run.judge_parallel_workers, stop=stop, label="judge", progress=cfg.run.progress
-    )
-    by_id = {jd.id: jd for jd in judged if jd is not None}
-    out: list[Judgment] = []
-    for r in responses:
-        ex = views.get(r.id) or examples[r.example_id]
-        out.extend(by_id[f"{r.id}#{c.id}"] for c in rubric_for(ex, cfg) if f"{r.id}#{c.id}" in by_id)
-        auto = auto_judgment(ex, r)
-        if auto is not None:
-            out.append(auto)
-    return out, interrupted
-
-
-def judge_pairs(
-    cfg: Config,
-    stack: BaseProvider,
-    examples: dict[str, Example],
-    responses: Sequence[Response],
-    *,
-    stop: threading.Event,
-) -> tuple[list[PairJudgment], bool]:
-    """judging.pairwise: every comparison (both orders) in pair_items order; and whether the stage was
-    interrupted. Nothing when judging.pairwise is not set."""
-    if cfg.judging.pairwise is None:
-        return [], False
-    pj = PairJudging(cfg, stack)
-    items = pair_items(cfg, examples, responses)
-    done, interrupted = _stage(
-        pj.judge_pair,
-        items,
-        workers=cfg.run.judge_parallel_workers,
-        stop=stop,
-        label="pairwise",
-        progress=cfg.run.progress,
-    )
-    return [p for p in done if p is not None], interrupted
+        return response_row(task, key, stack.generate(task.request), None)
+    except NotDone:
+        return None  # not done: a rerun picks it up
+    except ProviderError as exc:
+        return response_row(task, key, None, str(exc))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -293,10 +165,15 @@ class _Stopped(ProviderError):
 
 
 def synthesize(
-    cfg: Config, stack: BaseProvider, *, stop: threading.Event
+    cfg: Config,
+    stack: BaseProvider,
+    *,
+    stop: threading.Event,
+    on_examples: Callable[[list[Example]], None] = lambda new: None,
 ) -> tuple[list[Example], list[dict[str, Any]], bool]:
     """Prompts synthesized from a topic, through the same cached stack as every other call; the synthesis log;
-    and whether Ctrl+C interrupted it (then the examples and log are those of the steps that finished)."""
+    and whether Ctrl+C interrupted it (then the examples and log are those of the steps that finished).
+    `on_examples` gets each step's new examples as soon as the step ends (they flow into generation)."""
     from .data.synth import synthesize as run_synthesis
 
     scfg = cfg.synthesize
@@ -319,6 +196,8 @@ def synthesize(
             logs.append(entry)
             examples.extend(new)
         bar.update()
+        if new:
+            on_examples(list(new))
 
     def whole(_: None) -> None:
         try:

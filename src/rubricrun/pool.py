@@ -65,12 +65,14 @@ class Progress:
     it). Elsewhere (CI, nohup): a progress line in the log every LOG_INTERVAL_S seconds, since a bar redrawn
     with carriage returns is noise in a log file."""
 
-    def __init__(self, label: str, total: int, enabled: bool = True, *, stream: IO[str] | None = None):
+    def __init__(
+        self, label: str, total: int, enabled: bool = True, *, stream: IO[str] | None = None, grows: bool = False
+    ):
         self.label, self.total, self.done = label, total, 0
         self.start = self._last_line = time.monotonic()
         self.interval_s = LOG_INTERVAL_S
         stream = stream or sys.stderr
-        on = enabled and total > 0
+        on = enabled and (total > 0 or grows)  # grows: the total is learned as work is found (add)
         self._bar: Any = None  # a tqdm bar
         self._redirect: contextlib.ExitStack | None = None
         if on and stream.isatty():
@@ -82,6 +84,12 @@ class Progress:
             self._bar = tqdm(total=total, desc=label, file=stream, unit="call", dynamic_ncols=True, mininterval=0.1)
         self._lines = on and self._bar is None
         self._logged = False
+
+    def add(self, n: int = 1) -> None:
+        """n more to do (a stage whose work is found as the run goes)."""
+        self.total += n
+        if self._bar is not None:
+            self._bar.total = self.total
 
     def update(self, n: int = 1) -> None:
         self.done += n

@@ -1,8 +1,9 @@
-"""One run: lock the run folder, run the stages (pipeline.py), score, write every artifact.
+"""One run: lock the run folder, run the stages (graph.py over pipeline.py), score, write every artifact.
 
-The runner only conducts: each step is one call into the wing that owns it. Artifacts are written at
-the end of the run and also when it stops early (Ctrl+C, budget): every call already paid for is in
-the cache, so a rerun of the same run id picks up where this one stopped.
+The runner only conducts: each step is one call into the wing that owns it. examples.jsonl, responses.jsonl and
+judgments.jsonl are appended as examples finish, in input order (kill -9 leaves the finished rows); summary.json,
+the export and report.html are written at the end and also when the run stops early (Ctrl+C, budget). Every call
+already paid for is in the cache, so a rerun of the same run id starts the files afresh and pays for nothing twice.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from typing import Any
 
 import yaml
 
-from . import pipeline
 from .config import Config, config_to_dict
 from .errors import RubricrunError
+from .graph import Graph, Synthesis, examples_of
 from .plan import Prepared, preflight
 from .providers.batch import open_batcher
 from .providers.budget import Budget
@@ -75,10 +76,6 @@ class _Run:
     tracer: Tracer
     cache: ResponseCache | None
     t0: float = field(default_factory=time.monotonic)
-    examples: list[Example] = field(default_factory=list)
-    responses: list[Response] = field(default_factory=list)
-    judgments: list[Judgment] = field(default_factory=list)
-    pairs: list[PairJudgment] = field(default_factory=list)
     tasks: int = 0
     interrupted: bool = False
     synthesis: list[Any] = field(default_factory=list)
@@ -116,7 +113,7 @@ def _execute(run: _Run, prepared: Prepared, extras: Extras) -> Outcome:
     batcher = open_batcher(cfg, run.run_dir / "batches.json", artifacts.write_json, run.tracer)
     stack, budget = build_stack(cfg, run.tracer, run.stop, run.cache, batcher)
     while True:  # one pass without batch entries; with them, passes until no call waits for a batch job
-        _run_stages(run, prepared, stack)
+        tally = _run_stages(run, prepared, stack)  # each pass writes the row files afresh
         if batcher is None or run.interrupted or run.stop.is_set() or run.tracer.error is not None:
             break
         settled = batcher.settle()
@@ -128,62 +125,66 @@ def _execute(run: _Run, prepared: Prepared, extras: Extras) -> Outcome:
             f"{run.run_dir / 'trace.jsonl'}: cannot write ({run.tracer.error.strerror or run.tracer.error}); the run "
             f"stopped. Every call answered so far is in the cache: free space and rerun with --run-id {run.run_id}"
         )
-    summary = _write_results(run, budget, prepared, extras)
-    return _outcome(run, budget, summary)
+    summary = _write_results(run, tally, budget, prepared, extras)
+    return _outcome(run, tally, budget, summary)
 
 
-def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> None:
-    """Synthesis (if configured), generation, judging: each stage's rows land on `run`."""
+def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> Tally:
+    """Synthesis (if configured), generation, judging and comparisons, overlapped (graph.py); every finished
+    example's rows are appended to the artifacts in input order and fed to the tally as the run goes."""
     cfg = run.cfg
-    run.examples = list(prepared.examples)
-    if cfg.synthesize is not None:
-        synthesized, run.synthesis, run.interrupted = pipeline.synthesize(cfg, stack, stop=run.stop)
-        run.examples += synthesized
-    artifacts.write_jsonl(run.run_dir / "examples.jsonl", run.examples)
-    if run.interrupted:  # Ctrl+C during synthesis: write what was synthesized, generate nothing
-        return
-    log.info(
-        "run %s: %d examples, %d candidates, %d judges",
-        run.run_id,
-        len(run.examples),
-        len(cfg.candidates),
-        len(cfg.judge_pool),
-    )
-    run.responses, run.interrupted, run.tasks = pipeline.converse(cfg, stack, run.examples, stop=run.stop)
-    if not run.interrupted:
-        by_id = {ex.id: ex for ex in run.examples}
-        run.judgments, run.interrupted = pipeline.judge(cfg, stack, by_id, run.responses, stop=run.stop)
-        if not run.interrupted:
-            run.pairs, run.interrupted = pipeline.judge_pairs(cfg, stack, by_id, run.responses, stop=run.stop)
-
-
-def _tally(run: _Run) -> Tally:
-    """The run's rows, example by example in input order."""
-    tally = Tally(run.cfg, run.run_id)
-    responses: dict[str, list[Response]] = {}
-    judgments: dict[str, list[Judgment]] = {}
-    pairs: dict[str, list[PairJudgment]] = {}
-    for r in run.responses:
-        responses.setdefault(r.example_id, []).append(r)
-    for j in run.judgments:
-        judgments.setdefault(j.example_id, []).append(j)
-    for p in run.pairs:
-        pairs.setdefault(p.example_id, []).append(p)
-    for ex in run.examples:
-        tally.add(ex, responses.get(ex.id, []), judgments.get(ex.id, []), pairs.get(ex.id, []))
+    log.info("run %s: %d candidates, %d judges", run.run_id, len(cfg.candidates), len(cfg.judge_pool))
+    tally = Tally(cfg, run.run_id)
+    sink = _Sink(run.run_dir, tally)
+    synthesis = Synthesis(cfg, stack, run.stop) if cfg.synthesize is not None else None
+    try:
+        graph = Graph(cfg, stack, run.stop, sink)
+        run.interrupted = graph.run(examples_of(prepared.examples, synthesis))
+        run.tasks = graph.expected
+    except BaseException:
+        run.stop.set()  # synthesis stops too
+        raise
+    finally:
+        sink.close()
+        if synthesis is not None:
+            list(synthesis)  # until its thread has ended (a stop ends it within the pool's grace period)
+            run.synthesis = synthesis.log
+            run.interrupted = run.interrupted or synthesis.interrupted
     return tally
 
 
-def _write_results(run: _Run, budget: Budget, prepared: Prepared, extras: Extras) -> Summary:
-    """Scores, summary.json, the row artifacts, export, report.html and the Hub push."""
+class _Sink:
+    """Where finished examples go: examples.jsonl at admission; responses.jsonl and judgments.jsonl (an example's
+    pairwise rows after its judgments) when its rows are done; then the tally. A rerun starts the files afresh."""
+
+    def __init__(self, run_dir: Path, tally: Tally) -> None:
+        self.tally = tally
+        self.files = {
+            n: artifacts.JsonlAppender(run_dir / f"{n}.jsonl") for n in ("examples", "responses", "judgments")
+        }
+
+    def admit(self, example: Example) -> None:
+        self.files["examples"].write([example])
+
+    def finish(
+        self, example: Example, responses: list[Response], judgments: list[Judgment], pairs: list[PairJudgment]
+    ) -> None:
+        self.files["responses"].write(responses)
+        self.files["judgments"].write([*judgments, *pairs])
+        self.tally.add(example, responses, judgments, pairs)
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+
+
+def _write_results(run: _Run, tally: Tally, budget: Budget, prepared: Prepared, extras: Extras) -> Summary:
+    """Scores, summary.json, export, report.html and the Hub push (the row artifacts are written as the run goes)."""
     cfg, run_dir = run.cfg, run.run_dir
-    tally = _tally(run)
     summary = _with_facts(tally.summary(), run, tally, budget, prepared)
     formats = list(dict.fromkeys([*(cfg.export.formats if cfg.export else []), *extras.export_formats]))
     if formats and not run.interrupted:
         summary = replace(summary, export=tally.export(run_dir, formats))
-    artifacts.write_jsonl(run_dir / "responses.jsonl", run.responses)
-    artifacts.write_jsonl(run_dir / "judgments.jsonl", [*run.judgments, *run.pairs])  # pairwise rows last
     artifacts.write_json(run_dir / "summary.json", summary_row(summary))
     tally.report(run_dir, summary)
     if extras.push_to_hub and not run.interrupted:
@@ -215,7 +216,7 @@ def _with_facts(summary: Summary, run: _Run, tally: Tally, budget: Budget, prepa
     )
 
 
-def _outcome(run: _Run, budget: Budget, summary: Summary) -> Outcome:
+def _outcome(run: _Run, tally: Tally, budget: Budget, summary: Summary) -> Outcome:
     """The exit code: 130 interrupted, 3 stopped on budget, 1 every candidate call failed, else 0."""
     cfg, run_id = run.cfg, run.run_id
     if run.interrupted:
@@ -227,12 +228,12 @@ def _outcome(run: _Run, budget: Budget, summary: Summary) -> Outcome:
             "with --run-id %s to continue from the cache",
             budget.spent,
             cfg.run.budget_usd,
-            run.tasks - len(run.responses),
+            run.tasks - tally.n_responses,
             run_id,
         )
         return Outcome(3, run.run_dir, summary)
-    if run.tasks and not any(r.status == "ok" for r in run.responses):
-        first = next((r.error for r in run.responses if r.error), "no response")
+    if run.tasks and not tally.any_ok:
+        first = tally.first_error or "no response"
         log.error("every candidate call failed (first error: %s); artifacts written", first)
         return Outcome(1, run.run_dir, summary)
     return Outcome(0, run.run_dir, summary)

@@ -21,9 +21,20 @@ Verdict = Literal["met", "not_met", "error"]
 _ATOMS = frozenset({str, int, float, bool, type(None)})
 
 
+# A field with this metadata is kept in memory but left out of the row (to_row): `cache_hit` on responses and
+# judgments, which differs between a run and its rerun (and between racing threads), so that a rerun writes
+# byte-identical artifacts. trace.jsonl and summary.json keep the cache hits (ExecPlan 009, Decision Log).
+NOT_IN_ROW = {"row": False}
+
+
 @functools.cache
 def _names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
+
+
+@functools.cache
+def _row_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("row", True))
 
 
 def _plain(v: Any) -> Any:
@@ -42,7 +53,7 @@ def _plain(v: Any) -> Any:
 def to_row(obj: Any) -> dict[str, Any]:
     """A dataclass as a dict in field order, nested dataclasses as dicts, containers copied (what
     `dataclasses.asdict` returns, at a fifth of its cost: it runs for every trace event and cache write)."""
-    return {name: _plain(getattr(obj, name)) for name in _names(type(obj))}
+    return {name: _plain(getattr(obj, name)) for name in _row_names(type(obj))}
 
 
 @dataclass(frozen=True)
@@ -174,8 +185,8 @@ class Response:
     error: str | None
     finish_reason: str | None
     usage: Usage
-    cache_hit: bool
-    key: str  # cache key of the call that made it
+    cache_hit: bool = field(default=False, metadata=NOT_IN_ROW)  # defaults: rows read back have no cache_hit
+    key: str = ""  # cache key of the call that made it
     flags: dict[str, Any] = field(default_factory=dict)  # quality flags (truncated, empty, ...)
     # What the model thought before answering (`<think>` blocks, the provider's reasoning channel). `text` is the
     # answer without it: what is scored, exported and shown to judges.
@@ -200,7 +211,7 @@ class Judgment:
     key: str | None = None  # cache key of the judge call (None for rubric-free auto scoring)
     votes: tuple[dict[str, Any], ...] = ()  # per-judge verdicts when several judges vote
     usage: Usage = Usage()
-    cache_hit: bool = False
+    cache_hit: bool = field(default=False, metadata=NOT_IN_ROW)
     # Graded scales (judging.scale 1-5 / 1-10): the judge's number; the verdict is then met when the score is in
     # the upper half of the scale, not_met below it, error when no score could be read.
     score: float | None = None
@@ -230,7 +241,7 @@ class PairJudgment:
     error: str | None
     keys: tuple[str, str]  # cache keys of the two calls (a first, b first)
     usage: Usage = Usage()
-    cache_hit: bool = False
+    cache_hit: bool = field(default=False, metadata=NOT_IN_ROW)
     response_ids: tuple[str, str] = ("", "")
 
 

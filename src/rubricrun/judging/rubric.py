@@ -108,7 +108,7 @@ def judge_items(
     views: Mapping[str, Example] | None = None,
 ) -> list[JudgeItem]:
     """One item per criterion of each answered response. `views` holds, by response id, a later turn's conversation
-    (pipeline.turn_views): the judge sees the conversation up to and including that turn's answer."""
+    (graph.py: the turn's own view of the conversation): the judge sees the conversation up to and including that turn's answer."""
     pool = cfg.judge_pool
     items = []
     for r in responses:

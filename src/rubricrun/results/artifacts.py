@@ -47,6 +47,11 @@ def _atomic_write(path: Path, write: Any) -> None:
         raise
 
 
+def jsonl_line(row: Any) -> str:
+    """One .jsonl line: a dataclass (written with to_row) or a dict."""
+    return json.dumps(row if isinstance(row, dict) else to_row(row), ensure_ascii=False) + "\n"
+
+
 def write_jsonl(path: Path, rows: Iterable[Any]) -> int:
     """Rows are dataclasses (written with to_row) or dicts. Returns the count."""
     count = 0
@@ -54,12 +59,35 @@ def write_jsonl(path: Path, rows: Iterable[Any]) -> int:
     def write(fh: IO[str]) -> None:
         nonlocal count
         for r in rows:
-            obj = r if isinstance(r, dict) else to_row(r)
-            fh.write(json.dumps(obj, ensure_ascii=False) + "\n")
+            fh.write(jsonl_line(r))
             count += 1
 
     _atomic_write(path, write)
     return count
+
+
+class JsonlAppender:
+    """A .jsonl file written as the run goes: started afresh, then each `write` appends whole lines with one
+    unbuffered write, so after kill -9 the file holds whole lines (what a reader needs) and nothing is held back."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._fh = open(path, "wb", buffering=0)  # noqa: SIM115 - closed by close()
+        except OSError as exc:
+            raise RubricrunError(f"{path}: cannot write ({exc.strerror or exc})") from None
+
+    def write(self, rows: Iterable[Any]) -> None:
+        data = memoryview("".join(jsonl_line(r) for r in rows).encode("utf-8"))
+        try:
+            while data:
+                data = data[self._fh.write(data) or 0 :]
+        except OSError as exc:
+            raise RubricrunError(f"{self.path}: cannot write ({exc.strerror or exc})") from None
+
+    def close(self) -> None:
+        self._fh.close()
 
 
 def write_json(path: Path, obj: Any) -> None:

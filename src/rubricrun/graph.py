@@ -1,0 +1,350 @@
+"""The stage graph: each call of a run starts as soon as what it needs has landed. A conversation's next turn
+follows its previous answer, an answer's judge calls follow it, an example's pairwise comparisons follow its
+last answer, and synthesized prompts flow into generation as synthesis makes them. Plain threads: candidate
+calls run on one pool (run.concurrency), judge and pairwise calls on another (run.judge_parallel_workers).
+
+The unit of work is one example (every candidate x sample x turn, their judge calls, its comparisons). Units
+are admitted from the example iterator, in input order, into a bounded window, so memory does not grow with
+the dataset; a finished unit leaves through a reorder buffer (the window's head) to the sink, in input order.
+So rows are written in input order whatever order calls finish in. Design and reasons: ExecPlan 009.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .config import Config, ModelConfig
+from .data.answers_file import load_replays
+from .judging.auto import auto_judgment
+from .judging.pairwise import PairJudging, pair_items
+from .judging.rubric import Judging, judge_items
+from .pipeline import GenTask, generate_one, synthesize, turn_task
+from .pool import GRACE_S, THREAD_PREFIX, Progress
+from .providers.base import BaseProvider
+from .types import Example, Judgment, PairJudgment, Response
+
+log = logging.getLogger("rubricrun")
+
+
+class Sink(Protocol):
+    def admit(self, example: Example) -> None: ...
+
+    def finish(
+        self, example: Example, responses: list[Response], judgments: list[Judgment], pairs: list[PairJudgment]
+    ) -> None: ...
+
+
+@dataclass
+class _Conversation:
+    """One candidate x sample of an example: its rows in turn order, each with its judgments' slots."""
+
+    candidate: ModelConfig
+    sample_index: int
+    rows: list[Response] = field(default_factory=list)
+    judged: list[list[Judgment | None]] = field(default_factory=list)  # per row: one slot per rubric item
+    autos: list[Judgment | None] = field(default_factory=list)  # per row: its judge-free verdict
+
+
+class Unit:
+    """One example's work. `pending` counts its calls submitted and not finished; at 0 the unit is finished."""
+
+    def __init__(self, example: Example, conversations: list[_Conversation]) -> None:
+        self.example, self.conversations = example, conversations
+        self.pairs: list[PairJudgment | None] = []
+        self.pending = 0
+        self.generating = 0  # candidate calls in flight: the comparisons wait for 0
+        self.finished = False
+        self.lock = threading.Lock()
+
+    def rows(self) -> tuple[list[Response], list[Judgment], list[PairJudgment]]:
+        """What is done, in the order the files keep: conversations in config order, a conversation's turns
+        together; each response's judgments in rubric order, its judge-free verdict last."""
+        responses: list[Response] = []
+        judgments: list[Judgment] = []
+        with self.lock:
+            for c in self.conversations:
+                for row, judged, auto in zip(c.rows, c.judged, c.autos, strict=True):
+                    responses.append(row)
+                    judgments.extend(j for j in judged if j is not None)
+                    if auto is not None:
+                        judgments.append(auto)
+            return responses, judgments, [p for p in self.pairs if p is not None]
+
+
+def window_size(cfg: Config) -> int:
+    """Examples in flight at most: enough that one slow example does not starve the pools."""
+    return max(64, 8 * (cfg.run.concurrency + cfg.run.judge_parallel_workers))
+
+
+class Graph:
+    """Runs the examples of one run through the stack; `run` returns whether Ctrl+C (or a stop) cut it short."""
+
+    def __init__(self, cfg: Config, stack: BaseProvider, stop: threading.Event, sink: Sink) -> None:
+        self.cfg, self.stop, self.sink = cfg, stop, sink
+        self.stack = stack
+        self.replays = load_replays(cfg)
+        self.judging = Judging(cfg, stack)
+        self.pairing = PairJudging(cfg, stack) if cfg.judging.pairwise is not None else None
+        run = cfg.run
+        self.pools = {
+            "generate": ThreadPoolExecutor(max(1, run.concurrency), thread_name_prefix=THREAD_PREFIX + "generate"),
+            "judge": ThreadPoolExecutor(max(1, run.judge_parallel_workers), thread_name_prefix=THREAD_PREFIX + "judge"),
+        }
+        self.bars = {k: Progress(k, 0, run.progress, grows=True) for k in ("generate", "judge", "pairwise")}
+        self.lock = threading.Lock()  # guards what follows, and the bars
+        self.inflight: set[Future[None]] = set()
+        self.failure: BaseException | None = None
+        self.expected = 0  # candidate turns the run expects (a conversation ended by a failed turn expects no more)
+        self.ended: dict[int, list[int]] = {}  # turn -> [conversations ended there, later turns not asked]
+        self.wake: queue.SimpleQueue[Unit | None] = queue.SimpleQueue()
+        self.size = window_size(cfg)
+
+    # -- the conductor (the calling thread) --------------------------------------------------------------
+
+    def run(self, examples: Iterator[Example | None]) -> bool:
+        """Admit, in input order, the examples `examples` yields (None: nothing ready yet), and hand each finished
+        unit to the sink in input order. On Ctrl+C: calls in flight get the grace period, every admitted unit goes
+        to the sink with what it finished, the examples not admitted go with nothing, and True is returned."""
+        window: deque[Unit] = deque()
+        more = True
+        try:
+            while more or window:
+                while window and window[0].finished:
+                    self._finish(window.popleft())
+                if self.failure is not None:
+                    raise self.failure
+                if self.stop.is_set():
+                    raise KeyboardInterrupt
+                if more and len(window) < self.size:
+                    ex = next(examples, _END)
+                    if ex is _END:
+                        more = False
+                    elif ex is not None:
+                        window.append(self._admit(ex))
+                    continue
+                if window and not window[0].finished:
+                    self._wait()
+        except BaseException as exc:
+            self.stop.set()
+            self._shutdown(grace=isinstance(exc, KeyboardInterrupt))
+            if not isinstance(exc, KeyboardInterrupt):
+                raise
+            for unit in window:  # what finished, in input order
+                self._finish(unit)
+            for ex in examples:  # the rest counts as examples, with no rows
+                if ex is not None:
+                    self._finish(self._admit(ex, calls=False))
+            return True
+        finally:
+            self._close()
+        return False
+
+    def _wait(self) -> None:
+        try:
+            self.wake.get(timeout=0.5)
+        except queue.Empty:
+            with self.lock:
+                for bar in self.bars.values():
+                    bar.tick()  # a stalled run still shows in the log
+
+    def _admit(self, ex: Example, *, calls: bool = True) -> Unit:
+        self.sink.admit(ex)
+        cands = [(c, s) for c in self.cfg.candidates for s in range(c.samples_per_prompt)]
+        unit = Unit(ex, [_Conversation(c, s) for c, s in cands])
+        with self.lock:
+            self.expected += len(cands) * ex.turns
+        with unit.lock:  # held while submitting, so neither count reaches 0 before every first turn is in
+            unit.pending, unit.generating = 1, 1
+        if calls:
+            for conv in unit.conversations:
+                task = turn_task(self.cfg, ex, conv.candidate, conv.sample_index, (), 0, self.replays)
+                self._submit("generate", unit, self._generate, unit, conv, task)
+        self._release(unit, generated=True)
+        return unit
+
+    def _finish(self, unit: Unit) -> None:
+        responses, judgments, pairs = unit.rows()
+        self.sink.finish(unit.example, responses, judgments, pairs)
+
+    def _shutdown(self, *, grace: bool) -> None:
+        """Stop paying for new calls: queued calls are cancelled; on Ctrl+C the calls running get GRACE_S in all to
+        finish (their results land in the cache either way)."""
+        for pool in self.pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)
+        if grace:
+            with self.lock:
+                running = list(self.inflight)
+            wait(running, timeout=GRACE_S)
+
+    def _close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+        if not self.stop.is_set():
+            for pool in self.pools.values():
+                pool.shutdown(wait=True)
+        for turn, (convs, cut) in sorted(self.ended.items()):
+            log.warning("%d conversations ended at a failed turn %d: %d later turns not asked", convs, turn, cut)
+
+    # -- the calls (pool threads) ------------------------------------------------------------------------
+
+    def _submit(self, kind: str, unit: Unit, fn: Callable[..., None], *args: Any) -> None:
+        if self.stop.is_set():  # stopping: no new calls
+            return
+        gen = kind == "generate"
+        with unit.lock:
+            unit.pending += 1
+            unit.generating += gen
+        try:
+            with self.lock:
+                self.bars[kind].add()
+                f = self.pools["generate" if gen else "judge"].submit(self._call, kind, unit, fn, args)
+                self.inflight.add(f)
+            f.add_done_callback(self._landed)
+        except RuntimeError:  # the pool shut down meanwhile (a stop)
+            with unit.lock:
+                unit.pending -= 1
+                unit.generating -= gen
+
+    def _landed(self, f: Future[None]) -> None:
+        with self.lock:
+            self.inflight.discard(f)
+
+    def _call(self, kind: str, unit: Unit, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
+        try:
+            fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - a failure a row cannot hold (cache, disk): stop the run
+            with self.lock:
+                self.failure = self.failure or exc
+            self.stop.set()
+        finally:
+            with self.lock:
+                self.bars[kind].update()
+            self._release(unit, generated=kind == "generate")
+
+    def _release(self, unit: Unit, *, generated: bool) -> None:
+        """One piece of the unit's work ended: after its last candidate call, its comparisons; after its last
+        call, the unit is finished and the conductor is woken."""
+        if generated:
+            with unit.lock:
+                unit.generating -= 1
+                last = unit.generating == 0
+            if last:
+                self._compare(unit)
+        with unit.lock:
+            unit.pending -= 1
+            unit.finished = unit.pending == 0
+        if unit.finished or self.failure is not None:
+            self.wake.put(unit)
+
+    def _generate(self, unit: Unit, conv: _Conversation, task: GenTask) -> None:
+        """One turn; then its judge calls and the conversation's next turn (a failed turn ends the conversation)."""
+        row = generate_one(task, self.stack)
+        if row is None:  # not done (stop, budget): a rerun picks it up
+            return
+        ex = unit.example
+        view = task.example if row.turn > 1 else ex  # what the judge sees: the conversation up to this turn
+        items = judge_items(self.cfg, {ex.id: ex}, [row], {row.id: view})
+        slots: list[Judgment | None] = [None] * len(items)
+        with unit.lock:
+            conv.rows.append(row)
+            conv.judged.append(slots)
+            conv.autos.append(auto_judgment(view, row))
+        for i, item in enumerate(items):
+            self._submit("judge", unit, self._judge, unit, slots, i, item)
+        if row.turn >= ex.turns:
+            return
+        if row.status == "ok":
+            answers = (*task.answers, row.text or "")
+            nxt = turn_task(self.cfg, ex, conv.candidate, conv.sample_index, answers, 0, self.replays)
+            self._submit("generate", unit, self._generate, unit, conv, nxt)
+        else:
+            with self.lock:
+                ended = self.ended.setdefault(row.turn, [0, 0])
+                ended[0] += 1
+                ended[1] += ex.turns - row.turn
+                self.expected -= ex.turns - row.turn
+
+    def _judge(self, unit: Unit, slots: list[Judgment | None], i: int, item: Any) -> None:
+        judgment = self.judging.judge_item(item)
+        with unit.lock:
+            slots[i] = judgment
+
+    def _compare(self, unit: Unit) -> None:
+        """The example's pairwise comparisons, once its last answer landed."""
+        if self.pairing is None:
+            return
+        responses, _, _ = unit.rows()
+        items = pair_items(self.cfg, {unit.example.id: unit.example}, responses)
+        with unit.lock:
+            unit.pairs = [None] * len(items)
+        for i, item in enumerate(items):
+            self._submit("pairwise", unit, self._pair, unit, i, item)
+
+    def _pair(self, unit: Unit, i: int, item: Any) -> None:
+        done = self.pairing.judge_pair(item) if self.pairing is not None else None
+        with unit.lock:
+            unit.pairs[i] = done
+
+
+_END: Any = object()
+
+
+class Synthesis:
+    """Synthesis on its own thread, its examples an iterator for the graph: each step's prompts as soon as the
+    step ends; None while nothing is ready (so the conductor keeps writing finished units meanwhile)."""
+
+    def __init__(self, cfg: Config, stack: BaseProvider, stop: threading.Event) -> None:
+        self.log: list[Any] = []
+        self.interrupted = False
+        self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._pending: deque[Example] = deque()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(cfg, stack, stop), name="rubricrun-synthesis")
+        self._thread.start()
+
+    def _run(self, cfg: Config, stack: BaseProvider, stop: threading.Event) -> None:
+        try:
+            _, self.log, self.interrupted = synthesize(cfg, stack, stop=stop, on_examples=self._q.put)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the conductor
+            self._error = exc
+        finally:
+            self._q.put(_END)
+
+    def __iter__(self) -> Iterator[Example | None]:
+        return self
+
+    def __next__(self) -> Example | None:  # a class, not a generator: Ctrl+C raised in here does not end it
+        batch = self._next_batch()
+        if batch is _END:
+            self._thread.join()
+            if self._error is not None:
+                raise self._error
+            raise StopIteration
+        return batch
+
+    def _next_batch(self) -> Any:
+        if self._pending:
+            return self._pending.popleft()
+        try:
+            got = self._q.get(timeout=0.1)
+        except queue.Empty:
+            return None
+        if got is _END:
+            self._q.put(_END)  # every later call ends too
+            return _END
+        self._pending.extend(got)
+        return self._pending.popleft() if self._pending else None
+
+
+def examples_of(prepared: Iterable[Example], synthesis: Synthesis | None) -> Iterator[Example | None]:
+    """The run's examples in input order: the datasets', then the synthesized ones as they come. (A chain, not a
+    generator: Ctrl+C raised while waiting for synthesis leaves it usable, so the rest can still be drained.)"""
+    return itertools.chain(prepared, synthesis if synthesis is not None else ())
