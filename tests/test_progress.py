@@ -93,6 +93,7 @@ def test_run_log_has_progress_lines_and_jsonl_records(tmp_path: Path, make_confi
     text = (out / "run.log").read_text()
     for stage in ("synthesize", "generate", "judge"):
         assert f"progress {stage} " in text, stage
+    assert "progress pairwise" not in text  # no pairwise judging configured: no empty bar
     records = [json.loads(line) for line in (out / "run.log.jsonl").read_text().splitlines()]
     assert records and all({"time", "level", "message"} <= r.keys() for r in records)
     assert all(datetime.fromisoformat(r["time"]).tzinfo is not None for r in records)

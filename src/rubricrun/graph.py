@@ -98,7 +98,8 @@ class Graph:
             "generate": ThreadPoolExecutor(max(1, run.concurrency), thread_name_prefix=THREAD_PREFIX + "generate"),
             "judge": ThreadPoolExecutor(max(1, run.judge_parallel_workers), thread_name_prefix=THREAD_PREFIX + "judge"),
         }
-        self.bars = {k: Progress(k, 0, run.progress, grows=True) for k in ("generate", "judge", "pairwise")}
+        shown = {"generate": True, "judge": bool(cfg.judge_pool), "pairwise": self.pairing is not None}
+        self.bars = {k: Progress(k, 0, run.progress and on, grows=True) for k, on in shown.items()}  # no empty bar
         self.lock = threading.Lock()  # guards what follows, and the bars
         self.inflight: set[Future[None]] = set()
         self.failure: BaseException | None = None

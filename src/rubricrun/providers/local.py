@@ -31,6 +31,7 @@ Neither litellm nor llama_cpp is imported at module level, so importing this mod
 
 from __future__ import annotations
 
+import atexit
 import importlib.metadata
 import importlib.util
 import json
@@ -165,7 +166,21 @@ def _load(slot: _Slot) -> Llama:
         slot.llama = Llama(
             model_path=slot.path, n_ctx=N_CTX, n_threads=n, n_threads_batch=n, chat_format=None, verbose=False
         )
+        atexit.register(_close, slot)
     return slot.llama
+
+
+def _close(slot: _Slot) -> None:
+    """Free the model while the interpreter is whole: left to Llama.__del__ at shutdown, llama_cpp's module globals
+    are already gone and it prints an ignored TypeError traceback after every run on a local model."""
+    if not slot.lock.acquire(timeout=5):  # a call abandoned mid-inference still holds it: leave it be
+        return
+    try:
+        if slot.llama is not None:
+            slot.llama.close()
+            slot.llama = None
+    finally:
+        slot.lock.release()
 
 
 def loaded_models() -> list[str]:
