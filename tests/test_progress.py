@@ -79,7 +79,7 @@ def test_disabled_progress_is_silent(monkeypatch: pytest.MonkeyPatch, caplog: py
 def test_run_log_has_progress_lines_and_jsonl_records(tmp_path: Path, make_config, cli_main) -> None:
     """A run whose stderr is not a terminal: progress lines for every stage in run.log and run.log.jsonl, and
     every run.log.jsonl line is a JSON object with time, level and message."""
-    with FakeOpenAIServer(responder=synth_responder) as server:
+    with FakeOpenAIServer(responder=synth_responder, latency_s=0.6) as server:  # slower than the 0.5 s tick
         cfg = make_config(
             server,
             run={"progress": True, "progress_interval_s": 0},
