@@ -229,7 +229,8 @@ def test_add_keeps_none_of_the_rows_it_is_given(tmp_path: Path, make_config: Any
     del ex, rs, js
     gc.collect()
     assert [r for r in refs if r() is not None] == []
-    assert all(r.text is None for r in tally.responses) and all(not ex.messages for ex in tally.examples)
+    held = [k for k, v in vars(tally).items() if isinstance(v, list | dict | tuple) and len(v) >= 50]
+    assert held == []  # nothing per example in memory without pairwise rows: the summary reads the spool
     assert tally.n_responses == 50 and tally.any_ok and tally.first_error is None
     assert [ex.id for ex, *_ in tally.rows()] == [f"e{i:05d}" for i in range(50)]  # the full rows, from disk
     assert next(tally.rows())[1][0].text == "answer " * 50

@@ -1,0 +1,73 @@
+"""Per-example values kept compactly for the summary's statistics (results/metrics.py, results/summary.py).
+
+The summary is computed example by example (one example's rows at a time) and aggregated at the end; what it keeps
+per example is one float per key (headline, normalized, per-category, per-tag, ...) in typed arrays, aligned by the
+example's position, never a row (.agent/plans/009-limits.md, item 3). The statistics read the values of a key in
+sorted example-id order, as they always have (so bootstraps draw the same resamples).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Mapping
+
+
+class ExampleIds:
+    """Example ids by position, and their rank in sorted id order (computed once, when first asked)."""
+
+    __slots__ = ("_rank", "ids")
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self._rank: array | None = None
+
+    def add(self, eid: str) -> int:
+        self.ids.append(eid)
+        self._rank = None
+        return len(self.ids) - 1
+
+    def rank(self) -> array:
+        if self._rank is None:
+            rank = array("q", bytes(8 * len(self.ids)))
+            for r, pos in enumerate(sorted(range(len(self.ids)), key=self.ids.__getitem__)):
+                rank[pos] = r
+            self._rank = rank
+        return self._rank
+
+
+class PerExample:
+    """key -> (example positions, values): at most one value per example and key."""
+
+    __slots__ = ("cols",)
+
+    def __init__(self) -> None:
+        self.cols: dict[str, tuple[array, array]] = {}
+
+    def add(self, pos: int, values: Mapping[str, float]) -> None:
+        for k, v in values.items():
+            col = self.cols.get(k)
+            if col is None:
+                col = self.cols[k] = (array("q"), array("d"))
+            col[0].append(pos)
+            col[1].append(v)
+
+    def column(self, key: str, ids: ExampleIds) -> tuple[list[str], list[float]]:
+        """(example ids, values) of `key` in sorted example-id order."""
+        col = self.cols.get(key)
+        if col is None:
+            return [], []
+        pos, vals = col
+        rank = ids.rank()
+        order = sorted(range(len(pos)), key=lambda k: rank[pos[k]])
+        return [ids.ids[pos[k]] for k in order], [vals[k] for k in order]
+
+    def values(self, key: str, ids: ExampleIds) -> list[float]:
+        return self.column(key, ids)[1]
+
+    def groups(self, prefix: str, ids: ExampleIds) -> dict[str, list[float]]:
+        """{group: values in sorted example-id order} of the keys `prefix` + group."""
+        return {k[len(prefix) :]: self.values(k, ids) for k in self.cols if k.startswith(prefix)}
+
+    def mapping(self, key: str, ids: ExampleIds) -> dict[str, float]:
+        eids, vals = self.column(key, ids)
+        return dict(zip(eids, vals, strict=True))
