@@ -2,13 +2,15 @@
 
 The runner hands every finished example to `Tally.add` with its rows (responses, judgments, pairwise rows), in
 input order, and asks for the summary, the export files and report.html at the end. Memory per example stays
-small whatever the texts (.agent/plans/009-limits.md, item 3):
-- the summary reads slim copies of the rows: what results/summary.py and metrics.py read (ids, candidates,
-  statuses, verdicts, weights, scores, usage, flags that are set, votes as judge and verdict), never a text;
-  criterion texts only for examples whose judgments carry votes (the agreement report quotes them); for
-  pairwise judging, the length of each compared response's text;
-- the full rows are pickled, example by example, to an anonymous temporary file (gone when the tally is), which
-  the export and the report read back one example at a time.
+small whatever the texts and the dataset's size (.agent/plans/009-limits.md, item 3):
+- the full rows are pickled, example by example, to an anonymous temporary file (gone when the tally is);
+- `add` keeps only counters: how many examples of each dataset call for each metric (the dataset's metric is a
+  majority vote, decided before the summary's pass), and for pairwise judging the pairwise rows, their examples'
+  ids and datasets and the compared responses' text lengths;
+- `summary()` reads the spool once, one example at a time, through summary.SummaryAcc, the same per-example steps
+  and aggregation that build_summary runs over lists; it keeps per example a few floats in typed arrays and the
+  example's id (results/accum.py);
+- the export and the report read the spool back one example at a time.
 """
 
 from __future__ import annotations
