@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Mapping
+from itertools import pairwise
 
 
 class ExampleIds:
@@ -26,13 +27,21 @@ class ExampleIds:
         self._rank = None
         return len(self.ids) - 1
 
-    def rank(self) -> array:
+    def rank(self) -> array | None:
+        """Each position's rank in sorted id order; None when the ids came sorted (the rank is the position)."""
         if self._rank is None:
-            rank = array("q", bytes(8 * len(self.ids)))
-            for r, pos in enumerate(sorted(range(len(self.ids)), key=self.ids.__getitem__)):
-                rank[pos] = r
-            self._rank = rank
-        return self._rank
+            ids = self.ids
+            if all(a < b for a, b in pairwise(ids)):
+                self._rank = _SORTED
+            else:
+                rank = array("q", bytes(8 * len(ids)))
+                for r, pos in enumerate(sorted(range(len(ids)), key=ids.__getitem__)):
+                    rank[pos] = r
+                self._rank = rank
+        return None if self._rank is _SORTED else self._rank
+
+
+_SORTED = array("q")  # ExampleIds.rank when the ids came sorted
 
 
 class PerExample:
@@ -58,6 +67,8 @@ class PerExample:
             return [], []
         pos, vals = col
         rank = ids.rank()
+        if rank is None:  # positions are appended in increasing order: already sorted
+            return [ids.ids[p] for p in pos], vals.tolist()
         order = sorted(range(len(pos)), key=lambda k: rank[pos[k]])
         return [ids.ids[pos[k]] for k in order], [vals[k] for k in order]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from itertools import combinations
 from typing import Any
@@ -61,10 +61,9 @@ def per_example_scores(responses: Sequence[Response], scores: Mapping[str, Score
     return {eid: sum(v) / len(v) for eid, v in acc.items()}
 
 
-def _ci(per_example: Mapping[str, float], cfg: Config) -> dict[str, Any]:
-    """The one bootstrap of a candidate's per-example values, over example ids in sorted order (so the CI does not
+def _ci(values: Sequence[float], cfg: Config) -> dict[str, Any]:
+    """The one bootstrap of a candidate's per-example values, given in sorted example-id order (so the CI does not
     depend on the order responses arrived in; the leaderboard shows this same CI)."""
-    values = [per_example[i] for i in sorted(per_example)]
     return stats.mean_ci(values, n_boot=cfg.run.bootstrap_samples, seed=cfg.run.seed)
 
 
@@ -157,11 +156,9 @@ class SummaryAcc:
         text lengths, for results/pairwise.py."""
         cfg, names = self.cfg, self.names
         cands = {n: self.cands.get(n) or _CandidateAcc() for n in names}
-        per_example = {n: c.scores.mapping("normalized", self.ids) for n, c in cands.items()}
-        cis = {n: _ci(per_example[n], cfg) for n in names}
+        cis = {n: _ci(c.scores.values("normalized", self.ids), cfg) for n, c in cands.items()}
         candidates = {n: cands[n].summary(cfg, cis[n], self.ids) for n in names}
-        pairwise = _pairwise(cfg, per_example)
-        del per_example
+        pairwise = _pairwise(cfg, {n: (lambda c=c: c.scores.mapping("normalized", self.ids)) for n, c in cands.items()})
         separated = {frozenset((p.a, p.b)) for p in pairwise if p.significant}
         rounded = ("mean", "ci_low", "ci_high")
         board = tuple(
@@ -317,7 +314,7 @@ class _CandidateAcc:
 
     def summary(self, cfg: Config, ci_n: Mapping[str, Any], ids: ExampleIds) -> CandidateSummary:
         """The candidate's row; `ci_n` is its normalized-score bootstrap (computed once, shared with the leaderboard)."""
-        ci_c = _ci(self.scores.mapping("clipped", ids), cfg)
+        ci_c = _ci(self.scores.values("clipped", ids), cfg)
         return CandidateSummary(
             examples=self.examples,
             responses=self.responses,
@@ -351,11 +348,12 @@ def _add_usage(acc: list[int], items: Sequence[Any]) -> None:
         acc[2] += it.usage.total_tokens
 
 
-def _pairwise(cfg: Config, per_example: Mapping[str, Mapping[str, float]]) -> tuple[PairwiseRow, ...]:
-    """Every pair of candidates in config order, each paired bootstrap computed once (the leaderboard reuses it)."""
+def _pairwise(cfg: Config, per_example: Mapping[str, Callable[[], Mapping[str, float]]]) -> tuple[PairwiseRow, ...]:
+    """Every pair of candidates in config order, each paired bootstrap computed once (the leaderboard reuses it).
+    `per_example`: candidate -> a function giving its {example id: value} (built only when there is a pair)."""
     rows = []
     for a, b in combinations(per_example, 2):
-        d = stats.paired_diff(per_example[a], per_example[b], n_boot=cfg.run.bootstrap_samples, seed=cfg.run.seed)
+        d = stats.paired_diff(per_example[a](), per_example[b](), n_boot=cfg.run.bootstrap_samples, seed=cfg.run.seed)
         rows.append(PairwiseRow(a=a, b=b, **{k: _r(v) if isinstance(v, float) else v for k, v in d.items()}))
     return tuple(rows)
 
