@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rubricrun.results.accum import ExampleIds, PerExample
+from rubricrun.results.accum import ByExample, ExampleIds, PerExample
 
 
 @pytest.mark.parametrize("ids", [["a", "b", "c", "d"], ["c", "a", "d", "b"]])
@@ -19,3 +19,9 @@ def test_columns_come_back_in_sorted_id_order_with_the_values_exact(ids: list[st
         "x": [float(i) for _, i in sorted((e, i) for i, e in enumerate(ids) if i % 2)]
     }
     assert values.mapping("score", eids) == dict(want) and values.column("missing", eids) == ([], [])
+
+
+def test_by_example_is_the_mapping_and_gives_values_without_building_it() -> None:
+    m = ByExample(["a", "b"], [0.5, 1.0])
+    assert m.values() == [0.5, 1.0] and list(m) == ["a", "b"] and m._dict is None
+    assert m == {"a": 0.5, "b": 1.0} and m["b"] == 1.0 and len(m) == 2

@@ -9,7 +9,7 @@ sorted example-id order, as they always have (so bootstraps draw the same resamp
 from __future__ import annotations
 
 from array import array
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from itertools import pairwise
 
 
@@ -82,3 +82,28 @@ class PerExample:
     def mapping(self, key: str, ids: ExampleIds) -> dict[str, float]:
         eids, vals = self.column(key, ids)
         return dict(zip(eids, vals, strict=True))
+
+
+class ByExample(Mapping[str, float]):
+    """{example id: value} over ids in sorted order and their values, the dict built only when a value is looked up
+    by id (a paired comparison, a category mean); iterating the ids or the values needs no dict."""
+
+    __slots__ = ("_dict", "_eids", "_values")
+
+    def __init__(self, eids: list[str], values: list[float]) -> None:
+        self._eids, self._values = eids, values
+        self._dict: dict[str, float] | None = None
+
+    def __getitem__(self, eid: str) -> float:
+        if self._dict is None:
+            self._dict = dict(zip(self._eids, self._values, strict=True))
+        return self._dict[eid]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._eids)
+
+    def __len__(self) -> int:
+        return len(self._eids)
+
+    def values(self) -> list[float]:  # type: ignore[override]
+        return list(self._values)

@@ -40,7 +40,7 @@ from ..judging.graded import SCALES
 from ..judging.rubric import criteria_for
 from ..types import Criterion, Example, Judgment, Response
 from . import stats
-from .accum import ExampleIds, PerExample
+from .accum import ByExample, ExampleIds, PerExample
 
 METRICS = ("accuracy", "healthbench", "prbench", "rubric", "mt_bench", "rubric_graded")
 GRADED_METRICS = {"mt_bench": "1-10", "rubric_graded": "1-5"}  # metric -> the judging.scale it reads
@@ -492,7 +492,7 @@ class DatasetAcc:
             extra=extra,
             scored=acc.scored,
             expected=expected,
-            per_example=dict(zip(eids, headline, strict=True)),
+            per_example=ByExample(eids, headline),
         )
 
 

@@ -230,6 +230,8 @@ def _dataset(cfg: Config, result: metrics.DatasetResult, category: Mapping[str, 
 def _category_means(per_example: Mapping[str, float], category: Mapping[str, Any]) -> dict[str, float]:
     """Mean per-example score per example category (rows without a string `category` are left out)."""
     groups: dict[str, list[float]] = defaultdict(list)
+    if not category:  # no example has one: no need to look the values up by id
+        return {}
     for eid, v in per_example.items():
         cat = category.get(eid)
         if isinstance(cat, str) and cat:
