@@ -25,3 +25,12 @@ def test_by_example_is_the_mapping_and_gives_values_without_building_it() -> Non
     m = ByExample(["a", "b"], [0.5, 1.0])
     assert m.values() == [0.5, 1.0] and list(m) == ["a", "b"] and m._dict is None
     assert m == {"a": 0.5, "b": 1.0} and m["b"] == 1.0 and len(m) == 2
+
+
+def test_a_column_with_gaps_after_consecutive_examples_keeps_their_positions() -> None:
+    eids, values = ExampleIds(), PerExample()
+    for i, eid in enumerate(["d", "c", "b", "a", "e"]):
+        pos = eids.add(eid)
+        if i != 2:
+            values.add(pos, {"score": float(i)})
+    assert values.column("score", eids) == (["a", "c", "d", "e"], [3.0, 1.0, 0.0, 4.0])

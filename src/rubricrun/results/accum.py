@@ -45,19 +45,23 @@ _SORTED = array("q")  # ExampleIds.rank when the ids came sorted
 
 
 class PerExample:
-    """key -> (example positions, values): at most one value per example and key."""
+    """key -> (example positions, values): at most one value per example and key. The positions of a key whose
+    examples are consecutive (the usual case: every example scored) are not stored, only where they start."""
 
     __slots__ = ("cols",)
 
     def __init__(self) -> None:
-        self.cols: dict[str, tuple[array, array]] = {}
+        self.cols: dict[str, list] = {}  # key -> [positions array, or None while consecutive; values; start]
 
     def add(self, pos: int, values: Mapping[str, float]) -> None:
         for k, v in values.items():
             col = self.cols.get(k)
             if col is None:
-                col = self.cols[k] = (array("q"), array("d"))
-            col[0].append(pos)
+                col = self.cols[k] = [None, array("d"), pos]
+            if col[0] is None and pos != col[2] + len(col[1]):
+                col[0] = array("q", range(col[2], col[2] + len(col[1])))
+            if col[0] is not None:
+                col[0].append(pos)
             col[1].append(v)
 
     def column(self, key: str, ids: ExampleIds) -> tuple[list[str], list[float]]:
@@ -65,7 +69,8 @@ class PerExample:
         col = self.cols.get(key)
         if col is None:
             return [], []
-        pos, vals = col
+        vals = col[1]
+        pos = col[0] if col[0] is not None else range(col[2], col[2] + len(vals))
         rank = ids.rank()
         if rank is None:  # positions are appended in increasing order: already sorted
             return [ids.ids[p] for p in pos], vals.tolist()
