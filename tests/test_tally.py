@@ -10,6 +10,7 @@ import json
 import re
 import weakref
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -229,7 +230,26 @@ def test_add_keeps_none_of_the_rows_it_is_given(tmp_path: Path, make_config: Any
     del ex, rs, js
     gc.collect()
     assert [r for r in refs if r() is not None] == []
-    assert all(r.text is None for r in tally.responses) and all(not ex.messages for ex in tally.examples)
+    held = [k for k, v in vars(tally).items() if isinstance(v, list | dict | tuple) and len(v) >= 50]
+    assert held == []  # nothing per example in memory without pairwise rows: the summary reads the spool
     assert tally.n_responses == 50 and tally.any_ok and tally.first_error is None
     assert [ex.id for ex, *_ in tally.rows()] == [f"e{i:05d}" for i in range(50)]  # the full rows, from disk
     assert next(tally.rows())[1][0].text == "answer " * 50
+
+
+def test_a_datasets_metric_is_its_majority_even_when_the_first_examples_call_for_another(make_config: Any) -> None:
+    """The summary's per-example steps need the dataset's metric; the Tally counts what each example calls for as
+    it goes, so an open first example (rubric) does not decide for a dataset of multiple-choice rows (accuracy)."""
+    cfg = load_config(make_config(None, judges=[], judging={"default_rubric": []}))
+    rows = _rows(3)
+    examples = [
+        rows[0][0],
+        *(replace(ex, choices=("x", "y"), answer="A", metadata={"format": "mc"}) for ex, _, _ in rows[1:]),
+    ]
+    responses = [r for _, rs, _ in rows for r in rs]
+    tally = Tally(cfg, "r")
+    for ex, rs in zip(examples, ([r] for r in responses), strict=True):
+        tally.add(ex, rs, [], [])
+    want = build_summary(cfg, "r", examples, responses, [], {}, criteria_index(cfg, examples))
+    assert want.datasets["d"].metric == "accuracy"
+    assert summary_row(tally.summary()) == summary_row(want)

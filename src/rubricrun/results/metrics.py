@@ -40,6 +40,7 @@ from ..judging.graded import SCALES
 from ..judging.rubric import criteria_for
 from ..types import Criterion, Example, Judgment, Response
 from . import stats
+from .accum import ByExample, ExampleIds, PerExample
 
 METRICS = ("accuracy", "healthbench", "prbench", "rubric", "mt_bench", "rubric_graded")
 GRADED_METRICS = {"mt_bench": "1-10", "rubric_graded": "1-5"}  # metric -> the judging.scale it reads
@@ -99,14 +100,18 @@ def detect_metric(example: Example) -> str:
 
 def dataset_metric(examples: Iterable[Example], override: str | None = None) -> str:
     """`override` (datasets[].metric) if set; else the metric most of the rows call for (ties: METRICS order)."""
+    return metric_of_counts(Counter(detect_metric(ex) for ex in examples), override)
+
+
+def metric_of_counts(counts: Mapping[str, int], override: str | None = None) -> str:
+    """dataset_metric from the count of rows calling for each metric (detect_metric), so a run can count as it goes."""
     if override is not None:
         if override not in METRICS:
             raise ValueError(f"unknown metric {override!r} (expected one of {', '.join(METRICS)})")
         return override
-    counts = Counter(detect_metric(ex) for ex in examples)
-    if not counts:
+    if not any(counts.values()):
         return "rubric"
-    return max(METRICS, key=lambda m: (counts[m], -METRICS.index(m)))
+    return max(METRICS, key=lambda m: (counts.get(m, 0), -METRICS.index(m)))
 
 
 def graded_metric(metric: str, scale: str) -> str:
@@ -204,12 +209,8 @@ def _headline(
     return clip(ci["mean"]), (clip(ci["ci_low"]), clip(ci["ci_high"])), _boot_std(values, n_boot, seed, clip)
 
 
-def _group(per_example: Mapping[str, Mapping[str, float]], n_boot: int, seed: int, clip: Callable) -> dict:
-    """{group: {"score", "std", "n"}} from {example: {group: value}} (one value per example and group)."""
-    by_group: dict[str, list[float]] = defaultdict(list)
-    for eid in sorted(per_example):
-        for g, v in per_example[eid].items():
-            by_group[g].append(v)
+def _group(by_group: Mapping[str, Sequence[float]], n_boot: int, seed: int, clip: Callable) -> dict:
+    """{group: {"score", "std", "n"}} from {group: one value per example, in sorted example-id order}."""
     out = {}
     for g in sorted(by_group):
         vals = by_group[g]
@@ -369,79 +370,130 @@ def dataset_result(
     absent they are inferred (see expected_criteria). `samples_per_prompt`: candidate -> samples asked per
     example; it fixes the candidates (in its order) and the expected response count (default: the candidates
     seen in `responses`, one expected response per response row)."""
-    if metric not in METRICS:
-        raise ValueError(f"unknown metric {metric!r} (expected one of {', '.join(METRICS)})")
+    acc = DatasetAcc(name, metric, on_error=on_error, n_boot=n_boot, seed=seed, samples_per_prompt=samples_per_prompt)
     by_id = {ex.id: ex for ex in examples}
-    rs = [r for r in responses if r.example_id in by_id]
-    got: dict[str, dict[str, str]] = defaultdict(dict)
-    scores: dict[str, dict[str, float]] = defaultdict(dict)  # graded scales: response -> criterion -> score
-    by_example: dict[str, list[Judgment]] = defaultdict(list)
+    rs: dict[str, list[Response]] = defaultdict(list)
+    for r in responses:
+        if r.example_id in by_id:
+            rs[r.example_id].append(r)
+    js: dict[str, list[Judgment]] = defaultdict(list)
     for j in judgments:
         if j.example_id in by_id:
+            js[j.example_id].append(j)
+    for eid, ex in by_id.items():
+        acc.add(ex, rs.get(eid, ()), js.get(eid, ()), None if criteria is None else criteria.get(eid))
+    return acc.result()
+
+
+class _CandidateAcc:
+    """One candidate on one dataset so far: response counts and each scored example's values."""
+
+    __slots__ = ("full", "partial", "rows", "scored", "values")
+
+    def __init__(self) -> None:
+        self.full = self.partial = self.scored = self.rows = 0
+        self.values = PerExample()
+
+
+class DatasetAcc:
+    """dataset_result fed one example at a time (with its responses and judgments); result() aggregates. Per
+    example it keeps the example's id and, per candidate, the example's values (results/accum.py)."""
+
+    def __init__(
+        self,
+        name: str,
+        metric: str,
+        *,
+        on_error: str,
+        n_boot: int,
+        seed: int,
+        samples_per_prompt: Mapping[str, int] | None = None,
+    ) -> None:
+        if metric not in METRICS:
+            raise ValueError(f"unknown metric {metric!r} (expected one of {', '.join(METRICS)})")
+        self.name, self.metric, self.on_error, self.n_boot, self.seed = name, metric, on_error, n_boot, seed
+        self.samples = samples_per_prompt
+        self.ids = ExampleIds()
+        self.turns = self.unscorable = 0
+        self.cands: dict[str, _CandidateAcc] = {c: _CandidateAcc() for c in samples_per_prompt or ()}
+
+    def add(
+        self,
+        ex: Example,
+        responses: Sequence[Response],
+        judgments: Sequence[Judgment],
+        criteria: Sequence[Criterion] | None = None,
+    ) -> None:
+        """One example of this dataset, its responses and judgments; `criteria` as dataset_result's for it."""
+        pos = self.ids.add(ex.id)
+        self.turns += ex.turns  # a multi-turn example expects a response per turn
+        crit = expected_criteria(ex, judgments, None if criteria is None else {ex.id: criteria})
+        self.unscorable += _unscorable(self.metric, ex, crit)
+        got: dict[str, dict[str, str]] = defaultdict(dict)
+        scores: dict[str, dict[str, float]] = defaultdict(dict)  # graded scales: response -> criterion -> score
+        for j in judgments:
             got[j.response_id][j.criterion_id] = j.verdict
             if j.score is not None:
                 scores[j.response_id][j.criterion_id] = j.score
-            by_example[j.example_id].append(j)
-    crit = {eid: expected_criteria(ex, by_example[eid], criteria) for eid, ex in by_id.items()}
-    names = list(samples_per_prompt) if samples_per_prompt is not None else list(dict.fromkeys(r.candidate for r in rs))
-    out = {}
-    for cand in names:
-        mine = [r for r in rs if r.candidate == cand]
-        turns = sum(ex.turns for ex in by_id.values())  # a multi-turn example expects a response per turn
-        expected = turns * samples_per_prompt[cand] if samples_per_prompt is not None else len(mine)
-        out[cand] = _candidate(
-            metric, by_id, crit, mine, got, expected, on_error=on_error, n_boot=n_boot, seed=seed, scores=scores
+        mine: dict[str, list[Response]] = defaultdict(list)
+        for r in responses:
+            mine[r.candidate].append(r)
+        for cand, rs in mine.items():
+            acc = self.cands.get(cand) if self.samples is not None else self.cands.setdefault(cand, _CandidateAcc())
+            if acc is not None:
+                self._add_candidate(acc, pos, ex, crit, rs, got, scores)
+
+    def _add_candidate(
+        self,
+        acc: _CandidateAcc,
+        pos: int,
+        ex: Example,
+        crit: Sequence[Criterion],
+        responses: Sequence[Response],
+        got: Mapping[str, Mapping[str, str]],
+        scores: Mapping[str, Mapping[str, float]],
+    ) -> None:
+        rows: list[dict[str, float]] = []
+        acc.rows += len(responses)
+        for r in responses:
+            if r.status != "ok":
+                continue
+            met, is_full = verdicts_for(crit, got.get(r.id, {}), self.on_error)
+            acc.full += is_full
+            acc.partial += not is_full
+            if met is None:
+                continue
+            values = _response_values(self.metric, ex, crit, met, r, scores.get(r.id, {}))
+            if "score" in values:
+                acc.scored += 1
+                rows.append(_conversation_values(ex, r.turn, values))
+        if rows:
+            acc.values.add(pos, _example_means({ex.id: rows})[ex.id])
+
+    def result(self) -> DatasetResult:
+        out = {}
+        for cand, acc in self.cands.items():
+            expected = self.turns * self.samples[cand] if self.samples is not None else acc.rows
+            out[cand] = self._candidate(acc, expected)
+        return DatasetResult(name=self.name, metric=self.metric, on_error=self.on_error, candidates=out)
+
+    def _candidate(self, acc: _CandidateAcc, expected: int) -> CandidateResult:
+        eids, headline = acc.values.column("score", self.ids)
+        score, ci, std = _headline(headline, self.n_boot, self.seed, _CLIP[self.metric])
+        extra = _extra(self.metric, acc.values, self.ids, headline, self.n_boot, self.seed)
+        extra["unscorable"] = self.unscorable
+        return CandidateResult(
+            score=score,
+            ci=ci,
+            std=std,
+            n=len(headline),
+            coverage=stats.rate(acc.full, expected) if acc.full <= expected else 1.0,
+            partial=acc.partial,
+            extra=extra,
+            scored=acc.scored,
+            expected=expected,
+            per_example=ByExample(eids, headline),
         )
-    return DatasetResult(name=name, metric=metric, on_error=on_error, candidates=out)
-
-
-def _candidate(
-    metric: str,
-    by_id: Mapping[str, Example],
-    crit: Mapping[str, Sequence[Criterion]],
-    responses: Sequence[Response],
-    got: Mapping[str, Mapping[str, str]],
-    expected: int,
-    *,
-    on_error: str,
-    n_boot: int,
-    seed: int,
-    scores: Mapping[str, Mapping[str, float]] | None = None,
-) -> CandidateResult:
-    rows: dict[str, list[dict[str, float]]] = defaultdict(list)
-    full = partial = scored = 0
-    for r in responses:
-        if r.status != "ok":
-            continue
-        criteria = crit[r.example_id]
-        met, is_full = verdicts_for(criteria, got.get(r.id, {}), on_error)
-        full += is_full
-        partial += not is_full
-        if met is None:
-            continue
-        values = _response_values(metric, by_id[r.example_id], criteria, met, r, (scores or {}).get(r.id, {}))
-        if "score" in values:
-            values = _conversation_values(by_id[r.example_id], r.turn, values)
-            scored += 1
-            rows[r.example_id].append(values)
-    per_example = _example_means(rows)
-    clip = _CLIP[metric]
-    headline = [per_example[e]["score"] for e in sorted(per_example)]
-    score, ci, std = _headline(headline, n_boot, seed, clip)
-    extra = _extra(metric, per_example, headline, n_boot, seed)
-    extra["unscorable"] = sum(1 for eid in by_id if _unscorable(metric, by_id[eid], crit[eid]))
-    return CandidateResult(
-        score=score,
-        ci=ci,
-        std=std,
-        n=len(headline),
-        coverage=stats.rate(full, expected) if full <= expected else 1.0,
-        partial=partial,
-        extra=extra,
-        scored=scored,
-        expected=expected,
-        per_example=dict(zip(sorted(per_example), headline, strict=True)),
-    )
 
 
 def _response_values(
@@ -484,43 +536,39 @@ def _unscorable(metric: str, ex: Example, criteria: Sequence[Criterion]) -> bool
     return "score" not in _VALUES[metric](ex, criteria, [True] * len(criteria))
 
 
-def _sub(per_example: Mapping[str, Mapping[str, float]], prefix: str) -> dict[str, dict[str, float]]:
-    return {e: {k[len(prefix) :]: v for k, v in d.items() if k.startswith(prefix)} for e, d in per_example.items()}
-
-
 def _extra(
-    metric: str, per_example: Mapping[str, Mapping[str, float]], headline: Sequence[float], n_boot: int, seed: int
+    metric: str, values: PerExample, ids: ExampleIds, headline: Sequence[float], n_boot: int, seed: int
 ) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if metric == "healthbench":
         extra["mean_unclipped"] = _mean(headline) if headline else None
-        extra["by_tag"] = _group(_sub(per_example, "tag:"), n_boot, seed, _clip01)
+        extra["by_tag"] = _group(values.groups("tag:", ids), n_boot, seed, _clip01)
     elif metric == "prbench":
-        normalized = [per_example[e]["normalized"] for e in sorted(per_example)]
+        normalized = values.values("normalized", ids)
         extra["mean_normalized"] = _mean(normalized) if normalized else None
         extra["mean_clipped_unfloored"] = _mean(headline) if headline else None
         # evals.py's std_clipped / std_normalized: np.std (ddof 0) of the per-example points.
         extra["std_clipped"] = statistics.pstdev(headline) if headline else None
         extra["std_normalized"] = statistics.pstdev(normalized) if normalized else None
-        extra["by_category"] = _group(_sub(per_example, "category:"), n_boot, seed, _floor0)
-        by_field = _group(_sub(per_example, "field:"), n_boot, seed, _floor0)
-        for f, d in _group(_sub(per_example, "field_normalized:"), n_boot, seed, float).items():
+        extra["by_category"] = _group(values.groups("category:", ids), n_boot, seed, _floor0)
+        by_field = _group(values.groups("field:", ids), n_boot, seed, _floor0)
+        for f, d in _group(values.groups("field_normalized:", ids), n_boot, seed, float).items():
             by_field[f]["mean_normalized"] = d["score"]
         extra["by_field"] = by_field
     elif metric == "rubric":
-        extra["by_category"] = _group(_sub(per_example, "category:"), n_boot, seed, float)
+        extra["by_category"] = _group(values.groups("category:", ids), n_boot, seed, float)
     elif metric in GRADED_METRICS:
-        extra.update(_graded_extra(metric, per_example, n_boot, seed))
-    by_turn = _group(_sub(per_example, "turn:"), n_boot, seed, _CLIP[metric])
+        extra.update(_graded_extra(metric, values, ids, n_boot, seed))
+    by_turn = _group(values.groups("turn:", ids), n_boot, seed, _CLIP[metric])
     if by_turn and "by_turn" not in extra:  # multi-turn datasets: turn 1, turn 2, ... beside their average
         extra["by_turn"] = by_turn
     return extra
 
 
-def _graded_extra(metric: str, per_example: Mapping[str, Mapping[str, float]], n_boot: int, seed: int) -> dict:
+def _graded_extra(metric: str, values: PerExample, ids: ExampleIds, n_boot: int, seed: int) -> dict:
     """The result on its own scale: `rating` with its CI, and by category (and by turn for mt_bench), each group
     with its normalized `score` and its `rating`."""
-    ratings = [per_example[e]["rating:score"] for e in sorted(per_example)]
+    ratings = values.values("rating:score", ids)
     ci = stats.mean_ci(ratings, n_boot=n_boot, seed=seed)
     out: dict[str, Any] = {
         "scale": GRADED_METRICS[metric],
@@ -528,8 +576,8 @@ def _graded_extra(metric: str, per_example: Mapping[str, Mapping[str, float]], n
         "rating_ci": (ci["ci_low"], ci["ci_high"]),
     }
     for kind in ("category", "turn") if metric == "mt_bench" else ("category",):
-        groups = _group(_sub(per_example, f"{kind}:"), n_boot, seed, float)
-        rated = _group(_sub(per_example, f"rating:{kind}:"), n_boot, seed, float)
+        groups = _group(values.groups(f"{kind}:", ids), n_boot, seed, float)
+        rated = _group(values.groups(f"rating:{kind}:", ids), n_boot, seed, float)
         out[f"by_{kind}"] = {g: {**d, "rating": rated[g]["score"]} for g, d in groups.items()}
     return out
 
@@ -539,28 +587,38 @@ def dataset_results(
 ) -> list[DatasetResult]:
     """One DatasetResult per dataset of the run (config order, then synthesized ones), each with its metric
     (`datasets[].metric` or detected), its on_error policy, the config's criteria and samples per prompt."""
-    groups: dict[str, list[Example]] = {dataset_name(d): [] for d in cfg.datasets}
+    counts: dict[str, Counter] = {}
     for ex in examples:
-        groups.setdefault(ex.dataset, []).append(ex)
+        counts.setdefault(ex.dataset, Counter())[detect_metric(ex)] += 1
+    accs = dataset_accs(cfg, counts)
+    by_ex: dict[str, tuple[list[Response], list[Judgment]]] = {ex.id: ([], []) for ex in examples}
+    for r in responses:
+        if r.example_id in by_ex:
+            by_ex[r.example_id][0].append(r)
+    for j in judgments:
+        if j.example_id in by_ex:
+            by_ex[j.example_id][1].append(j)
+    for ex in examples:
+        accs[ex.dataset].add(ex, *by_ex[ex.id], criteria_for(ex, cfg))
+    return [acc.result() for acc in accs.values()]
+
+
+def dataset_accs(cfg: Config, counts: Mapping[str, Mapping[str, int]]) -> dict[str, DatasetAcc]:
+    """One DatasetAcc per dataset with examples (config order, then the others in `counts` order); `counts`:
+    dataset -> metric -> rows calling for it (detect_metric), which decides the metric unless the config sets it."""
     overrides = {dataset_name(d): d.metric for d in cfg.datasets}
     samples = {c.name: c.samples_per_prompt for c in cfg.candidates}
-    out = []
-    for name, exs in groups.items():
-        if not exs:
+    out = {}
+    for name in [*overrides, *(n for n in counts if n not in overrides)]:
+        if not any(counts.get(name, {}).values()):
             continue
-        metric = graded_metric(dataset_metric(exs, overrides.get(name)), cfg.judging.scale)
-        out.append(
-            dataset_result(
-                name,
-                metric,
-                exs,
-                responses,
-                judgments,
-                on_error=on_error_for(cfg.judging.on_error, metric),
-                n_boot=cfg.run.bootstrap_samples,
-                seed=cfg.run.seed,
-                criteria={ex.id: criteria_for(ex, cfg) for ex in exs},
-                samples_per_prompt=samples,
-            )
+        metric = graded_metric(metric_of_counts(counts[name], overrides.get(name)), cfg.judging.scale)
+        out[name] = DatasetAcc(
+            name,
+            metric,
+            on_error=on_error_for(cfg.judging.on_error, metric),
+            n_boot=cfg.run.bootstrap_samples,
+            seed=cfg.run.seed,
+            samples_per_prompt=samples,
         )
     return out

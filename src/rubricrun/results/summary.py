@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from itertools import combinations
 from typing import Any
 
@@ -38,18 +39,11 @@ from ..types import (
     Usage,
 )
 from . import agreement, metrics, stats
+from .accum import ExampleIds, PerExample
 from .charts import histogram_bins
 from .pairwise import pairwise_results
 
 log = logging.getLogger("rubricrun")
-
-
-def _usage_sum(items: Sequence[Any]) -> Usage:
-    return Usage(
-        prompt_tokens=sum(it.usage.prompt_tokens for it in items),
-        completion_tokens=sum(it.usage.completion_tokens for it in items),
-        total_tokens=sum(it.usage.total_tokens for it in items),
-    )
 
 
 def _r(x: float | None, nd: int = 4) -> float | None:
@@ -67,10 +61,9 @@ def per_example_scores(responses: Sequence[Response], scores: Mapping[str, Score
     return {eid: sum(v) / len(v) for eid, v in acc.items()}
 
 
-def _ci(per_example: Mapping[str, float], cfg: Config) -> dict[str, Any]:
-    """The one bootstrap of a candidate's per-example values, over example ids in sorted order (so the CI does not
+def _ci(values: Sequence[float], cfg: Config) -> dict[str, Any]:
+    """The one bootstrap of a candidate's per-example values, given in sorted example-id order (so the CI does not
     depend on the order responses arrived in; the leaderboard shows this same CI)."""
-    values = [per_example[i] for i in sorted(per_example)]
     return stats.mean_ci(values, n_boot=cfg.run.bootstrap_samples, seed=cfg.run.seed)
 
 
@@ -87,43 +80,107 @@ def build_summary(
 ) -> Summary:
     """What the rows say; the runner adds the run's facts (status, calls, costs, ...).
     `criteria` maps (example_id, criterion_id) to the criterion judged (for categories and tags); `pairs` are the
-    pairwise judgments (judging.pairwise), summarized per dataset by results/pairwise.py; `text_len` is passed on to it."""
-    by_cand_resp: dict[str, list[Response]] = defaultdict(list)
+    pairwise judgments (judging.pairwise), summarized per dataset by results/pairwise.py; `text_len` is passed on to it.
+    The rows go through SummaryAcc example by example, as results/tally.py feeds it during a run."""
+    counts: dict[str, Counter] = {}
+    for ex in examples:
+        counts.setdefault(ex.dataset, Counter())[metrics.detect_metric(ex)] += 1
+    acc = SummaryAcc(cfg, counts)
+    groups: dict[str, tuple[list[Response], list[Judgment]]] = {ex.id: ([], []) for ex in examples}
     for r in responses:
-        by_cand_resp[r.candidate].append(r)
-    by_cand_judg: dict[str, list[Judgment]] = defaultdict(list)
+        groups.setdefault(r.example_id, ([], []))[0].append(r)
     for j in judgments:
-        by_cand_judg[j.candidate].append(j)
-    names = [c.name for c in cfg.candidates]
-    per_example = {n: per_example_scores(by_cand_resp.get(n, []), scores, "normalized") for n in names}
-    cis = {n: _ci(per_example[n], cfg) for n in names}
-    candidates = {
-        n: _candidate(cfg, by_cand_resp.get(n, []), by_cand_judg.get(n, []), scores, criteria, cis[n]) for n in names
-    }
-    pairwise = _pairwise(cfg, per_example)
-    separated = {frozenset((p.a, p.b)) for p in pairwise if p.significant}
-    rounded = ("mean", "ci_low", "ci_high")
-    board = tuple(
-        LeaderboardRow(**{**row, **{k: _r(row[k]) for k in rounded}, "within_noise_of": tuple(row["within_noise_of"])})
-        for row in stats.rank(cis, separated)
-    )
-    category = {ex.id: ex.metadata.get("category") for ex in examples}
-    datasets = {
-        d.name: _dataset(cfg, d, category) for d in metrics.dataset_results(cfg, examples, responses, judgments)
-    }
-    return Summary(
-        run_id=run_id,
-        metric="normalized",
-        pass_threshold=cfg.judging.pass_threshold,
-        examples=len(examples),
-        datasets=datasets,
-        overall=_overall(datasets, names) if datasets else None,
-        candidates=candidates,
-        leaderboard=board,
-        pairwise=pairwise,
-        judges=judge_stats(judgments, criteria),
-        pairwise_judging=pairwise_results(cfg, examples, responses, pairs, text_len),
-    )
+        groups.setdefault(j.example_id, ([], []))[1].append(j)
+    by_id = {ex.id: ex for ex in examples}
+    for eid, (rs, js) in groups.items():
+        acc.add(eid, by_id.get(eid), rs, js, scores, criteria)
+    if text_len is None:
+        compared = {rid for p in pairs for rid in p.response_ids}
+        text_len = {r.id: len(r.text or "") for r in responses if r.id in compared}
+    return acc.summary(run_id, pairs, examples, text_len)
+
+
+class SummaryAcc:
+    """build_summary fed one example at a time: per candidate, counters and running sums plus the example's
+    normalized and clipped scores (results/accum.py); per dataset a metrics.DatasetAcc; the judges' counters and
+    the judgments that carry votes (the agreement statistics read them). `counts`: dataset -> metric -> rows calling
+    for it (metrics.detect_metric), known before the first example (the dataset's metric is a majority vote)."""
+
+    def __init__(self, cfg: Config, counts: Mapping[str, Mapping[str, int]]) -> None:
+        self.cfg = cfg
+        self.names = [c.name for c in cfg.candidates]
+        self.ids = ExampleIds()
+        self.examples = 0
+        self.cands: dict[str, _CandidateAcc] = {}
+        self.datasets = metrics.dataset_accs(cfg, counts)
+        self.category: dict[str, str] = {}  # example id -> its string `category`, only where it has one
+        self.judges = _JudgeAcc()
+
+    def add(
+        self,
+        eid: str,
+        ex: Example | None,
+        rs: Sequence[Response],
+        js: Sequence[Judgment],
+        scores: Mapping[str, Score],
+        criteria: Mapping[tuple[str, str], Criterion],
+    ) -> None:
+        """One example's rows (`ex` None: rows whose example is not known, counted for their candidates only);
+        `scores` and `criteria` hold at least this example's."""
+        pos = self.ids.add(eid)
+        self.judges.add(js, criteria)
+        by_cand: dict[str, tuple[list[Response], list[Judgment]]] = {}
+        for r in rs:
+            by_cand.setdefault(r.candidate, ([], []))[0].append(r)
+        for j in js:
+            by_cand.setdefault(j.candidate, ([], []))[1].append(j)
+        for cand, (crs, cjs) in by_cand.items():
+            self.cands.setdefault(cand, _CandidateAcc()).add(self.cfg, pos, crs, cjs, scores, criteria)
+        if ex is None:
+            return
+        self.examples += 1
+        category = ex.metadata.get("category")
+        if isinstance(category, str) and category:
+            self.category[ex.id] = category
+        if ex.dataset in self.datasets:
+            self.datasets[ex.dataset].add(ex, rs, js, criteria_for(ex, self.cfg))
+
+    def summary(
+        self,
+        run_id: str,
+        pairs: Sequence[PairJudgment] = (),
+        pair_examples: Sequence[Example] = (),
+        text_len: Mapping[str, int] | None = None,
+    ) -> Summary:
+        """The summary; `pairs` with the examples they compare (their ids and datasets) and the compared responses'
+        text lengths, for results/pairwise.py."""
+        cfg, names = self.cfg, self.names
+        cands = {n: self.cands.get(n) or _CandidateAcc() for n in names}
+        cis = {n: _ci(c.scores.values("normalized", self.ids), cfg) for n, c in cands.items()}
+        candidates = {n: cands[n].summary(cfg, cis[n], self.ids) for n in names}
+        pairwise = _pairwise(cfg, {n: (lambda c=c: c.scores.mapping("normalized", self.ids)) for n, c in cands.items()})
+        separated = {frozenset((p.a, p.b)) for p in pairwise if p.significant}
+        rounded = ("mean", "ci_low", "ci_high")
+        board = tuple(
+            LeaderboardRow(
+                **{**row, **{k: _r(row[k]) for k in rounded}, "within_noise_of": tuple(row["within_noise_of"])}
+            )
+            for row in stats.rank(cis, separated)
+        )
+        datasets = {name: _dataset(cfg, d.result(), self.category) for name, d in self.datasets.items()}
+        return Summary(
+            run_id=run_id,
+            metric="normalized",
+            pass_threshold=cfg.judging.pass_threshold,
+            examples=self.examples,
+            datasets=datasets,
+            overall=_overall(datasets, names) if datasets else None,
+            candidates=candidates,
+            leaderboard=board,
+            pairwise=pairwise,
+            judges=self.judges.summary(),
+            pairwise_judging=pairwise_results(cfg, pair_examples, (), pairs, text_len or {}),
+        )
 
 
 def _dataset(cfg: Config, result: metrics.DatasetResult, category: Mapping[str, Any]) -> DatasetSummary:
@@ -173,6 +230,8 @@ def _dataset(cfg: Config, result: metrics.DatasetResult, category: Mapping[str, 
 def _category_means(per_example: Mapping[str, float], category: Mapping[str, Any]) -> dict[str, float]:
     """Mean per-example score per example category (rows without a string `category` are left out)."""
     groups: dict[str, list[float]] = defaultdict(list)
+    if not category:  # no example has one: no need to look the values up by id
+        return {}
     for eid, v in per_example.items():
         cat = category.get(eid)
         if isinstance(cat, str) and cat:
@@ -192,53 +251,111 @@ def _overall(datasets: Mapping[str, DatasetSummary], names: Sequence[str]) -> Ov
     return Overall(datasets=tuple(datasets), candidates=out)
 
 
-def _candidate(
-    cfg: Config,
-    rs: Sequence[Response],
-    js: Sequence[Judgment],
-    scores: Mapping[str, Score],
-    criteria: Mapping[tuple[str, str], Criterion],
-    ci_n: Mapping[str, Any],
-) -> CandidateSummary:
-    """One candidate's row; `ci_n` is its normalized-score bootstrap (computed once, shared with the leaderboard)."""
-    scored = [scores[r.id] for r in rs if r.id in scores and scores[r.id].normalized is not None]
-    ci_c = _ci(per_example_scores(rs, scores, "clipped"), cfg)
-    cats: dict[str, list[float]] = defaultdict(list)
-    for s in scored:
-        for k, v in s.by_category.items():
-            cats[k].append(v)
-    passed = sum(s.normalized >= cfg.judging.pass_threshold for s in scored)  # type: ignore[operator]
-    return CandidateSummary(
-        examples=len({r.example_id for r in rs}),
-        responses=len(rs),
-        response_errors=sum(r.status == "error" for r in rs),
-        scored=len(scored),
-        criteria_scored=sum(s.met + s.not_met for s in scored),
-        judgment_errors=sum(j.verdict == "error" for j in js),
-        mean_normalized=_r(ci_n["mean"]),
-        normalized_ci=(_r(ci_n["ci_low"]), _r(ci_n["ci_high"])),
-        normalized_se=_r(ci_n["se"]),
-        mean_clipped=_r(ci_c["mean"]),
-        clipped_ci=(_r(ci_c["ci_low"]), _r(ci_c["ci_high"])),
-        clipped_se=_r(ci_c["se"]),
-        pass_rate=_r(stats.rate(passed, len(scored))),
-        by_category={k: _r(sum(v) / len(v)) for k, v in sorted(cats.items())},
-        met_rate_by_category=_met_rates(js, criteria, "category"),
-        met_rate_by_tag=_met_rates(js, criteria, "tags"),
-        flags=_flag_counts(rs),
-        usage=_usage_sum(rs),
-        judge_usage=_usage_sum(js),
-        cache_hits=sum(r.cache_hit for r in rs) + sum(j.cache_hit for j in js if j.key),
-        rates_by_category=_group_rates(js, criteria, "category"),
-        rates_by_tag=_group_rates(js, criteria, "tags"),
-    )
+class _CandidateAcc:
+    """One candidate's summary row so far: counters, running sums, and per example its normalized and clipped
+    scores (the mean over the example's scored samples)."""
+
+    def __init__(self) -> None:
+        self.examples = self.responses = self.response_errors = self.scored = self.criteria_scored = 0
+        self.judgment_errors = self.passed = self.cache_hits = 0
+        self.scores = PerExample()
+        self.cats: dict[str, list[float]] = defaultdict(lambda: [0, 0])  # category -> [sum, n] of scores
+        self.met: dict[str, dict[str, list[int]]] = {
+            "category": defaultdict(lambda: [0, 0]),
+            "tags": defaultdict(lambda: [0, 0]),
+        }
+        self.rates: dict[str, dict[str, list[int]]] = {
+            "category": defaultdict(lambda: [0, 0, 0, 0]),  # met, judged, hits, penalties judged
+            "tags": defaultdict(lambda: [0, 0, 0, 0]),
+        }
+        self.flags: dict[str, int] = defaultdict(int)
+        self.usage = [0, 0, 0]
+        self.judge_usage = [0, 0, 0]
+
+    def add(
+        self,
+        cfg: Config,
+        pos: int,
+        rs: Sequence[Response],
+        js: Sequence[Judgment],
+        scores: Mapping[str, Score],
+        criteria: Mapping[tuple[str, str], Criterion],
+    ) -> None:
+        """One example's responses and judgments of this candidate."""
+        self.scores.add(
+            pos, {m: v for m in ("normalized", "clipped") for v in per_example_scores(rs, scores, m).values()}
+        )
+        self.examples += bool(rs)
+        self.responses += len(rs)
+        self.response_errors += sum(r.status == "error" for r in rs)
+        for r in rs:
+            s = scores.get(r.id)
+            if s is None or s.normalized is None:
+                continue
+            self.scored += 1
+            self.criteria_scored += s.met + s.not_met
+            self.passed += s.normalized >= cfg.judging.pass_threshold
+            for k, v in s.by_category.items():
+                self.cats[k][0] += v
+                self.cats[k][1] += 1
+        self.judgment_errors += sum(j.verdict == "error" for j in js)
+        for attr in ("category", "tags"):
+            for g, c, met in _judged_groups(js, criteria, attr):
+                self.met[attr][g][0] += met
+                self.met[attr][g][1] += 1
+                at = 2 if c.weight < 0 else 0
+                self.rates[attr][g][at] += met
+                self.rates[attr][g][at + 1] += 1
+        for r in rs:
+            for k, v in r.flags.items():
+                if v is True:
+                    self.flags[k] += 1
+        _add_usage(self.usage, rs)
+        _add_usage(self.judge_usage, js)
+        self.cache_hits += sum(r.cache_hit for r in rs) + sum(j.cache_hit for j in js if j.key)
+
+    def summary(self, cfg: Config, ci_n: Mapping[str, Any], ids: ExampleIds) -> CandidateSummary:
+        """The candidate's row; `ci_n` is its normalized-score bootstrap (computed once, shared with the leaderboard)."""
+        ci_c = _ci(self.scores.values("clipped", ids), cfg)
+        return CandidateSummary(
+            examples=self.examples,
+            responses=self.responses,
+            response_errors=self.response_errors,
+            scored=self.scored,
+            criteria_scored=self.criteria_scored,
+            judgment_errors=self.judgment_errors,
+            mean_normalized=_r(ci_n["mean"]),
+            normalized_ci=(_r(ci_n["ci_low"]), _r(ci_n["ci_high"])),
+            normalized_se=_r(ci_n["se"]),
+            mean_clipped=_r(ci_c["mean"]),
+            clipped_ci=(_r(ci_c["ci_low"]), _r(ci_c["ci_high"])),
+            clipped_se=_r(ci_c["se"]),
+            pass_rate=_r(stats.rate(self.passed, self.scored)),
+            by_category={k: _r(t / n) for k, (t, n) in sorted(self.cats.items())},
+            met_rate_by_category=_met_rates(self.met["category"]),
+            met_rate_by_tag=_met_rates(self.met["tags"]),
+            flags=dict(sorted(self.flags.items())),
+            usage=Usage(*self.usage),
+            judge_usage=Usage(*self.judge_usage),
+            cache_hits=self.cache_hits,
+            rates_by_category=_group_rates(self.rates["category"]),
+            rates_by_tag=_group_rates(self.rates["tags"]),
+        )
 
 
-def _pairwise(cfg: Config, per_example: Mapping[str, Mapping[str, float]]) -> tuple[PairwiseRow, ...]:
-    """Every pair of candidates in config order, each paired bootstrap computed once (the leaderboard reuses it)."""
+def _add_usage(acc: list[int], items: Sequence[Any]) -> None:
+    for it in items:
+        acc[0] += it.usage.prompt_tokens
+        acc[1] += it.usage.completion_tokens
+        acc[2] += it.usage.total_tokens
+
+
+def _pairwise(cfg: Config, per_example: Mapping[str, Callable[[], Mapping[str, float]]]) -> tuple[PairwiseRow, ...]:
+    """Every pair of candidates in config order, each paired bootstrap computed once (the leaderboard reuses it).
+    `per_example`: candidate -> a function giving its {example id: value} (built only when there is a pair)."""
     rows = []
     for a, b in combinations(per_example, 2):
-        d = stats.paired_diff(per_example[a], per_example[b], n_boot=cfg.run.bootstrap_samples, seed=cfg.run.seed)
+        d = stats.paired_diff(per_example[a](), per_example[b](), n_boot=cfg.run.bootstrap_samples, seed=cfg.run.seed)
         rows.append(PairwiseRow(a=a, b=b, **{k: _r(v) if isinstance(v, float) else v for k, v in d.items()}))
     return tuple(rows)
 
@@ -257,34 +374,16 @@ def _judged_groups(
             yield g, c, j.verdict == "met"
 
 
-def _met_rates(js: Sequence[Judgment], criteria: Mapping[tuple[str, str], Criterion], attr: str) -> dict[str, Any]:
-    acc: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for g, _, met in _judged_groups(js, criteria, attr):
-        acc[g][0] += met
-        acc[g][1] += 1
+def _met_rates(acc: Mapping[str, list[int]]) -> dict[str, Any]:
     return {g: GroupRate(met_rate=_r(stats.rate(m, n)), n=n) for g, (m, n) in sorted(acc.items())}
 
 
-def _group_rates(js: Sequence[Judgment], criteria: Mapping[tuple[str, str], Criterion], attr: str) -> dict[str, Any]:
+def _group_rates(acc: Mapping[str, list[int]]) -> dict[str, Any]:
     """Met rate over positive-weight criteria and penalty-hit rate over negative-weight ones, per group."""
-    acc: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # met, judged, hits, penalties judged
-    for g, c, met in _judged_groups(js, criteria, attr):
-        at = 2 if c.weight < 0 else 0
-        acc[g][at] += met
-        acc[g][at + 1] += 1
     return {
         g: GroupRates(met_rate=_r(stats.rate(m, n)), n=n, penalty_hit_rate=_r(stats.rate(h, p)), penalty_n=p)
         for g, (m, n, h, p) in sorted(acc.items())
     }
-
-
-def _flag_counts(rs: Sequence[Response]) -> dict[str, int]:
-    out: dict[str, int] = defaultdict(int)
-    for r in rs:
-        for k, v in r.flags.items():
-            if v is True:
-                out[k] += 1
-    return dict(sorted(out.items()))
 
 
 def judge_stats(
@@ -292,36 +391,55 @@ def judge_stats(
 ) -> JudgeSummary:
     """Per-judge met rates (leniency shows), and agreement where several judges voted on a criterion: overall,
     per judge pair (Cohen's kappa) and per criterion (Krippendorff's alpha; `criteria` gives their texts)."""
-    per_judge: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # met, valid, errors
-    items: list[list[str]] = []
-    for j in judgments:
-        if j.judge.startswith("auto:"):
-            continue
-        votes = j.votes or ({"judge": j.judge, "verdict": j.verdict},)
-        for v in votes:
-            acc = per_judge[v["judge"]]
-            if v["verdict"] == "error":
-                acc[2] += 1
-            else:
-                acc[0] += v["verdict"] == "met"
-                acc[1] += 1
-        if j.votes:
-            items.append([v["verdict"] for v in j.votes if v["verdict"] != "error"])
-    per = {
-        name: JudgeRates(met_rate=_r(stats.rate(m, n)), judged=n, errors=e)
-        for name, (m, n, e) in sorted(per_judge.items())
-    }
-    if not items:
-        return JudgeSummary(per_judge=per)
-    agreement = Agreement(
-        criteria_with_votes=len(items),
-        percent_agreement=_r(stats.percent_agreement(items)),
-        fleiss_kappa=_r(stats.fleiss_kappa(items)),
-        krippendorff_alpha=_r(stats.krippendorff_alpha_nominal(items)),
-        ties_to_error=sum(1 for j in judgments if j.votes and j.verdict == "error"),
-        **_agreement_detail(judgments, criteria or {}),
-    )
-    return JudgeSummary(per_judge=per, agreement=agreement)
+    acc = _JudgeAcc()
+    acc.add(judgments, criteria or {})
+    return acc.summary()
+
+
+class _JudgeAcc:
+    """judge_stats fed judgments as they come: per-judge counters, and the judgments that carry votes (slim: the
+    agreement statistics read their ids and votes) with their criteria."""
+
+    def __init__(self) -> None:
+        self.per_judge: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # met, valid, errors
+        self.voted: list[Judgment] = []
+        self.criteria: dict[tuple[str, str], Criterion] = {}
+
+    def add(self, judgments: Sequence[Judgment], criteria: Mapping[tuple[str, str], Criterion]) -> None:
+        for j in judgments:
+            if j.judge.startswith("auto:"):
+                continue
+            for v in j.votes or ({"judge": j.judge, "verdict": j.verdict},):
+                acc = self.per_judge[v["judge"]]
+                if v["verdict"] == "error":
+                    acc[2] += 1
+                else:
+                    acc[0] += v["verdict"] == "met"
+                    acc[1] += 1
+            if j.votes:
+                votes = tuple({"judge": v["judge"], "verdict": v["verdict"]} for v in j.votes)
+                self.voted.append(replace(j, id="", explanation=None, error=None, votes=votes))
+                c = criteria.get((j.example_id, j.criterion_id))
+                if c is not None:
+                    self.criteria[(j.example_id, j.criterion_id)] = c
+
+    def summary(self) -> JudgeSummary:
+        per = {
+            name: JudgeRates(met_rate=_r(stats.rate(m, n)), judged=n, errors=e)
+            for name, (m, n, e) in sorted(self.per_judge.items())
+        }
+        if not self.voted:
+            return JudgeSummary(per_judge=per)
+        items = [[v["verdict"] for v in j.votes if v["verdict"] != "error"] for j in self.voted]
+        agreement = Agreement(
+            criteria_with_votes=len(items),
+            percent_agreement=_r(stats.percent_agreement(items)),
+            fleiss_kappa=_r(stats.fleiss_kappa(items)),
+            krippendorff_alpha=_r(stats.krippendorff_alpha_nominal(items)),
+            ties_to_error=sum(1 for j in self.voted if j.verdict == "error"),
+            **_agreement_detail(self.voted, self.criteria),
+        )
+        return JudgeSummary(per_judge=per, agreement=agreement)
 
 
 def _agreement_detail(judgments: Sequence[Judgment], criteria: Mapping[tuple[str, str], Criterion]) -> dict[str, Any]:

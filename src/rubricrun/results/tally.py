@@ -2,19 +2,22 @@
 
 The runner hands every finished example to `Tally.add` with its rows (responses, judgments, pairwise rows), in
 input order, and asks for the summary, the export files and report.html at the end. Memory per example stays
-small whatever the texts (.agent/plans/009-limits.md, item 3):
-- the summary reads slim copies of the rows: what results/summary.py and metrics.py read (ids, candidates,
-  statuses, verdicts, weights, scores, usage, flags that are set, votes as judge and verdict), never a text;
-  criterion texts only for examples whose judgments carry votes (the agreement report quotes them); for
-  pairwise judging, the length of each compared response's text;
-- the full rows are pickled, example by example, to an anonymous temporary file (gone when the tally is), which
-  the export and the report read back one example at a time.
+small whatever the texts and the dataset's size (.agent/plans/009-limits.md, item 3):
+- the full rows are pickled, example by example, to an anonymous temporary file (gone when the tally is);
+- `add` keeps only counters: how many examples of each dataset call for each metric (the dataset's metric is a
+  majority vote, decided before the summary's pass), and for pairwise judging the pairwise rows, their examples'
+  ids and datasets and the compared responses' text lengths;
+- `summary()` reads the spool once, one example at a time, through summary.SummaryAcc, the same per-example steps
+  and aggregation that build_summary runs over lists; it keeps per example a few floats in typed arrays and the
+  example's id (results/accum.py);
+- the export and the report read the spool back one example at a time.
 """
 
 from __future__ import annotations
 
 import pickle
 import tempfile
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -24,51 +27,39 @@ from ..config import Config
 from ..judging.rubric import criteria_for
 from ..types import Example, Judgment, PairJudgment, Response, Summary, Turn
 from .export import export_batches
+from .metrics import detect_metric
 from .report import REPORT_EXAMPLES, write_report_safely
 from .scoring import score_all
-from .summary import build_summary, criteria_index
+from .summary import SummaryAcc, criteria_index
 
-_METADATA_READ = ("category", "format", "example_tags", "field")  # the metadata metrics.py and summary.py read
 _NO_TURN = Turn(message={})
-_ONE_CHOICE = ("",)  # a multiple-choice example stays one (Example.kind) without its options
-_NONE: dict[str, Any] = {}  # the one empty dict of every slim row that has nothing there (slim rows are only read)
+_NONE: dict[str, Any] = {}  # the one empty dict of every slim example that has nothing there (only read)
 
 
-def _slim_example(ex: Example, texts: bool) -> Example:
-    rubric = ex.rubric if texts else tuple(replace(c, text="") for c in ex.rubric)
+def _slim_example(ex: Example) -> Example:
+    """What results/pairwise.py reads of an example that has pairwise rows: its id and dataset."""
     return replace(
         ex,
         source="",
         messages=(),
         reference=None,
-        choices=_ONE_CHOICE if ex.choices else None,
-        answer=None if ex.answer is None else "",
-        rubric=rubric,
-        metadata={k: ex.metadata[k] for k in _METADATA_READ if k in ex.metadata} or _NONE,
-        later_turns=(_NO_TURN,) * len(ex.later_turns),
+        choices=None,
+        answer=None,
+        rubric=(),
+        metadata=_NONE,
+        later_turns=(),
         prefilled=_NONE,
     )
 
 
-def _slim_response(r: Response) -> Response:
-    flags = {k: True for k, v in r.flags.items() if v is True} or _NONE
-    return replace(r, text=None, error=None, finish_reason=None, key="", flags=flags, reasoning=None)
-
-
-def _slim_judgment(j: Judgment) -> Judgment:
-    votes = tuple({"judge": v["judge"], "verdict": v["verdict"]} for v in j.votes)
-    return replace(j, id="", explanation=None, error=None, key="k" if j.key else None, votes=votes)
-
-
 class Tally:
-    """A run's results, example by example: slim rows for the summary, the full rows spooled to disk."""
+    """A run's results, example by example: the full rows spooled to disk, a few counters in memory."""
 
     def __init__(self, cfg: Config, run_id: str, report_examples: int = REPORT_EXAMPLES) -> None:
         self.cfg, self.run_id, self.report_examples = cfg, run_id, report_examples
-        self.examples: list[Example] = []
-        self.responses: list[Response] = []
-        self.judgments: list[Judgment] = []
+        self.metric_counts: dict[str, Counter] = {}  # dataset -> metric -> examples calling for it
         self.pairs: list[PairJudgment] = []
+        self.pair_examples: list[Example] = []
         self.text_len: dict[str, int] = {}  # response id -> len(text), for the responses pairwise rows compare
         self.n_responses = 0
         self.any_ok = False
@@ -88,12 +79,12 @@ class Tally:
         self.any_ok = self.any_ok or any(r.status == "ok" for r in responses)
         if self.first_error is None:
             self.first_error = next((r.error for r in responses if r.error), None)
-        self.examples.append(_slim_example(example, texts=any(j.votes for j in judgments)))
-        self.responses.extend(_slim_response(r) for r in responses)
-        self.judgments.extend(_slim_judgment(j) for j in judgments)
-        self.pairs.extend(replace(p, keys=("", "")) for p in pairs)
-        compared = {rid for p in pairs for rid in p.response_ids}
-        self.text_len.update((r.id, len(r.text or "")) for r in responses if r.id in compared)
+        self.metric_counts.setdefault(example.dataset, Counter())[detect_metric(example)] += 1
+        if pairs:
+            self.pairs.extend(replace(p, keys=("", "")) for p in pairs)
+            self.pair_examples.append(_slim_example(example))
+            compared = {rid for p in pairs for rid in p.response_ids}
+            self.text_len.update((r.id, len(r.text or "")) for r in responses if r.id in compared)
 
     def rows(self) -> Iterator[tuple[Example, tuple[Response, ...], tuple[Judgment, ...], tuple[PairJudgment, ...]]]:
         """The full rows back, one example at a time in input order."""
@@ -113,21 +104,13 @@ class Tally:
             yield ex, rs, js, score_all(self.cfg, {ex.id: ex}, rs, js)
 
     def summary(self) -> Summary:
-        """build_summary over the slim rows: equal to build_summary over the full rows (tests/test_tally.py)."""
-        by_id = {ex.id: ex for ex in self.examples}
-        scores = score_all(self.cfg, by_id, self.responses, self.judgments)
-        criteria = criteria_index(self.cfg, self.examples)
-        return build_summary(
-            self.cfg,
-            self.run_id,
-            self.examples,
-            self.responses,
-            self.judgments,
-            scores,
-            criteria,
-            pairs=self.pairs,
-            text_len=self.text_len,
-        )
+        """summary.SummaryAcc fed from the spool one example at a time: equal to build_summary over the rows
+        (tests/test_tally.py); what it keeps per example is a few numbers (results/accum.py)."""
+        acc = SummaryAcc(self.cfg, self.metric_counts)
+        for ex, rs, js, _ in self.rows():
+            scores = score_all(self.cfg, {ex.id: ex}, rs, js)
+            acc.add(ex.id, ex, rs, js, scores, criteria_index(self.cfg, [ex]))
+        return acc.summary(self.run_id, self.pairs, self.pair_examples, self.text_len)
 
     def export(self, run_dir: Path, formats: Sequence[str]) -> dict:
         return export_batches(self.cfg, run_dir, formats, self._scored)
