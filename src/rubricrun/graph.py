@@ -11,9 +11,11 @@ So rows are written in input order whatever order calls finish in. Design and re
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import queue
+import signal
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -114,6 +116,10 @@ class Graph:
         """Admit, in input order, the examples `examples` yields (None: nothing ready yet), and hand each finished
         unit to the sink in input order. On Ctrl+C: calls in flight get the grace period, every admitted unit goes
         to the sink with what it finished, the examples not admitted go with nothing, and True is returned."""
+        with _ctrl_c_sets(self.stop):
+            return self._run(examples)
+
+    def _run(self, examples: Iterator[Example | None]) -> bool:
         window: deque[Unit] = deque()
         more = True
         try:
@@ -296,6 +302,31 @@ class Graph:
 
 
 _END: Any = object()
+
+
+@contextlib.contextmanager
+def _ctrl_c_sets(stop: threading.Event) -> Iterator[None]:
+    """While the graph runs, the first Ctrl+C only sets `stop`: the conductor raises KeyboardInterrupt at the top of
+    its loop, never between taking an example from the iterator and admitting it (an example taken and dropped there
+    would be missing from examples.jsonl). A second Ctrl+C exits at once, as the CLI's own handler does."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGINT)
+    heard = threading.Event()
+
+    def first(signum: int, frame: object) -> None:
+        if heard.is_set():
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            raise KeyboardInterrupt
+        heard.set()
+        stop.set()
+
+    signal.signal(signal.SIGINT, first)
+    try:
+        yield
+    finally:  # after a first Ctrl+C, the next one (while artifacts are written) exits at once
+        signal.signal(signal.SIGINT, signal.SIG_DFL if heard.is_set() and before is not signal.SIG_IGN else before)
 
 
 class Synthesis:
