@@ -19,8 +19,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
@@ -28,22 +26,9 @@ from common import FakeServer, banner, model_entry, run_cli, stage_window, summa
 
 
 def write_overlap_config(wd: Path, cand_url: str, judge_url: str, data: Path, rpm: float, workers: int) -> Path:
-    cfg = {
-        "candidates": [model_entry("cand", "openai/bench-cand", cand_url, rpm=rpm)],
-        "judges": [model_entry("judge", "openai/bench-judge", judge_url, rpm=rpm)],
-        "datasets": [{"path": str(data), "format": "generic"}],
-        "run": {
-            "output_dir": str(wd / "outputs"),
-            "concurrency": workers,
-            "judge_parallel_workers": workers,
-            "progress": False,
-        },
-        "cache": {"dir": str(wd / "cache"), "enabled": True},
-        "retry": {"max_attempts": 5, "initial_wait_s": 1.0, "max_wait_s": 60.0},
-    }
-    path = wd / "config.yaml"
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
-    return path
+    cand = model_entry("cand", "openai/bench-cand", cand_url, rpm=rpm)
+    judge = model_entry("judge", "openai/bench-judge", judge_url, rpm=rpm)
+    return common.save_config(wd, data, [cand], [judge], workers=workers, judge_workers=workers)
 
 
 def one(code: str | None, n: int, rpm: float, latency: float, workers: int) -> float:

@@ -24,8 +24,6 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
@@ -34,16 +32,8 @@ from common import KEY_ENV, FakeServer, banner, max_in_window, run_cli, summary,
 
 def write_router_config(wd: Path, urls: list[str], data: Path, rpm: float, strategy: str, workers: int) -> Path:
     deployments = [{"model": "openai/bench-router", "api_base": u, "api_key_env": KEY_ENV, "rpm": rpm} for u in urls]
-    cfg = {
-        "candidates": [{"name": "pool", "deployments": deployments, "router": {"strategy": strategy}}],
-        "datasets": [{"path": str(data), "format": "generic"}],
-        "run": {"output_dir": str(wd / "outputs"), "concurrency": workers, "progress": False},
-        "cache": {"dir": str(wd / "cache"), "enabled": True},
-        "retry": {"max_attempts": 5, "initial_wait_s": 1.0, "max_wait_s": 60.0},
-    }
-    path = wd / "config.yaml"
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
-    return path
+    entry = {"name": "pool", "deployments": deployments, "router": {"strategy": strategy}}
+    return common.save_config(wd, data, [entry], workers=workers)
 
 
 def main() -> int:

@@ -22,8 +22,6 @@ import os
 import sys
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
@@ -35,22 +33,9 @@ SPLIT_KEY_ENV = "RUBRICRUN_BENCH_KEY_JUDGE"  # --split: the judge names another 
 def write_shared_config(wd: Path, base_url: str, data: Path, rpm: float, workers: int, split: bool = False) -> Path:
     shared = "openai/bench-shared"
     judge_key = {"api_key_env": SPLIT_KEY_ENV} if split else {}
-    cfg = {
-        "candidates": [model_entry("cand", shared, base_url, rpm=rpm)],
-        "judges": [model_entry("judge", shared, base_url, rpm=rpm, **judge_key)],
-        "datasets": [{"path": str(data), "format": "generic"}],
-        "run": {
-            "output_dir": str(wd / "outputs"),
-            "concurrency": workers,
-            "judge_parallel_workers": workers,
-            "progress": False,
-        },
-        "cache": {"dir": str(wd / "cache"), "enabled": True},
-        "retry": {"max_attempts": 5, "initial_wait_s": 1.0, "max_wait_s": 60.0},
-    }
-    path = wd / "config.yaml"
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
-    return path
+    cand = model_entry("cand", shared, base_url, rpm=rpm)
+    judge = model_entry("judge", shared, base_url, rpm=rpm, **judge_key)
+    return common.save_config(wd, data, [cand], [judge], workers=workers, judge_workers=workers)
 
 
 def main() -> int:

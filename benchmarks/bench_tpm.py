@@ -20,8 +20,6 @@ import collections
 import sys
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
@@ -30,16 +28,7 @@ from common import FakeServer, banner, max_in_window, model_entry, run_cli, summ
 
 def write_tpm_config(wd: Path, base_url: str, data: Path, tpm: float, max_tokens: int, workers: int) -> Path:
     cand = model_entry("cand", "openai/bench-tpm", base_url, tpm=tpm, params={"max_tokens": max_tokens})
-    cfg = {
-        "candidates": [cand],
-        "datasets": [{"path": str(data), "format": "generic"}],
-        "run": {"output_dir": str(wd / "outputs"), "concurrency": workers, "progress": False},
-        "cache": {"dir": str(wd / "cache"), "enabled": True},
-        "retry": {"max_attempts": 5, "initial_wait_s": 1.0, "max_wait_s": 60.0},
-    }
-    path = wd / "config.yaml"
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
-    return path
+    return common.save_config(wd, data, [cand], workers=workers)
 
 
 def main() -> int:

@@ -185,6 +185,33 @@ def write_dataset(path: Path, n: int, *, criteria: int = 0, prefix: str = "ex") 
     return path
 
 
+def save_config(
+    wd: Path,
+    data: Path,
+    candidates: list[dict[str, Any]],
+    judges: list[dict[str, Any]] | None = None,
+    *,
+    workers: int,
+    judge_workers: int | None = None,
+) -> Path:
+    """wd/config.yaml for a benchmark's run: these entries on `data` (generic rows), outputs/ and cache/ under `wd`,
+    `workers` candidate threads (and `judge_workers` judge threads), no progress bar, the benchmarks' retry policy."""
+    run: dict[str, Any] = {"output_dir": str(wd / "outputs"), "concurrency": workers}
+    if judge_workers is not None:
+        run["judge_parallel_workers"] = judge_workers
+    run["progress"] = False
+    cfg: dict[str, Any] = {"candidates": candidates, **({"judges": judges} if judges else {})}
+    cfg.update(
+        datasets=[{"path": str(data), "format": "generic"}],
+        run=run,
+        cache={"dir": str(wd / "cache"), "enabled": True},
+        retry={"max_attempts": 5, "initial_wait_s": 1.0, "max_wait_s": 60.0},
+    )
+    path = wd / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+    return path
+
+
 def model_entry(name: str, model: str, base_url: str, **extra: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {"name": name, "model": model, "api_base": base_url, "api_key_env": KEY_ENV}
     entry.update(extra)
