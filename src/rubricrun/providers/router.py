@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import threading
 import time
 from typing import Any
 
 from ..config import Config, ModelConfig, RouterConfig
-from ..errors import InputError, ProviderError
+from ..errors import ProviderError
 from ..types import LLMRequest, LLMResponse
 from .base import BaseProvider
-from .litellm import classify_error, import_litellm, response_format_for, to_response
+from .litellm import classify_error, credentials, import_litellm, response_format_for, to_response
 from .routing import routes
 
 # What a Router raises itself (no server asked) when no deployment of a group may take the call now: these classes,
@@ -66,27 +65,14 @@ def group_limits(m: ModelConfig) -> tuple[float | None, float | None]:
     return out[0], out[1]
 
 
-def _api_key(t: Target) -> str | None:
-    if t.api_key_env:
-        key = os.environ.get(t.api_key_env)
-        if not key:
-            raise InputError(f"environment variable {t.api_key_env} is not set", key="api_key_env")
-        return key
-    if t.api_base and t.model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
-        return "no-key"  # a local OpenAI-compatible server needs none, but the client insists on one
-    return None
-
-
 def _deployment(group: str, t: Target, labels: dict[str, str]) -> dict[str, Any]:
     """A Router model_list item. Its id is a plain `d<n>`: usage-based routing keys its counters on ids and finds
     none for an id holding `/` or `:` (every call then fails "No deployments available"); `labels` maps it back."""
     params: dict[str, Any] = {"model": t.model, "max_retries": 0, **dict(t.params)}
-    for name in ("api_base", "rpm", "tpm", "weight"):
+    for name in ("rpm", "tpm", "weight"):
         if getattr(t, name) is not None:
             params[name] = getattr(t, name)
-    key = _api_key(t)
-    if key is not None:
-        params["api_key"] = key
+    params.update(credentials(t.model, t.api_base, t.api_key_env))  # api_base, and the key as a direct call gets it
     dep_id = f"d{len(labels)}"
     labels[dep_id] = t.label if t.label not in labels.values() else f"{t.label}#{len(labels)}"
     return {"model_name": group, "litellm_params": params, "model_info": {"id": dep_id}}
