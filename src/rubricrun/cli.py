@@ -227,16 +227,12 @@ def _main(args: argparse.Namespace) -> int:
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(cfg.run.output_dir) / run_id
     setup_logging(run_dir)
-    from .pool import set_log_interval
+    from .pool import interrupt_now, set_log_interval
 
     set_log_interval(cfg.run.progress_interval_s)
 
     # The first Ctrl+C stops starting new calls and writes artifacts; a second one exits at once.
-    def _second_sigint(signum: int, frame: object) -> None:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, _second_sigint)
+    signal.signal(signal.SIGINT, interrupt_now)
     outcome = execute(cfg, run_id, max_examples=args.max_examples, extras=extras, prepared=prepared)
     log.info("artifacts in %s", outcome.run_dir)
     for h in logging.getLogger("rubricrun").handlers:

@@ -29,7 +29,7 @@ from .judging.auto import auto_judgment
 from .judging.pairwise import PairJudging, pair_items
 from .judging.rubric import Judging, judge_items
 from .pipeline import GenTask, generate_one, synthesize, turn_task
-from .pool import GRACE_S, THREAD_PREFIX, Progress
+from .pool import GRACE_S, THREAD_PREFIX, Progress, interrupt_now
 from .providers.base import BaseProvider
 from .types import Example, Judgment, PairJudgment, Response
 
@@ -317,8 +317,7 @@ def _ctrl_c_sets(stop: threading.Event) -> Iterator[None]:
 
     def first(signum: int, frame: object) -> None:
         if heard.is_set():
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            raise KeyboardInterrupt
+            interrupt_now(signum, frame)
         heard.set()
         stop.set()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import queue
+import signal
 import sys
 import threading
 import time
@@ -115,6 +116,12 @@ class Progress:
         if self._lines and self._logged:  # a stage long enough to show progress also says how it ended
             self._lines = False
             log.info("progress %s", progress_line(self.label, self.done, self.total, time.monotonic() - self.start))
+
+
+def interrupt_now(signum: int, frame: object) -> None:
+    """A SIGINT handler: this Ctrl+C raises KeyboardInterrupt, and the next one ends the process at once."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    raise KeyboardInterrupt
 
 
 def _collect_running(futures: dict[Future[R], int], results: list[R | None]) -> None:
