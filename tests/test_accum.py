@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import math
+import random
+from array import array
+
 import pytest
 
-from rubricrun.results.accum import ByExample, ExampleIds, PerExample
+from rubricrun.results import accum, stats
+from rubricrun.results.accum import ByExample, ExampleIds, PerExample, paired
+
+
+def _cols(by: ByExample) -> tuple[list[str], list[float]]:
+    return list(by), list(by.vals)
 
 
 @pytest.mark.parametrize("ids", [["a", "b", "c", "d"], ["c", "a", "d", "b"]])
@@ -14,16 +23,20 @@ def test_columns_come_back_in_sorted_id_order_with_the_values_exact(ids: list[st
         pos = eids.add(eid)
         values.add(pos, {"score": 0.1 * i, **({"tag:x": float(i)} if i % 2 else {})})
     want = sorted((eid, 0.1 * i) for i, eid in enumerate(ids))
-    assert values.column("score", eids) == ([e for e, _ in want], [v for _, v in want])
-    assert values.groups("tag:", eids) == {
+    assert _cols(values.column("score", eids)) == ([e for e, _ in want], [v for _, v in want])
+    assert {g: list(v) for g, v in values.groups("tag:", eids).items()} == {
         "x": [float(i) for _, i in sorted((e, i) for i, e in enumerate(ids) if i % 2)]
     }
-    assert values.mapping("score", eids) == dict(want) and values.column("missing", eids) == ([], [])
+    assert dict(values.column("score", eids)) == dict(want) and _cols(values.column("missing", eids)) == ([], [])
 
 
 def test_by_example_is_the_mapping_and_gives_values_without_building_it() -> None:
-    m = ByExample(["a", "b"], [0.5, 1.0])
-    assert m.values() == [0.5, 1.0] and list(m) == ["a", "b"] and m._dict is None
+    eids = ExampleIds()
+    for e in ("a", "b"):
+        eids.add(e)
+    m = ByExample(eids, array("I", [0, 1]), array("d", [0.5, 1.0]))
+    assert list(m.values()) == [0.5, 1.0] and list(m) == ["a", "b"] and list(m.items()) == [("a", 0.5), ("b", 1.0)]
+    assert m._dict is None
     assert m == {"a": 0.5, "b": 1.0} and m["b"] == 1.0 and len(m) == 2
 
 
@@ -33,4 +46,64 @@ def test_a_column_with_gaps_after_consecutive_examples_keeps_their_positions() -
         pos = eids.add(eid)
         if i != 2:
             values.add(pos, {"score": float(i)})
-    assert values.column("score", eids) == (["a", "c", "d", "e"], [3.0, 1.0, 0.0, 4.0])
+    assert _cols(values.column("score", eids)) == (["a", "c", "d", "e"], [3.0, 1.0, 0.0, 4.0])
+
+
+def test_ids_sort_as_python_sorts_the_strings_also_beyond_ascii_and_across_merged_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sorted order is computed in runs (65,536 ids each) merged together; with runs of 7 the merge is exercised
+    on 500 ids, among them non-ASCII ones, whose UTF-8 bytes must sort as the strings' code points do."""
+    monkeypatch.setattr(accum, "_RUN", 7)
+    rng = random.Random(3)
+    alphabet = ["a", "b", "Z", "é", "ж", "中", "😀", "/", "-", "0", "9"]
+    ids = list({"".join(rng.choices(alphabet, k=rng.randint(1, 6))) for _ in range(600)})[:500]
+    rng.shuffle(ids)
+    store, values = ExampleIds(), PerExample()
+    for i, eid in enumerate(ids):
+        pos = store.add(eid)
+        values.add(pos, {"all": float(i)})
+        if i % 3 == 0:  # a column with gaps: positions stored, the walk over the sorted order with an index
+            values.add(pos, {"third": float(i)})
+        if i % 50 == 0:  # a small column: its own positions sorted by rank
+            values.add(pos, {"few": float(i)})
+    by_id = {eid: float(i) for i, eid in enumerate(ids)}
+    assert [store[p] for p in store.order()] == sorted(ids)
+    assert sorted(range(len(ids)), key=store.rank().__getitem__) == list(store.order())
+    for key, keep in (("all", 1), ("third", 3), ("few", 50)):
+        want = sorted((eid, v) for eid, v in by_id.items() if int(v) % keep == 0)
+        assert _cols(values.column(key, store)) == ([e for e, _ in want], [v for _, v in want]), key
+
+
+def test_sorted_ids_need_no_order_and_a_repeat_or_a_step_back_makes_one() -> None:
+    store = ExampleIds()
+    for e in ("a", "b", "c"):
+        store.add(e)
+    assert store.order() is None and store.rank() is None
+    store.add("c")
+    assert list(store.order()) == [0, 1, 2, 3] and list(store.rank()) == [0, 1, 2, 3]
+    store.add("b")
+    assert [store[p] for p in store.order()] == ["a", "b", "b", "c", "c"] and list(store.order()) == [0, 1, 4, 2, 3]
+
+
+def test_paired_takes_the_examples_both_columns_have_in_sorted_id_order() -> None:
+    store, values = ExampleIds(), PerExample()
+    for i, eid in enumerate(["e", "b", "d", "a", "c"]):
+        pos = store.add(eid)
+        values.add(pos, {"x": float(i), **({"y": 10.0 * i} if i != 2 else {})})
+    x, y = values.column("x", store), values.column("y", store)
+    va, vb = paired(x, y)
+    assert list(va) == [3.0, 1.0, 4.0, 0.0] and list(vb) == [30.0, 10.0, 40.0, 0.0]  # a b c e
+    assert paired(x, x) == (x.vals, x.vals)
+    d = stats.paired_diff(x, y, n_boot=50, seed=1)
+    assert d == stats.paired_diff(dict(x), dict(y), n_boot=50, seed=1) and d["n"] == 4
+
+
+def test_resample_means_draw_what_one_choices_call_draws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Drawn in pieces (here of 7) and summed as they come, a resample is the one `choices(values, k=n)` draws."""
+    monkeypatch.setattr(stats, "_DRAWS", 7)
+    values = [random.Random(5).random() for _ in range(100)]
+    rng = random.Random(11)
+    want = [math.fsum(rng.choices(values, k=100)) / 100 for _ in range(20)]
+    assert list(stats.resample_means(values, 20, 11)) == want
+    assert list(stats.resample_means(array("d", values), 20, 11)) == want

@@ -2,46 +2,87 @@
 
 The summary is computed example by example (one example's rows at a time) and aggregated at the end; what it keeps
 per example is one float per key (headline, normalized, per-category, per-tag, ...) in typed arrays, aligned by the
-example's position, never a row (.agent/plans/009-limits.md, item 3). The statistics read the values of a key in
-sorted example-id order, as they always have (so bootstraps draw the same resamples).
+example's position, and the example's id as UTF-8 bytes in one buffer: no Python object per example, so a million
+examples cost a few tens of MB (.agent/plans/009-limits.md, item 3). The statistics read the values of a key in
+sorted example-id order, as they always have (so bootstraps draw the same resamples); that order is computed in
+runs of bounded size merged together, and a column comes back as arrays (positions, values), never as lists of
+objects.
 """
 
 from __future__ import annotations
 
+import heapq
 from array import array
-from collections.abc import Iterator, Mapping
-from itertools import pairwise
+from collections.abc import Iterable, Iterator, Mapping
+
+_RUN = 1 << 16  # ids sorted at a time when the sorted order is computed (then merged)
+_POS = "I"  # positions and indexes: 4 bytes each, so a run holds at most 2**32 - 1 examples
 
 
 class ExampleIds:
-    """Example ids by position, and their rank in sorted id order (computed once, when first asked)."""
+    """Example ids by position, stored as UTF-8 in one bytearray with their end offsets; their sorted order (and
+    each position's rank in it) is computed once, when first asked. UTF-8 bytes compare as the strings' code points
+    do, so sorting the bytes is sorting the ids."""
 
-    __slots__ = ("_rank", "ids")
+    __slots__ = ("_blob", "_ends", "_last", "_order", "_rank", "_sorted")
 
     def __init__(self) -> None:
-        self.ids: list[str] = []
+        self._blob = bytearray()
+        self._ends = array("I")  # where each id ends in _blob ("q" once _blob passes 4 GB)
+        self._last = b""
+        self._sorted = True  # every id so far is greater than the one before
+        self._order: array | None = None
         self._rank: array | None = None
 
     def add(self, eid: str) -> int:
-        self.ids.append(eid)
-        self._rank = None
-        return len(self.ids) - 1
+        key = eid.encode("utf-8", "surrogatepass")
+        if self._ends and key <= self._last:
+            self._sorted = False
+        self._last = key
+        self._blob += key
+        if len(self._blob) >= 2**32 and self._ends.typecode == "I":
+            self._ends = array("q", self._ends)
+        self._ends.append(len(self._blob))
+        self._order = self._rank = None
+        return len(self._ends) - 1
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def key(self, pos: int) -> bytes:
+        """The id at `pos` as UTF-8 bytes (what the sorted order compares)."""
+        return bytes(self._blob[self._ends[pos - 1] if pos else 0 : self._ends[pos]])
+
+    def __getitem__(self, pos: int) -> str:
+        return self.key(pos).decode("utf-8", "surrogatepass")
+
+    def strs(self, positions: Iterable[int]) -> Iterator[str]:
+        return map(self.__getitem__, positions)
+
+    def order(self) -> array | None:
+        """The positions in sorted id order (ties in position order); None when the ids came sorted (the order is
+        the positions themselves). Sorted in runs of 65,536 ids, then merged: no object per id stays alive."""
+        if self._sorted:
+            return None
+        if self._order is None:
+            n = len(self)
+            runs = [array(_POS, sorted(range(lo, min(n, lo + _RUN)), key=self.key)) for lo in range(0, n, _RUN)]
+            order = array(_POS)
+            order.extend(p for _, p in heapq.merge(*(((self.key(p), p) for p in run) for run in runs)))
+            self._order = order
+        return self._order
 
     def rank(self) -> array | None:
         """Each position's rank in sorted id order; None when the ids came sorted (the rank is the position)."""
+        order = self.order()
+        if order is None:
+            return None
         if self._rank is None:
-            ids = self.ids
-            if all(a < b for a, b in pairwise(ids)):
-                self._rank = _SORTED
-            else:
-                rank = array("q", bytes(8 * len(ids)))
-                for r, pos in enumerate(sorted(range(len(ids)), key=ids.__getitem__)):
-                    rank[pos] = r
-                self._rank = rank
-        return None if self._rank is _SORTED else self._rank
-
-
-_SORTED = array("q")  # ExampleIds.rank when the ids came sorted
+            rank = array(_POS, bytes(array(_POS).itemsize * len(order)))  # zeros, then each position's rank
+            for r, p in enumerate(order):
+                rank[p] = r
+            self._rank = rank
+        return self._rank
 
 
 class PerExample:
@@ -59,56 +100,87 @@ class PerExample:
             if col is None:
                 col = self.cols[k] = [None, array("d"), pos]
             if col[0] is None and pos != col[2] + len(col[1]):
-                col[0] = array("q", range(col[2], col[2] + len(col[1])))
+                col[0] = array(_POS, range(col[2], col[2] + len(col[1])))
             if col[0] is not None:
                 col[0].append(pos)
             col[1].append(v)
 
-    def column(self, key: str, ids: ExampleIds) -> tuple[list[str], list[float]]:
-        """(example ids, values) of `key` in sorted example-id order."""
+    def column(self, key: str, ids: ExampleIds) -> ByExample:
+        """{example id: value} of `key`, in sorted example-id order."""
         col = self.cols.get(key)
         if col is None:
-            return [], []
-        vals = col[1]
-        pos = col[0] if col[0] is not None else range(col[2], col[2] + len(vals))
-        rank = ids.rank()
-        if rank is None:  # positions are appended in increasing order: already sorted
-            return [ids.ids[p] for p in pos], vals.tolist()
-        order = sorted(range(len(pos)), key=lambda k: rank[pos[k]])
-        return [ids.ids[pos[k]] for k in order], [vals[k] for k in order]
+            return ByExample(ids, array(_POS), array("d"))
+        pos_arr, vals, start = col
+        m = len(vals)
+        pos = pos_arr if pos_arr is not None else array(_POS, range(start, start + m))
+        order = ids.order()
+        if order is None:  # positions are appended in increasing order: already sorted
+            return ByExample(ids, pos, vals)
+        if m * 16 < len(order):  # a small column: sort its own positions by rank
+            rank = ids.rank()
+            assert rank is not None
+            ks = sorted(range(m), key=lambda k: rank[pos[k]])
+        elif pos_arr is None:  # consecutive positions start..start+m: walk the sorted order
+            end = start + m
+            ks = array(_POS, (p - start for p in order if start <= p < end))
+        else:
+            where = array(_POS, [m]) * len(ids)  # position -> its index in the column (m: none)
+            for k, p in enumerate(pos_arr):
+                where[p] = k
+            ks = array(_POS, (k for k in map(where.__getitem__, order) if k < m))
+        return ByExample(ids, array(_POS, map(pos.__getitem__, ks)), array("d", map(vals.__getitem__, ks)))
 
-    def values(self, key: str, ids: ExampleIds) -> list[float]:
-        return self.column(key, ids)[1]
+    def values(self, key: str, ids: ExampleIds) -> array:
+        """The values of `key` in sorted example-id order (floats in an array('d'))."""
+        return self.column(key, ids).vals
 
-    def groups(self, prefix: str, ids: ExampleIds) -> dict[str, list[float]]:
+    def groups(self, prefix: str, ids: ExampleIds) -> dict[str, array]:
         """{group: values in sorted example-id order} of the keys `prefix` + group."""
         return {k[len(prefix) :]: self.values(k, ids) for k in self.cols if k.startswith(prefix)}
 
-    def mapping(self, key: str, ids: ExampleIds) -> dict[str, float]:
-        eids, vals = self.column(key, ids)
-        return dict(zip(eids, vals, strict=True))
-
 
 class ByExample(Mapping[str, float]):
-    """{example id: value} over ids in sorted order and their values, the dict built only when a value is looked up
-    by id (a paired comparison, a category mean); iterating the ids or the values needs no dict."""
+    """{example id: value} as the ids' store, the positions in sorted id order and their values (arrays). Iterating
+    the ids decodes them one at a time; the dict is built only when a value is looked up by id (a comparison of two
+    runs). Two of them over the same store pair up by position (`paired`), without ids or a dict."""
 
-    __slots__ = ("_dict", "_eids", "_values")
+    __slots__ = ("_dict", "ids", "pos", "vals")
 
-    def __init__(self, eids: list[str], values: list[float]) -> None:
-        self._eids, self._values = eids, values
+    def __init__(self, ids: ExampleIds, pos: array, vals: array) -> None:
+        self.ids, self.pos, self.vals = ids, pos, vals
         self._dict: dict[str, float] | None = None
 
     def __getitem__(self, eid: str) -> float:
         if self._dict is None:
-            self._dict = dict(zip(self._eids, self._values, strict=True))
+            self._dict = dict(zip(self.ids.strs(self.pos), self.vals, strict=True))
         return self._dict[eid]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._eids)
+        return self.ids.strs(self.pos)
 
     def __len__(self) -> int:
-        return len(self._eids)
+        return len(self.pos)
 
-    def values(self) -> list[float]:  # type: ignore[override]
-        return list(self._values)
+    def values(self) -> array:  # type: ignore[override]
+        return self.vals
+
+    def items(self) -> Iterator[tuple[str, float]]:  # type: ignore[override]
+        return zip(self.ids.strs(self.pos), self.vals, strict=True)
+
+
+def paired(a: ByExample, b: ByExample) -> tuple[array, array]:
+    """The values of the examples both have, in sorted id order: (a's, b's). `a` and `b` share one id store."""
+    if a.pos == b.pos:
+        return a.vals, b.vals
+    rank = a.ids.rank()
+    at = (lambda p: p) if rank is None else rank.__getitem__
+    va, vb = array("d"), array("d")
+    i = j = 0
+    while i < len(a.pos) and j < len(b.pos):
+        ra, rb = at(a.pos[i]), at(b.pos[j])
+        if ra == rb:
+            va.append(a.vals[i])
+            vb.append(b.vals[j])
+        i += ra <= rb
+        j += rb <= ra
+    return va, vb

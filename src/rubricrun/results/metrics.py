@@ -27,7 +27,6 @@ as PRBench's own grader does with a reply it cannot read.
 from __future__ import annotations
 
 import math
-import random
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -40,7 +39,7 @@ from ..judging.graded import SCALES
 from ..judging.rubric import criteria_for
 from ..types import Criterion, Example, Judgment, Response
 from . import stats
-from .accum import ByExample, ExampleIds, PerExample
+from .accum import ExampleIds, PerExample
 
 METRICS = ("accuracy", "healthbench", "prbench", "rubric", "mt_bench", "rubric_graded")
 GRADED_METRICS = {"mt_bench": "1-10", "rubric_graded": "1-5"}  # metric -> the judging.scale it reads
@@ -191,12 +190,10 @@ def _floor0(x: float) -> float:
 
 def _boot_std(values: Sequence[float], n_boot: int, seed: int, clip: Callable[[float], float]) -> float | None:
     """Std (ddof 0, as np.std) of the clipped means of `n_boot` resamples, drawn as stats.mean_ci draws them
-    (random.Random(seed).choices), so the std and the CI describe the same resamples."""
+    (stats.resample_means), so the std and the CI describe the same resamples."""
     if not values:
         return None
-    rng = random.Random(seed)
-    n = len(values)
-    return statistics.pstdev([clip(_mean(rng.choices(values, k=n))) for _ in range(n_boot)])
+    return statistics.pstdev([clip(m) for m in stats.resample_means(values, n_boot, seed)])
 
 
 def _headline(
@@ -408,12 +405,13 @@ class DatasetAcc:
         n_boot: int,
         seed: int,
         samples_per_prompt: Mapping[str, int] | None = None,
+        ids: ExampleIds | None = None,
     ) -> None:
         if metric not in METRICS:
             raise ValueError(f"unknown metric {metric!r} (expected one of {', '.join(METRICS)})")
         self.name, self.metric, self.on_error, self.n_boot, self.seed = name, metric, on_error, n_boot, seed
         self.samples = samples_per_prompt
-        self.ids = ExampleIds()
+        self.ids = ExampleIds() if ids is None else ids  # a store shared with the caller's (summary.SummaryAcc)
         self.turns = self.unscorable = 0
         self.cands: dict[str, _CandidateAcc] = {c: _CandidateAcc() for c in samples_per_prompt or ()}
 
@@ -423,9 +421,12 @@ class DatasetAcc:
         responses: Sequence[Response],
         judgments: Sequence[Judgment],
         criteria: Sequence[Criterion] | None = None,
+        pos: int | None = None,
     ) -> None:
-        """One example of this dataset, its responses and judgments; `criteria` as dataset_result's for it."""
-        pos = self.ids.add(ex.id)
+        """One example of this dataset, its responses and judgments; `criteria` as dataset_result's for it. `pos`:
+        the example's position in a shared id store (which the caller added it to), else it is added to our own."""
+        if pos is None:
+            pos = self.ids.add(ex.id)
         self.turns += ex.turns  # a multi-turn example expects a response per turn
         crit = expected_criteria(ex, judgments, None if criteria is None else {ex.id: criteria})
         self.unscorable += _unscorable(self.metric, ex, crit)
@@ -478,7 +479,8 @@ class DatasetAcc:
         return DatasetResult(name=self.name, metric=self.metric, on_error=self.on_error, candidates=out)
 
     def _candidate(self, acc: _CandidateAcc, expected: int) -> CandidateResult:
-        eids, headline = acc.values.column("score", self.ids)
+        per_example = acc.values.column("score", self.ids)
+        headline = per_example.vals
         score, ci, std = _headline(headline, self.n_boot, self.seed, _CLIP[self.metric])
         extra = _extra(self.metric, acc.values, self.ids, headline, self.n_boot, self.seed)
         extra["unscorable"] = self.unscorable
@@ -492,7 +494,7 @@ class DatasetAcc:
             extra=extra,
             scored=acc.scored,
             expected=expected,
-            per_example=ByExample(eids, headline),
+            per_example=per_example,
         )
 
 
@@ -603,9 +605,12 @@ def dataset_results(
     return [acc.result() for acc in accs.values()]
 
 
-def dataset_accs(cfg: Config, counts: Mapping[str, Mapping[str, int]]) -> dict[str, DatasetAcc]:
+def dataset_accs(
+    cfg: Config, counts: Mapping[str, Mapping[str, int]], ids: ExampleIds | None = None
+) -> dict[str, DatasetAcc]:
     """One DatasetAcc per dataset with examples (config order, then the others in `counts` order); `counts`:
-    dataset -> metric -> rows calling for it (detect_metric), which decides the metric unless the config sets it."""
+    dataset -> metric -> rows calling for it (detect_metric), which decides the metric unless the config sets it.
+    `ids`: one id store for them all (their examples are added to it by the caller), else each keeps its own."""
     overrides = {dataset_name(d): d.metric for d in cfg.datasets}
     samples = {c.name: c.samples_per_prompt for c in cfg.candidates}
     out = {}
@@ -620,5 +625,6 @@ def dataset_accs(cfg: Config, counts: Mapping[str, Mapping[str, int]]) -> dict[s
             n_boot=cfg.run.bootstrap_samples,
             seed=cfg.run.seed,
             samples_per_prompt=samples,
+            ids=ids,
         )
     return out

@@ -16,11 +16,18 @@ With very few examples the percentile bootstrap is over-confident (its CIs are t
 from __future__ import annotations
 
 import math
+import operator
 import random
 import statistics
+from array import array
 from collections import Counter
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from itertools import chain
 from typing import Any
+
+from .accum import ByExample, paired
+
+_DRAWS = 1 << 16  # draws of a resample made at a time (the resample's mean is summed as they come)
 
 
 def _check_boot_args(n_boot: int, level: float) -> None:
@@ -45,11 +52,20 @@ def _quantile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
 
 
-def _bootstrap_means(values: Sequence[float], n_boot: int, seed: int) -> list[float]:
-    """Sorted means of `n_boot` resamples (with replacement, same size) of `values`, drawn from Random(seed)."""
+def resample_means(values: Sequence[float], n_boot: int, seed: int) -> Iterator[float]:
+    """The means of `n_boot` resamples (with replacement, same size) of `values`, drawn from Random(seed) with
+    `choices`. A resample is drawn 65,536 values at a time and summed exactly as it comes: the same draws, the same
+    fsum, as one `choices(values, k=n)`, without a list of n values (a million examples)."""
     rng = random.Random(seed)
     n = len(values)
-    return sorted(_mean(rng.choices(values, k=n)) for _ in range(n_boot))
+    for _ in range(n_boot):
+        draws = (rng.choices(values, k=min(_DRAWS, n - lo)) for lo in range(0, n, _DRAWS))
+        yield math.fsum(chain.from_iterable(draws)) / n
+
+
+def _bootstrap_means(values: Sequence[float], n_boot: int, seed: int) -> list[float]:
+    """Sorted means of `n_boot` resamples of `values` (resample_means)."""
+    return sorted(resample_means(values, n_boot, seed))
 
 
 def _percentile_ci(boot_means: Sequence[float], level: float) -> tuple[float, float]:
@@ -63,9 +79,10 @@ def percentile_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, 
     return _percentile_ci(sorted(values), level)
 
 
-def _finite_floats(values: Sequence[float], what: str) -> list[float]:
-    """`values` as a list of floats; ValueError on NaN or infinity (they would silently poison every statistic)."""
-    out = [float(v) for v in values]
+def _finite_floats(values: Sequence[float], what: str) -> Sequence[float]:
+    """`values` as floats (a list, or the array('d') given); ValueError on NaN or infinity (they would silently
+    poison every statistic)."""
+    out = values if isinstance(values, array) and values.typecode == "d" else [float(v) for v in values]
     for v in out:
         if not math.isfinite(v):
             raise ValueError(f"{what}: non-finite value {v!r}")
@@ -121,8 +138,11 @@ def paired_diff(
     difference and no claim is made. n == 0: mean_diff and CI are None.
     """
     _check_boot_args(n_boot, level)
-    ids = sorted(set(a) & set(b))
-    diffs = _finite_floats([float(a[i]) - float(b[i]) for i in ids], "paired_diff")
+    if isinstance(a, ByExample) and isinstance(b, ByExample) and a.ids is b.ids:  # one run's columns, by position
+        diffs = _finite_floats(array("d", map(operator.sub, *paired(a, b))), "paired_diff")
+    else:
+        ids = sorted(set(a) & set(b))
+        diffs = _finite_floats([float(a[i]) - float(b[i]) for i in ids], "paired_diff")
     n = len(diffs)
     wins = sum(1 for d in diffs if d > tie_eps)
     losses = sum(1 for d in diffs if d < -tie_eps)

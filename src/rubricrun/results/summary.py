@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -39,7 +40,7 @@ from ..types import (
     Usage,
 )
 from . import agreement, metrics, stats
-from .accum import ExampleIds, PerExample
+from .accum import ByExample, ExampleIds, PerExample
 from .charts import histogram_bins
 from .pairwise import pairwise_results
 
@@ -112,8 +113,8 @@ class SummaryAcc:
         self.ids = ExampleIds()
         self.examples = 0
         self.cands: dict[str, _CandidateAcc] = {}
-        self.datasets = metrics.dataset_accs(cfg, counts)
-        self.category: dict[str, str] = {}  # example id -> its string `category`, only where it has one
+        self.datasets = metrics.dataset_accs(cfg, counts, self.ids)
+        self.category = Categories()  # each example's string `category`, where it has one
         self.judges = _JudgeAcc()
 
     def add(
@@ -141,9 +142,9 @@ class SummaryAcc:
         self.examples += 1
         category = ex.metadata.get("category")
         if isinstance(category, str) and category:
-            self.category[ex.id] = category
+            self.category.set(pos, category)
         if ex.dataset in self.datasets:
-            self.datasets[ex.dataset].add(ex, rs, js, criteria_for(ex, self.cfg))
+            self.datasets[ex.dataset].add(ex, rs, js, criteria_for(ex, self.cfg), pos)
 
     def summary(
         self,
@@ -158,7 +159,7 @@ class SummaryAcc:
         cands = {n: self.cands.get(n) or _CandidateAcc() for n in names}
         cis = {n: _ci(c.scores.values("normalized", self.ids), cfg) for n, c in cands.items()}
         candidates = {n: cands[n].summary(cfg, cis[n], self.ids) for n in names}
-        pairwise = _pairwise(cfg, {n: (lambda c=c: c.scores.mapping("normalized", self.ids)) for n, c in cands.items()})
+        pairwise = _pairwise(cfg, {n: (lambda c=c: c.scores.column("normalized", self.ids)) for n, c in cands.items()})
         separated = {frozenset((p.a, p.b)) for p in pairwise if p.significant}
         rounded = ("mean", "ci_low", "ci_high")
         board = tuple(
@@ -183,10 +184,10 @@ class SummaryAcc:
         )
 
 
-def _dataset(cfg: Config, result: metrics.DatasetResult, category: Mapping[str, Any]) -> DatasetSummary:
+def _dataset(cfg: Config, result: metrics.DatasetResult, category: Categories) -> DatasetSummary:
     """One dataset's headline per candidate (full precision: the official formulas are matched to 1e-9) and its
     leaderboard, whose noise relation is a paired bootstrap over the dataset's examples, one per pair.
-    `category` (example id -> the row's `category`, if any) gives the per-category scores the radar draws."""
+    `category` (each example's `category`, if any) gives the per-category scores the radar draws."""
     cands = result.candidates
     separated = set()
     for a, b in combinations(cands, 2):
@@ -218,7 +219,7 @@ def _dataset(cfg: Config, result: metrics.DatasetResult, category: Mapping[str, 
             c.partial,
             c.scored,
             c.expected,
-            histogram=tuple(histogram_bins(list(c.per_example.values()))),
+            histogram=tuple(histogram_bins(c.per_example.values())),
             by_example_category=_category_means(c.per_example, category),
             extra=dict(c.extra),
         )
@@ -227,14 +228,40 @@ def _dataset(cfg: Config, result: metrics.DatasetResult, category: Mapping[str, 
     return DatasetSummary(metric=result.metric, on_error=result.on_error, candidates=rows, leaderboard=board)
 
 
-def _category_means(per_example: Mapping[str, float], category: Mapping[str, Any]) -> dict[str, float]:
+class Categories:
+    """Each example's string `category` by its position in SummaryAcc's id store: a code per position (an array,
+    made when the first example with a category comes) and the category names."""
+
+    __slots__ = ("codes", "names", "_index")
+
+    def __init__(self) -> None:
+        self.codes: array | None = None
+        self.names: list[str] = []
+        self._index: dict[str, int] = {}
+
+    def set(self, pos: int, category: str) -> None:
+        code = self._index.setdefault(category, len(self._index))
+        if code == len(self.names):
+            self.names.append(category)
+        if self.codes is None:
+            self.codes = array("i")
+        if len(self.codes) <= pos:
+            self.codes.extend(array("i", [-1]) * (pos + 1 - len(self.codes)))
+        self.codes[pos] = code
+
+    def of(self, pos: int) -> str | None:
+        codes = self.codes
+        return self.names[codes[pos]] if codes is not None and pos < len(codes) and codes[pos] >= 0 else None
+
+
+def _category_means(per_example: ByExample, category: Categories) -> dict[str, float]:
     """Mean per-example score per example category (rows without a string `category` are left out)."""
     groups: dict[str, list[float]] = defaultdict(list)
-    if not category:  # no example has one: no need to look the values up by id
+    if category.codes is None:  # no example has one
         return {}
-    for eid, v in per_example.items():
-        cat = category.get(eid)
-        if isinstance(cat, str) and cat:
+    for pos, v in zip(per_example.pos, per_example.vals, strict=True):
+        cat = category.of(pos)
+        if cat is not None:
             groups[cat].append(v)
     return {cat: math.fsum(vs) / len(vs) for cat, vs in sorted(groups.items())}
 
