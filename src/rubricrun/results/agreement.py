@@ -5,17 +5,23 @@ A *unit* is one criterion of one response that two or more judges voted on (`Jud
 carry no verdict and are left out of every figure here. A *criterion* is identified by its text: a config's
 default rubric gives the same text to every example, while per-example rubrics (HealthBench) reuse ids such
 as `c1` for different texts, so ids alone would pool unrelated criteria.
+
+Every figure reads a unit only through counts: how many of its valid votes say each verdict (its composition,
+stats.composition), per judge pair the two verdicts, per criterion text its composition. `AgreementCounts`
+keeps those counts as judgments come (a run's summary feeds it one example at a time), so its memory depends
+on the judges, compositions and criterion texts seen, not on the number of judgments; the list-based
+functions below build the same counts from their input.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from itertools import combinations
 from typing import Any
 
 from ..types import Criterion, Judgment
-from .stats import krippendorff_alpha_nominal, percent_agreement
+from .stats import Composition, composition, krippendorff_alpha_counts, percent_agreement_counts
 
 MOST_DISAGREED = 10  # how many criteria `agreement_report` lists
 
@@ -25,11 +31,20 @@ def cohen_kappa(pairs: Sequence[tuple[Hashable, Hashable]]) -> float | None:
     units on which they agree and p_e = sum over categories c of p_a(c) * p_b(c), each rater's own share of c.
 
     None when undefined: no unit, or p_e == 1 (both raters put every unit in the same single category)."""
-    n = len(pairs)
+    return cohen_kappa_counts(Counter(pairs))
+
+
+def cohen_kappa_counts(pairs: Mapping[tuple[Hashable, Hashable], int]) -> float | None:
+    """`cohen_kappa` of units given as counts: (verdict a, verdict b) -> units."""
+    n = sum(pairs.values())
     if n == 0:
         return None
-    p_o = sum(a == b for a, b in pairs) / n
-    ca, cb = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
+    p_o = sum(k for (a, b), k in pairs.items() if a == b) / n
+    ca: Counter[Hashable] = Counter()
+    cb: Counter[Hashable] = Counter()
+    for (a, b), k in pairs.items():
+        ca[a] += k
+        cb[b] += k
     p_e = sum(ca[c] * cb[c] for c in ca) / (n * n)
     if 1.0 - p_e <= 1e-12:
         return None
@@ -45,23 +60,94 @@ def _valid_votes(j: Judgment) -> dict[str, str]:
     return {v["judge"]: v["verdict"] for v in j.votes if v["verdict"] != "error"}
 
 
-def pair_agreement(judgments: Sequence[Judgment]) -> list[dict[str, Any]]:
-    """One row per pair of judges that voted together on at least one unit: n, percent agreement, kappa."""
-    together: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
-    for j in judgments:
+class AgreementCounts:
+    """What the agreement figures read of the judgments that carry votes, kept as counts.
+
+    `units`: every voted judgment's valid verdicts as a composition (the overall figures; a judgment whose votes
+    all failed counts too, with an empty one); `ties_to_error`: voted judgments whose combined verdict is error;
+    `pairs`: (judge a, judge b) -> (verdict a, verdict b) -> units; `criteria`: criterion text -> composition ->
+    units with >= 2 valid votes, and `first_id` the first criterion id seen for each text."""
+
+    def __init__(self) -> None:
+        self.units: Counter[Composition] = Counter()
+        self.ties_to_error = 0
+        self.pairs: defaultdict[tuple[str, str], Counter[tuple[str, str]]] = defaultdict(Counter)
+        self.criteria: defaultdict[str, Counter[Composition]] = defaultdict(Counter)
+        self.first_id: dict[str, str] = {}
+
+    def add(self, j: Judgment, criterion: Criterion | None) -> None:
+        """One judgment (nothing if it has no votes) and the criterion it was judged on, if known."""
+        if not j.votes:
+            return
+        self.units[composition(v["verdict"] for v in j.votes if v["verdict"] != "error")] += 1
+        self.ties_to_error += j.verdict == "error"
         votes = _valid_votes(j)
         for a, b in combinations(sorted(votes), 2):
-            together[(a, b)].append((votes[a], votes[b]))
-    return [
-        {
-            "a": a,
-            "b": b,
-            "n": len(pairs),
-            "percent_agreement": _r(sum(x == y for x, y in pairs) / len(pairs)),
-            "cohen_kappa": _r(cohen_kappa(pairs)),
-        }
-        for (a, b), pairs in sorted(together.items())
-    ]
+            self.pairs[(a, b)][(votes[a], votes[b])] += 1
+        if len(votes) < 2:
+            return
+        text = criterion.text if criterion is not None else j.criterion_id
+        self.first_id.setdefault(text, j.criterion_id)
+        self.criteria[text][composition(votes.values())] += 1
+
+    def pair_rows(self) -> list[dict[str, Any]]:
+        """One row per pair of judges that voted together on at least one unit: n, percent agreement, kappa."""
+        rows = []
+        for (a, b), pairs in sorted(self.pairs.items()):
+            n = sum(pairs.values())
+            agree = sum(k for (x, y), k in pairs.items() if x == y)
+            rows.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "n": n,
+                    "percent_agreement": _r(agree / n),
+                    "cohen_kappa": _r(cohen_kappa_counts(pairs)),
+                }
+            )
+        return rows
+
+    def criterion_rows(self) -> list[dict[str, Any]]:
+        """One row per criterion text with at least one unit: its first id, text, units, share of units where the
+        judges split, percent agreement and Krippendorff's alpha over its units."""
+        rows = []
+        for text, units in sorted(self.criteria.items()):
+            n = sum(units.values())
+            split = sum(k for comp, k in units.items() if len(comp) > 1)
+            rows.append(
+                {
+                    "criterion_id": self.first_id[text],
+                    "text": text,
+                    "units": n,
+                    "split_rate": _r(split / n),
+                    "percent_agreement": _r(percent_agreement_counts(units)),
+                    "krippendorff_alpha": _r(krippendorff_alpha_counts(units)),
+                }
+            )
+        return rows
+
+    def report(self, top: int = MOST_DISAGREED) -> dict[str, Any]:
+        """`pairs` and `criteria` rows, and `most_disagreed`: the `top` criteria rows with the highest split rate
+        (then more units, then lower alpha), only those where the judges split at least once."""
+        rows = self.criterion_rows()
+        split = [c for c in rows if c["split_rate"]]
+        split.sort(key=lambda c: (-c["split_rate"], -c["units"], c["krippendorff_alpha"] or 0.0, c["text"]))
+        return {"pairs": self.pair_rows(), "criteria": rows, "most_disagreed": split[:top]}
+
+
+def counted(
+    judgments: Iterable[Judgment], criteria: Mapping[tuple[str, str], Criterion] | None = None
+) -> AgreementCounts:
+    """AgreementCounts of `judgments`; `criteria` maps (example id, criterion id) to the criterion judged."""
+    acc = AgreementCounts()
+    for j in judgments:
+        acc.add(j, (criteria or {}).get((j.example_id, j.criterion_id)))
+    return acc
+
+
+def pair_agreement(judgments: Sequence[Judgment]) -> list[dict[str, Any]]:
+    """One row per pair of judges that voted together on at least one unit: n, percent agreement, kappa."""
+    return counted(judgments).pair_rows()
 
 
 def criterion_agreement(
@@ -70,27 +156,7 @@ def criterion_agreement(
     """One row per criterion (by text; `criteria` maps (example id, criterion id) to it) with at least one
     unit: its first id, text, units, share of units where the judges split, percent agreement and
     Krippendorff's alpha over its units."""
-    units: dict[str, list[list[str]]] = defaultdict(list)
-    first_id: dict[str, str] = {}
-    for j in judgments:
-        verdicts = list(_valid_votes(j).values())
-        if len(verdicts) < 2:
-            continue
-        c = criteria.get((j.example_id, j.criterion_id))
-        text = c.text if c is not None else j.criterion_id
-        first_id.setdefault(text, j.criterion_id)
-        units[text].append(verdicts)
-    return [
-        {
-            "criterion_id": first_id[text],
-            "text": text,
-            "units": len(items),
-            "split_rate": _r(sum(len(set(v)) > 1 for v in items) / len(items)),
-            "percent_agreement": _r(percent_agreement(items)),
-            "krippendorff_alpha": _r(krippendorff_alpha_nominal(items)),
-        }
-        for text, items in sorted(units.items())
-    ]
+    return counted(judgments, criteria).criterion_rows()
 
 
 def agreement_report(
@@ -98,7 +164,4 @@ def agreement_report(
 ) -> dict[str, Any]:
     """`pairs` and `criteria` as above, and `most_disagreed`: the `top` criteria rows with the highest split
     rate (then more units, then lower alpha), only those where the judges split at least once."""
-    rows = criterion_agreement(judgments, criteria)
-    split = [c for c in rows if c["split_rate"]]
-    split.sort(key=lambda c: (-c["split_rate"], -c["units"], c["krippendorff_alpha"] or 0.0, c["text"]))
-    return {"pairs": pair_agreement(judgments), "criteria": rows, "most_disagreed": split[:top]}
+    return counted(judgments, criteria).report(top)

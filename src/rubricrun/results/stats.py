@@ -21,7 +21,7 @@ import random
 import statistics
 from array import array
 from collections import Counter
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Any
 
@@ -216,28 +216,45 @@ def rank(cis: Mapping[str, Mapping[str, Any]], separated: set[frozenset[str]]) -
     return rows
 
 
+# One unit's ratings as a multiset: its (category, count) pairs (`composition`).
+Composition = frozenset[tuple[Hashable, int]]
+
+
+def composition(item: Iterable[Hashable]) -> Composition:
+    """One unit's ratings as a multiset. Every agreement figure here reads a unit only through it, so callers that
+    see millions of units keep `{composition: units}` counts (a handful of keys) instead of the units."""
+    return frozenset(Counter(item).items())
+
+
+def compositions(items: Iterable[Iterable[Hashable]]) -> Counter[Composition]:
+    """The counts the `*_counts` functions take: composition -> how many items have it."""
+    return Counter(composition(item) for item in items)
+
+
+def _size(comp: Composition) -> int:
+    return sum(c for _, c in comp)
+
+
 def percent_agreement(items: Sequence[Sequence[str]]) -> float | None:
     """Mean, over items with >= 2 ratings, of the share of rater pairs that agree.
 
     Each item is the list of valid (non-error) verdicts its raters gave; the caller drops "error" first. An item
     with k ratings has k(k-1)/2 pairs, of which sum_c n_c(n_c-1)/2 agree. None when no item has 2 ratings.
     """
+    return percent_agreement_counts(compositions(items))
+
+
+def percent_agreement_counts(units: Mapping[Composition, int]) -> float | None:
+    """`percent_agreement` of items given as counts (`compositions`)."""
     shares: list[float] = []
-    for item in items:
-        m = len(item)
-        if m < 2:
+    total = 0
+    for comp, k in units.items():
+        m = _size(comp)
+        if m < 2 or k == 0:
             continue
-        agreeing = sum(c * (c - 1) for c in Counter(item).values())
-        shares.append(agreeing / (m * (m - 1)))
-    return _mean(shares) if shares else None
-
-
-def _modal_rater_count(items: Sequence[Sequence[Hashable]]) -> int | None:
-    """The most common number of ratings among items having >= 2; ties go to the larger count. None if none."""
-    sizes = Counter(len(item) for item in items if len(item) >= 2)
-    if not sizes:
-        return None
-    return max(sizes, key=lambda size: (sizes[size], size))
+        shares.append(k * sum(c * (c - 1) for _, c in comp) / (m * (m - 1)))
+        total += k
+    return math.fsum(shares) / total if total else None
 
 
 def fleiss_kappa(
@@ -254,22 +271,45 @@ def fleiss_kappa(
     Returns None when undefined: fewer than 2 usable items, or P_e == 1 (every rating in one category).
     A rating outside `categories` raises ValueError.
     """
+    return fleiss_kappa_counts(compositions(items), categories)
+
+
+def _modal_rater_count(units: Mapping[Composition, int]) -> int | None:
+    """The most common number of ratings among items having >= 2; ties go to the larger count. None if none."""
+    sizes: Counter[int] = Counter()
+    for comp, k in units.items():
+        if _size(comp) >= 2 and k:
+            sizes[_size(comp)] += k
+    if not sizes:
+        return None
+    return max(sizes, key=lambda size: (sizes[size], size))
+
+
+def fleiss_kappa_counts(
+    units: Mapping[Composition, int], categories: Sequence[Hashable] = ("met", "not_met")
+) -> float | None:
+    """`fleiss_kappa` of items given as counts (`compositions`)."""
     allowed = set(categories)
-    for item in items:
-        bad = set(item) - allowed
+    for comp in units:
+        bad = {cat for cat, _ in comp} - allowed
         if bad:
             raise ValueError(f"fleiss_kappa: ratings {sorted(map(str, bad))} not in categories {list(categories)}")
-    n = _modal_rater_count(items)
+    n = _modal_rater_count(units)
     if n is None:
         return None
-    used = [Counter(item) for item in items if len(item) == n]
-    if len(used) < 2:
+    used = {comp: k for comp, k in units.items() if _size(comp) == n and k}
+    big_n = sum(used.values())
+    if big_n < 2:
         return None
-    big_n = len(used)
-    p_e = sum((sum(c[cat] for c in used) / (big_n * n)) ** 2 for cat in allowed)
+    totals: Counter[Hashable] = Counter()
+    for comp, k in used.items():
+        for cat, c in comp:
+            totals[cat] += k * c
+    p_e = sum((totals[cat] / (big_n * n)) ** 2 for cat in allowed)
     if 1.0 - p_e <= 1e-12:
         return None
-    p_bar = _mean([(sum(v * v for v in c.values()) - n) / (n * (n - 1)) for c in used])
+    # sum_i (sum_j n_ij^2 - n) is an integer: P_bar is one division, whatever the number of items.
+    p_bar = sum(k * (sum(c * c for _, c in comp) - n) for comp, k in used.items()) / (n * (n - 1) * big_n)
     return (p_bar - p_e) / (1.0 - p_e)
 
 
@@ -284,20 +324,25 @@ def krippendorff_alpha_nominal(items: Sequence[Sequence[Hashable]]) -> float | N
 
     Returns None when undefined: no pairable item, or a single category used throughout (no expected disagreement).
     """
-    observed = 0.0
+    return krippendorff_alpha_counts(compositions(items))
+
+
+def krippendorff_alpha_counts(units: Mapping[Composition, int]) -> float | None:
+    """`krippendorff_alpha_nominal` of items given as counts (`compositions`)."""
+    observed: list[float] = []
     totals: Counter[Hashable] = Counter()
-    for item in items:
-        m = len(item)
-        if m < 2:
+    for comp, k in units.items():
+        m = _size(comp)
+        if m < 2 or k == 0:
             continue
-        counts = Counter(item)
-        observed += (m * m - sum(v * v for v in counts.values())) / (m - 1)
-        totals.update(counts)
+        observed.append(k * (m * m - sum(c * c for _, c in comp)) / (m - 1))
+        for cat, c in comp:
+            totals[cat] += k * c
     n = sum(totals.values())
     expected = n * n - sum(v * v for v in totals.values())
     if n == 0 or expected == 0:
         return None
-    return 1.0 - (n - 1) * observed / expected
+    return 1.0 - (n - 1) * math.fsum(observed) / expected
 
 
 def rate(successes: int, total: int) -> float | None:

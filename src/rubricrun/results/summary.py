@@ -8,7 +8,6 @@ import math
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from itertools import combinations
 from typing import Any
 
@@ -104,7 +103,7 @@ def build_summary(
 class SummaryAcc:
     """build_summary fed one example at a time: per candidate, counters and running sums plus the example's
     normalized and clipped scores (results/accum.py); per dataset a metrics.DatasetAcc; the judges' counters and
-    the judgments that carry votes (the agreement statistics read them). `counts`: dataset -> metric -> rows calling
+    the agreement counts of the voted judgments (agreement.AgreementCounts). `counts`: dataset -> metric -> rows calling
     for it (metrics.detect_metric), known before the first example (the dataset's metric is a majority vote)."""
 
     def __init__(self, cfg: Config, counts: Mapping[str, Mapping[str, int]]) -> None:
@@ -424,13 +423,13 @@ def judge_stats(
 
 
 class _JudgeAcc:
-    """judge_stats fed judgments as they come: per-judge counters, and the judgments that carry votes (slim: the
-    agreement statistics read their ids and votes) with their criteria."""
+    """judge_stats fed judgments as they come: per-judge counters, and what the agreement statistics read of the
+    judgments that carry votes, as counts (agreement.AgreementCounts): a panel run of millions of judgments keeps a
+    few counters per judge pair, verdict composition and criterion text, not the judgments (issue 13)."""
 
     def __init__(self) -> None:
         self.per_judge: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # met, valid, errors
-        self.voted: list[Judgment] = []
-        self.criteria: dict[tuple[str, str], Criterion] = {}
+        self.voted = agreement.AgreementCounts()
 
     def add(self, judgments: Sequence[Judgment], criteria: Mapping[tuple[str, str], Criterion]) -> None:
         for j in judgments:
@@ -444,34 +443,30 @@ class _JudgeAcc:
                     acc[0] += v["verdict"] == "met"
                     acc[1] += 1
             if j.votes:
-                votes = tuple({"judge": v["judge"], "verdict": v["verdict"]} for v in j.votes)
-                self.voted.append(replace(j, id="", explanation=None, error=None, votes=votes))
-                c = criteria.get((j.example_id, j.criterion_id))
-                if c is not None:
-                    self.criteria[(j.example_id, j.criterion_id)] = c
+                self.voted.add(j, criteria.get((j.example_id, j.criterion_id)))
 
     def summary(self) -> JudgeSummary:
         per = {
             name: JudgeRates(met_rate=_r(stats.rate(m, n)), judged=n, errors=e)
             for name, (m, n, e) in sorted(self.per_judge.items())
         }
-        if not self.voted:
+        units = self.voted.units
+        if not units:
             return JudgeSummary(per_judge=per)
-        items = [[v["verdict"] for v in j.votes if v["verdict"] != "error"] for j in self.voted]
-        agreement = Agreement(
-            criteria_with_votes=len(items),
-            percent_agreement=_r(stats.percent_agreement(items)),
-            fleiss_kappa=_r(stats.fleiss_kappa(items)),
-            krippendorff_alpha=_r(stats.krippendorff_alpha_nominal(items)),
-            ties_to_error=sum(1 for j in self.voted if j.verdict == "error"),
-            **_agreement_detail(self.voted, self.criteria),
+        overall = Agreement(
+            criteria_with_votes=units.total(),
+            percent_agreement=_r(stats.percent_agreement_counts(units)),
+            fleiss_kappa=_r(stats.fleiss_kappa_counts(units)),
+            krippendorff_alpha=_r(stats.krippendorff_alpha_counts(units)),
+            ties_to_error=self.voted.ties_to_error,
+            **_agreement_detail(self.voted),
         )
-        return JudgeSummary(per_judge=per, agreement=agreement)
+        return JudgeSummary(per_judge=per, agreement=overall)
 
 
-def _agreement_detail(judgments: Sequence[Judgment], criteria: Mapping[tuple[str, str], Criterion]) -> dict[str, Any]:
+def _agreement_detail(counts: agreement.AgreementCounts) -> dict[str, Any]:
     """results/agreement.py's report as summary types."""
-    report = agreement.agreement_report(judgments, criteria)
+    report = counts.report()
     return {
         "pairs": tuple(JudgePairAgreement(**row) for row in report["pairs"]),
         "criteria": tuple(CriterionAgreement(**row) for row in report["criteria"]),
