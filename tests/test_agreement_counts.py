@@ -8,10 +8,12 @@ import math
 import random
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Sequence
+from dataclasses import replace
 from itertools import combinations
 from typing import Any
 
 import pytest
+from test_agreement import unit
 
 from rubricrun.results import agreement, stats
 from rubricrun.results.summary import _JudgeAcc, judge_stats
@@ -92,17 +94,11 @@ def ref_units(judgments: Sequence[Judgment], criteria: dict[tuple[str, str], Cri
 
 
 def judgment(eid: str, cid: str, votes: Sequence[tuple[str, str]], verdict: str) -> Judgment:
-    return Judgment(
-        id=f"{eid}#r#{cid}",
-        response_id=f"{eid}#r",
-        example_id=eid,
-        candidate="alpha",
-        criterion_id=cid,
-        weight=1.0,
+    """test_agreement's unit, with votes that may repeat a judge and the verdict given."""
+    return replace(
+        unit(eid, cid, {}),
         judge="+".join(j for j, _ in votes),
         verdict=verdict,  # type: ignore[arg-type]
-        explanation="because",
-        error=None,
         votes=tuple({"judge": j, "verdict": v, "explanation": "x", "error": None} for j, v in votes),
     )
 
