@@ -40,6 +40,7 @@ from common import (  # noqa: E402
     FakeServer,
     banner,
     bench_env,
+    print_warm,
     run_cli,
     summary,
     write_config,
@@ -120,14 +121,7 @@ def measure_run(n: int, wd: Path, skip_warm: bool, boot: int) -> dict[str, float
         before = server.stats()["total"]
         warm = run_cli(["--config", str(cfg), "--run-id", "mem"], timeout=7200).check()
         s, after = summary(wd / "outputs" / "mem"), server.stats()["total"]
-        print(
-            f"warm rerun: {warm.wall_s:.1f} s, CPU {warm.cpu_s:.1f} s, peak RSS {warm.maxrss_mb:.0f} MB (sampled peaks: "
-            f"anon {warm.peak_anon_mb:.0f} MB, file-backed {warm.peak_file_mb:.0f} MB), calls {s['calls']}, "
-            f"new server requests {after - before}",
-            flush=True,
-        )
-        if after != before or s["calls"]["made"] != 0:
-            print("  WARNING: the warm rerun was not fully cached")
+        print_warm("warm rerun", warm, s, after - before)
         out["warm_s"], out["warm_rss"] = warm.wall_s, warm.maxrss_mb
     return out
 

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (  # noqa: E402
     FakeServer,
     banner,
+    print_warm,
     run_cli,
     stage_window,
     summary,
@@ -105,14 +106,7 @@ def measure(args: argparse.Namespace, wd: Path) -> int:
             warm = run_cli(run_args, timeout=1800).check()
             s = summary(run_dir)
             after = server.stats()["total"]
-            print(
-                f"warm rerun {i + 1}: {warm.wall_s:.2f} s, CPU {warm.cpu_s:.1f} s, peak RSS {warm.maxrss_mb:.0f} MB "
-                f"(sampled peaks: anon {warm.peak_anon_mb:.0f} MB, file-backed {warm.peak_file_mb:.0f} MB), "
-                f"calls {s['calls']}, new server requests {after - before}",
-                flush=True,
-            )
-            if after != before or s["calls"]["made"] != 0:
-                print("  WARNING: the warm rerun was not fully cached")
+            print_warm(f"warm rerun {i + 1}", warm, s, after - before)
             before = after
             warm_walls.append(warm.wall_s)
             warm_rss.append(warm.maxrss_mb)

@@ -403,6 +403,19 @@ def summary(run_dir: Path) -> dict[str, Any]:
     return json.loads((run_dir / "summary.json").read_text())
 
 
+def print_warm(label: str, warm: CliResult, s: dict[str, Any], new_requests: int) -> None:
+    """One line for a warm rerun (wall, CPU, peak RSS, calls, server requests it made), and a warning when it was not
+    fully cached."""
+    print(
+        f"{label}: {warm.wall_s:.2f} s, CPU {warm.cpu_s:.1f} s, peak RSS {warm.maxrss_mb:.0f} MB (sampled peaks: "
+        f"anon {warm.peak_anon_mb:.0f} MB, file-backed {warm.peak_file_mb:.0f} MB), calls {s['calls']}, "
+        f"new server requests {new_requests}",
+        flush=True,
+    )
+    if new_requests or s["calls"]["made"] != 0:
+        print("  WARNING: the warm rerun was not fully cached")
+
+
 def rss_mb() -> float:
     import resource
 
