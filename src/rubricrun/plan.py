@@ -14,6 +14,7 @@ from typing import Any
 
 from .config import Config, judge_free
 from .data.answers_file import load_replays
+from .data.idset import IdHashes
 from .data.loaders import iter_dataset
 from .data.readers import source_label
 from .errors import InputError
@@ -64,7 +65,7 @@ def _datasets(
     `elsewhere` (see iter_dataset)."""
     cap = max_examples if max_examples is not None else cfg.run.max_examples
     keep = sorted({c.response_column for c in cfg.candidates if c.response_column})
-    seen: set[int] = set()
+    seen = IdHashes()
     for i, d in enumerate(cfg.datasets):
         label = source_label(d)
         rows = iter_dataset(

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 from ..config import DatasetConfig, dataset_name
 from ..errors import InputError
 from ..types import Example
+from .idset import IdHashes
 from .readers import RawRow, read_rows, source_label
 from .references import join_references, load_references
 from .schemas import BUILDERS, MISSING, Row, parse_rubric, resolve, text_value, type_name
@@ -69,11 +70,11 @@ def iter_dataset(
     keep: Sequence[str] = (),
     skipped: list[str] | None = None,
     check_ids: bool = True,
-    seen: set[int] | None = None,
+    seen: IdHashes | None = None,
     elsewhere: list[Example] | None = None,
 ) -> Iterator[Example]:
     """load_dataset's examples one at a time, in file order, holding none of them: the skipped rows' messages go to
-    `skipped`. Duplicate ids are found from a set of id hashes (`seen`, which a caller may share between sources);
+    `skipped`. Duplicate ids are found from a set of id hashes (`seen`, data/idset.py, which a caller may share between sources);
     only a hit reads the file again, for the first row with that id. A hit with no such row in this source is
     appended to `elsewhere` for the caller to look up (or passes: a hash collision). `check_ids=False` skips the
     check (a source already checked)."""
@@ -92,7 +93,7 @@ def iter_dataset(
     dataset = dataset_name(cfg)
     skipped = [] if skipped is None else skipped
     references = load_references(cfg.references) if cfg.references else None
-    seen = set() if seen is None else seen  # hash(example id) of the rows read so far
+    seen = IdHashes() if seen is None else seen  # hash(example id) of the rows read so far
     n = bad = 0
     if cap == 0:
         return
