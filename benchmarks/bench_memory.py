@@ -42,6 +42,7 @@ from common import (  # noqa: E402
     bench_env,
     print_warm,
     run_cli,
+    run_validate,
     summary,
     write_config,
     write_dataset,
@@ -108,13 +109,7 @@ def measure_run(n: int, wd: Path, skip_warm: bool, boot: int) -> dict[str, float
             filled = fill_cache(cfg)
             marker.write_text(str(filled))
             print(f"cache filled directly: {filled:,} replies in {time.perf_counter() - t0:.1f} s", flush=True)
-        val = run_cli(["--config", str(cfg), "--validate"], timeout=3600).check()
-        counts = json.loads(val.stdout)
-        print(
-            f"validate: {val.wall_s:.2f} s, CPU {val.cpu_s:.1f} s, peak RSS {val.maxrss_mb:.0f} MB, candidate_calls "
-            f"{counts['candidate_calls']:,}, cached {counts['candidate_cached']:,}",
-            flush=True,
-        )
+        val, _ = run_validate(cfg, "validate", timeout=3600)
         out["validate_s"], out["validate_rss"] = val.wall_s, val.maxrss_mb
         if skip_warm:
             return out

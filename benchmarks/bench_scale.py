@@ -18,7 +18,6 @@ The baseline for both is the cold run (its wall time and peak RSS).
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import sys
@@ -32,6 +31,7 @@ from common import (  # noqa: E402
     banner,
     print_warm,
     run_cli,
+    run_validate,
     stage_window,
     summary,
     write_config,
@@ -110,13 +110,7 @@ def measure(args: argparse.Namespace, wd: Path) -> int:
             before = after
             warm_walls.append(warm.wall_s)
             warm_rss.append(warm.maxrss_mb)
-            val = run_cli(["--config", str(cfg), "--validate"], timeout=1800).check()
-            counts = json.loads(val.stdout)
-            print(
-                f"validate {i + 1}: {val.wall_s:.2f} s, peak RSS {val.maxrss_mb:.0f} MB, candidate_calls "
-                f"{counts['candidate_calls']}, cached {counts['candidate_cached']}",
-                flush=True,
-            )
+            val, _ = run_validate(cfg, f"validate {i + 1}", timeout=1800)
             val_walls.append(val.wall_s)
     rss, wall, vwall = max(warm_rss), statistics.median(warm_walls), max(val_walls)
     if cold:

@@ -403,6 +403,18 @@ def summary(run_dir: Path) -> dict[str, Any]:
     return json.loads((run_dir / "summary.json").read_text())
 
 
+def run_validate(cfg: Path, label: str, timeout: float) -> tuple[CliResult, dict[str, Any]]:
+    """`python run.py --config CFG --validate`, checked, with its line (wall, CPU, peak RSS, calls it counts)."""
+    val = run_cli(["--config", str(cfg), "--validate"], timeout=timeout).check()
+    counts = json.loads(val.stdout)
+    print(
+        f"{label}: {val.wall_s:.2f} s, CPU {val.cpu_s:.1f} s, peak RSS {val.maxrss_mb:.0f} MB, candidate_calls "
+        f"{counts['candidate_calls']:,}, cached {counts['candidate_cached']:,}",
+        flush=True,
+    )
+    return val, counts
+
+
 def print_warm(label: str, warm: CliResult, s: dict[str, Any], new_requests: int) -> None:
     """One line for a warm rerun (wall, CPU, peak RSS, calls, server requests it made), and a warning when it was not
     fully cached."""
