@@ -112,6 +112,7 @@ class Graph:
         if self.try_cached is not None and isinstance(stack, CachingProvider) and stack.cache is not None:
             stack.cache.tune_reader()  # the conductor's connection reads most hits
         self.lock = threading.Lock()  # guards what follows
+        self.pooled = 0  # calls handed to a pool (the cache could not answer them)
         self.inflight: set[Future[None]] = set()
         self.failure: BaseException | None = None
         self.expected = 0  # candidate turns the run expects (a conversation ended by a failed turn expects no more)
@@ -241,6 +242,7 @@ class Graph:
             with self.lock:
                 f = self.pools["generate" if gen else "judge"].submit(self._call, kind, unit, fn, args)
                 self.inflight.add(f)
+                self.pooled += 1
             f.add_done_callback(self._landed)
         except RuntimeError:  # the pool shut down meanwhile (a stop)
             with unit.lock:
