@@ -137,15 +137,14 @@ def test_tally_equals_the_list_based_results(case: str, tmp_path: Path, make_con
 
     scores = score_all(cfg, {ex.id: ex for ex in examples}, responses, judgments)
     criteria = criteria_index(cfg, examples)
-    want = build_summary(cfg, "r", examples, responses, judgments, scores, criteria, pairs=pairs)
+    want = build_summary(cfg, "r", examples, responses, judgments, criteria, pairs=pairs)
     assert summary_row(tally.summary()) == summary_row(want)
 
     # a run stopped part way: some judgments missing (partial responses), the last examples without rows
     part_js = [j for k, j in enumerate(judgments) if k % 3 != 2]
     part_rs = responses[: len(responses) * 2 // 3]
     partial = _fed(cfg, examples, part_rs, part_js, pairs[::2])
-    part_scores = score_all(cfg, {ex.id: ex for ex in examples}, part_rs, part_js)
-    want = build_summary(cfg, "r", examples, part_rs, part_js, part_scores, criteria, pairs=pairs[::2])
+    want = build_summary(cfg, "r", examples, part_rs, part_js, criteria, pairs=pairs[::2])
     assert summary_row(partial.summary()) == summary_row(want)
 
     counts = tally.export(tmp_path / "new", FORMATS)
@@ -250,6 +249,6 @@ def test_a_datasets_metric_is_its_majority_even_when_the_first_examples_call_for
     tally = Tally(cfg, "r")
     for ex, rs in zip(examples, ([r] for r in responses), strict=True):
         tally.add(ex, rs, [], [])
-    want = build_summary(cfg, "r", examples, responses, [], {}, criteria_index(cfg, examples))
+    want = build_summary(cfg, "r", examples, responses, [], criteria_index(cfg, examples))
     assert want.datasets["d"].metric == "accuracy"
     assert summary_row(tally.summary()) == summary_row(want)
