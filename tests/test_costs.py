@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from conftest import DELETE, model_entry, read_jsonl, run_dir, start_cli, write_jsonl
+from factories import one_candidate
 from fakeserver import FakeOpenAIServer, is_judge_request, message_text
 
 CANDIDATE_USAGE = {"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500}
@@ -179,7 +180,7 @@ def synth_config(make_config, server: FakeOpenAIServer, **extra: Any) -> Path:
         server,
         datasets=DELETE,
         synthesize={"main_topic": "personal finance", "num_subtopics": 2, "prompts_per_subtopic": 2},
-        candidates=[model_entry("alpha", "openai/cand-alpha", server)],
+        candidates=one_candidate(server),
         judges=[],
         **extra,
     )
@@ -252,7 +253,7 @@ def test_budget_stop_during_synthesis_exits_3_with_a_summary(tmp_path: Path, mak
             server,
             datasets=DELETE,
             synthesize={"main_topic": "personal finance", "num_subtopics": 2, "prompts_per_subtopic": 2},
-            candidates=[model_entry("alpha", "openai/cand-alpha", server, price=price)],
+            candidates=one_candidate(server, price=price),
             judges=[],
             run={"budget_usd": 0.01},
         )

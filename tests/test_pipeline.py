@@ -21,13 +21,13 @@ from conftest import (
     FAKE_KEY,
     KEY_ENV,
     SAMPLE_DATASETS,
-    model_entry,
     read_jsonl,
     run_cli,
     start_cli,
     write_config,
     write_jsonl,
 )
+from factories import one_candidate
 from fakeserver import FakeOpenAIServer, Rule, default_reply, is_judge_request, message_text
 
 from rubricrun.judging.rubric import JUDGE_PARSE_ATTEMPTS
@@ -369,7 +369,7 @@ def test_max_examples_limits_each_dataset(tmp_path: Path, server: FakeOpenAIServ
 def test_429_retry_after_is_honoured(tmp_path: Path, make_config, cli_main) -> None:
     with FakeOpenAIServer(rules=[Rule("cand-alpha", 429, count=1, retry_after_s=1)]) as server:
         cfg = make_config(
-            server, candidates=[model_entry("alpha", "openai/cand-alpha", server)], judges=[],
+            server, candidates=one_candidate(server), judges=[],
             datasets=qa_dataset(tmp_path),
         )  # fmt: skip
         rc, _, err = cli_main(["--config", str(cfg), "--run-id", "r429"])
@@ -389,7 +389,7 @@ def test_429_retry_after_is_honoured(tmp_path: Path, make_config, cli_main) -> N
 def test_500_once_is_retried(tmp_path: Path, make_config, cli_main) -> None:
     with FakeOpenAIServer(rules=[Rule("cand-alpha", 500, count=1)]) as server:
         cfg = make_config(
-            server, candidates=[model_entry("alpha", "openai/cand-alpha", server)], judges=[],
+            server, candidates=one_candidate(server), judges=[],
             datasets=qa_dataset(tmp_path),
         )  # fmt: skip
         rc, _, err = cli_main(["--config", str(cfg), "--run-id", "r500"])
@@ -462,7 +462,7 @@ def test_judge_reply_that_is_not_json_is_an_error_verdict(tmp_path: Path, make_c
 
     with FakeOpenAIServer(responder=responder) as server:
         cfg = make_config(
-            server, candidates=[model_entry("alpha", "openai/cand-alpha", server)],
+            server, candidates=one_candidate(server),
             datasets=rubric_dataset(tmp_path, RUBRIC4),
         )  # fmt: skip
         rc, _, err = cli_main(["--config", str(cfg), "--run-id", "prose"])
@@ -491,7 +491,7 @@ def test_judge_reply_that_is_not_json_is_an_error_verdict(tmp_path: Path, make_c
 def test_judge_http_400_is_an_error_verdict_not_retried(tmp_path: Path, make_config, cli_main) -> None:
     with FakeOpenAIServer(rules=[Rule("judge-two", 400)]) as server:
         cfg = make_config(
-            server, candidates=[model_entry("alpha", "openai/cand-alpha", server)],
+            server, candidates=one_candidate(server),
             datasets=rubric_dataset(tmp_path, RUBRIC4),
         )  # fmt: skip
         rc, _, err = cli_main(["--config", str(cfg), "--run-id", "j400"])
@@ -528,7 +528,7 @@ def test_two_judges_per_criterion_vote(tmp_path: Path, make_config, cli_main) ->
 
     with FakeOpenAIServer(responder=responder) as server:
         cfg = make_config(
-            server, candidates=[model_entry("alpha", "openai/cand-alpha", server)],
+            server, candidates=one_candidate(server),
             datasets=rubric_dataset(tmp_path, rubric), judging={"judges_per_criterion": 2},
         )  # fmt: skip
         rc, _, err = cli_main(["--config", str(cfg), "--run-id", "votes"])
@@ -567,7 +567,7 @@ def test_second_process_on_the_same_run_id_is_refused(tmp_path: Path, make_confi
 
     with FakeOpenAIServer(responder=held) as server:
         cfg = make_config(
-            server, candidates=[model_entry("alpha", "openai/cand-alpha", server)], judges=[],
+            server, candidates=one_candidate(server), judges=[],
             datasets=qa_dataset(tmp_path),
         )  # fmt: skip
         first = start_cli(["--config", str(cfg), "--run-id", "shared"], logs=tmp_path / "proc_logs")

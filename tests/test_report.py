@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from factories import response
 
 from rubricrun.results.report import FAILURE_CAP, render_report, write_report
 from rubricrun.types import Criterion, Example, Judgment, Response, Usage, to_row
@@ -26,20 +27,7 @@ RUBRIC = (
 
 
 def _resp(eid: str, cand: str, text: str | None, status: str = "ok", error: str | None = None) -> Response:
-    return Response(
-        id=f"{eid}#{cand}#0",
-        example_id=eid,
-        candidate=cand,
-        model=f"openai/{cand}",
-        sample_index=0,
-        status=status,  # type: ignore[arg-type]
-        text=text,
-        error=error,
-        finish_reason="stop" if status == "ok" else None,
-        usage=Usage(10, 20, 30),
-        cache_hit=False,
-        key=f"k-{eid}-{cand}",
-    )
+    return response(eid, cand, text, status=status, error=error, usage=Usage(10, 20, 30))
 
 
 def _judg(

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 import pytest
+from factories import example, judgment, response
 
 from rubricrun.config import load_config
 from rubricrun.results import stats
@@ -34,22 +35,14 @@ def _rows(cands: tuple[str, ...], verdicts: dict[str, list[tuple[str, str]]]) ->
     """Examples e0..e{n-1}; `verdicts[cand][i]` is (good, bad) for example i. Responses are listed in reverse example
     order, so an order-dependent bootstrap would differ from one over sorted example ids."""
     n = len(next(iter(verdicts.values())))
-    examples = [
-        Example(id=f"e{i}", dataset="d", source=f"d.jsonl:{i + 1}", messages=({"role": "user", "content": "q"},))
-        for i in range(n)
-    ]
-    examples = [Example(**{**ex.__dict__, "rubric": (GOOD, BAD)}) for ex in examples]
+    examples = [example(f"e{i}", source=f"d.jsonl:{i + 1}", prompt="q", rubric=(GOOD, BAD)) for i in range(n)]
     responses, judgments = [], []
     for cand in cands:
         for i in reversed(range(n)):
-            r = Response(
-                f"e{i}#{cand}#0", f"e{i}", cand, f"openai/{cand}", 0, "ok", "text", None, "stop", Usage(), False, "k"
-            )
+            r = response(f"e{i}", cand, "text", key="k")
             responses.append(r)
             for crit, v in zip((GOOD, BAD), verdicts[cand][i], strict=True):
-                judgments.append(
-                    Judgment(f"{r.id}#{crit.id}", r.id, r.example_id, cand, crit.id, crit.weight, "j", v, "", None)  # type: ignore[arg-type]
-                )
+                judgments.append(judgment(r, crit.id, v, weight=crit.weight))
     return examples, responses, judgments
 
 

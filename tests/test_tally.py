@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import DATA, model_entry, write_jsonl
+from factories import example, response
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request, message_text
 
 from rubricrun.config import load_config
@@ -170,24 +171,13 @@ def _default_export() -> Any:
 def _rows(n: int, fail_every: int = 0) -> list[tuple[Example, list[Response], list[Judgment]]]:
     out = []
     for i in range(n):
-        ex = Example(
-            id=f"e{i:05d}", dataset="d", source=f"d.jsonl:{i + 1}", messages=({"role": "user", "content": "q"},)
-        )
+        ex = example(f"e{i:05d}", source=f"d.jsonl:{i + 1}", prompt="q")
         err = bool(fail_every) and i % fail_every == fail_every - 1
-        r = Response(
-            id=f"e{i:05d}#a#0",
-            example_id=ex.id,
-            candidate="alpha",
-            model="m",
-            sample_index=0,
-            status="error" if err else "ok",
-            text=None if err else "answer " * 50,
-            error="boom" if err else None,
-            finish_reason="stop",
-            usage=Usage(3, 5, 8),
-            cache_hit=False,
-            key="k" * 64,
-        )
+        text, status = (None, "error") if err else ("answer " * 50, "ok")
+        r = response(
+            ex.id, "alpha", text, id=f"{ex.id}#a#0", model="m", status=status, finish_reason="stop",
+            usage=Usage(3, 5, 8), key="k" * 64,
+        )  # fmt: skip
         out.append((ex, [r], []))
     return out
 
