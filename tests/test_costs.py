@@ -51,9 +51,7 @@ def test_usd_totals_from_config_prices(tmp_path: Path, make_config, cli_main) ->
         cfg = make_config(
             server,
             datasets=rubric_rows(tmp_path, 2),
-            candidates=[
-                model_entry("alpha", "openai/cand-alpha", server, price={"input_per_mtok": 2, "output_per_mtok": 8})
-            ],
+            candidates=one_candidate(server, price={"input_per_mtok": 2, "output_per_mtok": 8}),
             judges=[model_entry("j1", "openai/judge-one", server, price={"input_per_mtok": 1, "output_per_mtok": 4})],
             run={"budget_usd": 10},
         )
@@ -84,15 +82,9 @@ def test_budget_stops_the_run_with_exit_3(tmp_path: Path, make_config, cli_main)
         cfg = make_config(
             server,
             datasets=[{"path": str(write_jsonl(tmp_path / "g.jsonl", rows))}],
-            candidates=[
-                model_entry(
-                    "alpha",
-                    "openai/cand-alpha",
-                    server,
-                    price={"input_per_mtok": 1000, "output_per_mtok": 1000},  # $0.001 a token
-                    params={"max_tokens": 10},
-                )
-            ],
+            candidates=one_candidate(
+                server, price={"input_per_mtok": 1000, "output_per_mtok": 1000}, params={"max_tokens": 10}
+            ),  # $0.001 a token
             judges=[],
             run={"budget_usd": 0.1, "concurrency": 1},
         )
