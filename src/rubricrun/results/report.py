@@ -1,7 +1,7 @@
 """report.html: one self-contained, offline page for a run, rendered from templates/report.html.j2 with its CSS and
 JavaScript (templates/report.css, templates/report.js) inlined. Jinja2 autoescapes every value.
 
-The page shows the typed summary (types.Summary) as results/summary.py computed it: nothing here recomputes a
+The page shows the typed summary (summary_types.Summary) as results/summary.py computed it: nothing here recomputes a
 statistic. Per-example data is embedded once as JSON in a <script type="application/json"> block (Jinja's
 `tojson`, which writes "<", ">", "&" and "'" as \\u escapes, so model text can never close the script) and rendered
 by the page's JS with textContent only, 25 examples a page, with a text filter and a failures / disagreements
@@ -29,14 +29,15 @@ import jinja2
 import yaml
 from markupsafe import Markup
 
-from ..types import Criterion, DatasetSummary, Example, Judgment, Response, Score, Summary, from_row
+from ..types import Criterion, Example, Judgment, Response, Score, from_row
 from . import artifacts
 from .charts import dataset_radar, histogram_svg
 from .scoring import score_response
+from .summary_types import DatasetSummary, Summary
 
 FAILURE_CAP = 100
 REPORT_EXAMPLES = 200  # examples the page embeds at most: the first half in input order, then the worst (see sample)
-NAV = ("Datasets", "Leaderboard", "Pairwise", "Categories", "Judges", "Costs", "Failures", "Examples")
+NAV = ("Datasets", "Pairwise", "Judges", "Costs", "Failures", "Examples")
 AUTO_TEXT = {"correct": "The response gives the correct final answer."}
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -49,11 +50,6 @@ def _num(x: Any, nd: int = 3) -> Any:
 
 def _usd(x: float | None, missing: str = "–") -> str:
     return missing if x is None else f"${x:.4f}"
-
-
-def _hue(v: float | None) -> int:
-    """Heat-map hue for a met rate: 0 (red) to 120 (green)."""
-    return round(120 * max(0.0, min(1.0, v or 0.0)))
 
 
 def _breakable(name: str) -> str:
@@ -95,9 +91,7 @@ def _env() -> jinja2.Environment:
     )
     # tojson: compact and UTF-8 (the data block can be megabytes); Jinja still escapes <, >, & and '.
     env.policies["json.dumps_kwargs"] = {"ensure_ascii": False, "separators": (",", ":")}
-    env.filters.update(
-        num=_num, usd=_usd, hue=_hue, breakable=_breakable, exhash=lambda eid: "#ex=" + quote(eid, safe="")
-    )
+    env.filters.update(num=_num, usd=_usd, breakable=_breakable, exhash=lambda eid: "#ex=" + quote(eid, safe=""))
     env.globals.update(
         xpos=_xpos, extras_of=_extras_of, nav=NAV, cap=FAILURE_CAP, radar=dataset_radar, histogram=histogram_svg
     )
@@ -202,7 +196,7 @@ def _example_data(
     scores: Mapping[str, Score] | None,
 ) -> dict[str, Any]:
     """Compact per-example data: each prompt and criterion text once, verdicts as 'm' / 'n' / 'e'."""
-    cands = list(s.candidates)
+    cands = _candidates(s)
     idx = _Index(cands + sorted({r["candidate"] for r in resps} - set(cands)))
     j_by_resp: dict[str, list[dict]] = defaultdict(list)
     for j in judgs:
@@ -229,23 +223,29 @@ def _example_data(
     return {"cands": idx.cands, "judges": idx.judges, "thr": s.pass_threshold, "ex": out}
 
 
-def _facts(s: Summary, n_judgments: int) -> list[tuple[str, Any]]:
-    """The header's facts, from the summary (and the number of judgment rows, which it does not count)."""
-    cands = s.candidates.values()
+def _candidates(s: Summary) -> list[str]:
+    """The run's candidates in config order (the overall table lists them all), else as the datasets name them."""
+    if s.overall is not None:
+        return list(s.overall.candidates)
+    return list(dict.fromkeys(c for d in s.datasets.values() for c in d.candidates))
+
+
+def _facts(s: Summary, rows: Mapping[str, int], failed: Mapping[str, int]) -> list[tuple[str, Any]]:
+    """The header's facts, from the summary and the run's rows (`rows`: responses and judgments; `failed`: those
+    that failed), which the summary does not count."""
     calls = s.calls
     items = [
         ("examples", s.examples),
-        ("candidates", len(s.candidates)),
-        ("responses", sum(c.responses for c in cands)),
-        ("judgments", n_judgments),
-        ("response errors", sum(c.response_errors for c in cands)),
-        ("judgment errors", sum(c.judgment_errors for c in cands)),
+        ("candidates", len(_candidates(s))),
+        ("responses", rows["responses"]),
+        ("judgments", rows["judgments"]),
+        ("response errors", failed["responses"]),
+        ("judgment errors", failed["judgments"]),
         ("calls made", calls.made if calls else None),
         ("cache hits", calls.cache_hits if calls else None),
         ("call errors", calls.errors if calls else None),
         ("responses not done", s.responses_not_done),
         ("skipped rows", s.skipped_rows),
-        ("metric", s.metric),
         ("pass threshold", s.pass_threshold),
         ("wall time (s)", s.wall_s),
         ("report generated", time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())),
@@ -268,14 +268,20 @@ def render_report(
     s = summary if isinstance(summary, Summary) else from_row(Summary, summary)
     exs, resps, judgs = [_row(x) for x in examples], [_row(x) for x in responses], [_row(x) for x in judgments]
     failures = shown.failures if shown else _failures(resps, judgs)
+    failed = shown.failed if shown else {k: len(v) for k, v in failures.items()}
+    rows = (
+        {"responses": shown.responses, "judgments": shown.judgments}
+        if shown
+        else {"responses": len(resps), "judgments": len(judgs)}
+    )
     return (
         _env()
         .get_template("report.html.j2")
         .render(
             s=s,
-            facts=_facts(s, shown.judgments if shown else len(judgs)),
+            facts=_facts(s, rows, failed),
             failures=failures,
-            n_failures={k: (shown.failed[k] if shown else len(v)) for k, v in failures.items()},
+            n_failures=failed,
             data=_example_data(s, exs, resps, judgs, criteria, scores),
             n_examples=len(exs),
             n_total=shown.examples if shown else len(exs),
@@ -336,10 +342,11 @@ def write_report_from_dir(run_dir: Path, limit: int = REPORT_EXAMPLES) -> Path:
 
 @dataclasses.dataclass(frozen=True)
 class Shown:
-    """What a sampled page leaves out: the run's example count, failed rows and judgment rows (the page shows the
-    first FAILURE_CAP failed rows of each kind and counts the rest)."""
+    """What a sampled page leaves out: the run's example, response and judgment counts and its failed rows (the
+    page shows the first FAILURE_CAP failed rows of each kind and counts the rest)."""
 
     examples: int
+    responses: int
     judgments: int
     failures: dict[str, list[dict]]
     failed: dict[str, int]
@@ -370,10 +377,10 @@ def sample(batches: Iterable[Batch], limit: int = REPORT_EXAMPLES) -> dict[str, 
     first: list[tuple[int, Batch]] = []
     worst: list[tuple[tuple[int, float], int, Batch]] = []  # a max-heap by badness: keys negated
     failures: dict[str, list[dict]] = {"responses": [], "judgments": []}
-    failed, n, n_judgments = {"responses": 0, "judgments": 0}, 0, 0
+    failed, n, n_responses, n_judgments = {"responses": 0, "judgments": 0}, 0, 0, 0
     for i, batch in enumerate(batches):
         ex, rs, js = _row(batch[0]), [_row(r) for r in batch[1]], [_row(j) for j in batch[2]]
-        n, n_judgments = i + 1, n_judgments + len(js)
+        n, n_responses, n_judgments = i + 1, n_responses + len(rs), n_judgments + len(js)
         for kind, got in _failures(rs, js).items():
             failed[kind] += len(got)
             failures[kind].extend(got[: FAILURE_CAP - len(failures[kind])])
@@ -397,7 +404,7 @@ def sample(batches: Iterable[Batch], limit: int = REPORT_EXAMPLES) -> dict[str, 
         "judgments": [j for _, b in picked for j in b[2]],
         "criteria": criteria or None,
         "scores": scores if any(b[4] is not None for _, b in picked) else None,
-        "shown": Shown(n, n_judgments, failures, failed) if n > limit else None,
+        "shown": Shown(n, n_responses, n_judgments, failures, failed) if n > limit else None,
     }
 
 

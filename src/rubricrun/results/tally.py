@@ -25,12 +25,13 @@ from typing import Any
 
 from ..config import Config
 from ..judging.rubric import criteria_for
-from ..types import Example, Judgment, PairJudgment, Response, Summary, Turn
+from ..types import Example, Judgment, PairJudgment, Response, Turn
 from .export import export_batches
 from .metrics import detect_metric
 from .report import REPORT_EXAMPLES, write_report_safely
 from .scoring import score_all
 from .summary import SummaryAcc, criteria_index
+from .summary_types import Summary
 
 _NO_TURN = Turn(message={})
 _NONE: dict[str, Any] = {}  # the one empty dict of every slim example that has nothing there (only read)
@@ -108,8 +109,7 @@ class Tally:
         (tests/test_tally.py); what it keeps per example is a few numbers (results/accum.py)."""
         acc = SummaryAcc(self.cfg, self.metric_counts)
         for ex, rs, js, _ in self.rows():
-            scores = score_all(self.cfg, {ex.id: ex}, rs, js)
-            acc.add(ex.id, ex, rs, js, scores, criteria_index(self.cfg, [ex]))
+            acc.add(ex.id, ex, rs, js, criteria_index(self.cfg, [ex]))
         return acc.summary(self.run_id, self.pairs, self.pair_examples, self.text_len)
 
     def export(self, run_dir: Path, formats: Sequence[str]) -> dict:
