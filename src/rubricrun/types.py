@@ -51,6 +51,12 @@ def _plain(v: Any) -> Any:
     return copy.deepcopy(v)
 
 
+def shallow_row(obj: Any) -> dict[str, Any]:
+    """A dataclass's row fields as a dict, values as they are (a JSON encoder's `default`: it meets the nested
+    dataclasses itself, so nothing is copied on the way to the file)."""
+    return {name: getattr(obj, name) for name in _row_names(type(obj))}
+
+
 def to_row(obj: Any) -> dict[str, Any]:
     """A dataclass as a dict in field order, nested dataclasses as dicts, containers copied (what
     `dataclasses.asdict` returns, at a fifth of its cost: it runs for every trace event and cache write)."""

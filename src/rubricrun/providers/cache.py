@@ -30,8 +30,11 @@ CACHE_FORMAT = 1  # bump when the stored shape changes
 READER_CACHE_PAGES = 4096
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _CANONICAL.encode(value)  # one encoder: json.dumps with keywords builds one per call
 
 
 def cache_key(request: LLMRequest) -> str:

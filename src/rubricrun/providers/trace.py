@@ -122,7 +122,7 @@ class Tracer:
         row = dict(zip(_TRACE_FIELDS, values, strict=True))
         if self.invocation:
             row["invocation"] = self.invocation
-        return json.dumps(row, ensure_ascii=False) + "\n"
+        return _ENCODER.encode(row) + "\n"
 
     def _count(self, event: tuple[Any, ...]) -> None:
         """Event counts, and tokens of successful calls and cache hits per (role, model)."""
@@ -156,4 +156,5 @@ class Tracer:
                 self._fh = None
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False)  # json.dumps with a keyword builds an encoder per call
 _TRACE_FIELDS = tuple(f.name for f in dataclasses.fields(TraceEvent))  # a row's keys, in the type's order

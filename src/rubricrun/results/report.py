@@ -13,6 +13,7 @@ Rows may be the dataclasses from types.py or the plain dicts read back from the 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 import json
 import logging
@@ -110,15 +111,25 @@ def _asset(name: str) -> Markup:
 def _row(x: Any) -> dict[str, Any]:
     """A row as a dict, shallow (dataclasses.asdict deep-copies and is slow on 30,000 judgments)."""
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return {f.name: getattr(x, f.name) for f in dataclasses.fields(x)}
+        return {name: getattr(x, name) for name in _field_names(type(x))}
     return dict(x)
 
 
-def _failures(resps: Sequence[dict], judgs: Sequence[dict]) -> dict[str, list[dict]]:
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))  # fields() builds its tuple anew at every call
+
+
+def _get(row: Any, name: str) -> Any:
+    """A field of a row, a dataclass or its dict (the sample reads rows as they come; see `sample`)."""
+    return row.get(name) if isinstance(row, Mapping) else getattr(row, name, None)
+
+
+def _failures(resps: Sequence[Any], judgs: Sequence[Any]) -> dict[str, list[Any]]:
     """The failed rows (the template shows the first FAILURE_CAP of each and counts the rest)."""
     return {
-        "responses": [r for r in resps if r.get("status") == "error"],
-        "judgments": [j for j in judgs if j.get("verdict") == "error"],
+        "responses": [r for r in resps if _get(r, "status") == "error"],
+        "judgments": [j for j in judgs if _get(j, "verdict") == "error"],
     }
 
 
@@ -173,15 +184,15 @@ def _verdicts(ex: dict, r: dict, js: Sequence[dict], crit: list, idx: _Index, cr
     return out
 
 
-def _score(r: dict, js: Sequence[dict], scores: Mapping[str, Score] | None) -> float | None:
+def _score(r: Any, js: Sequence[Any], scores: Mapping[str, Score] | None) -> float | None:
     """The response's normalized score: the run's own (scoring.score_all) when given; rebuilt from the judgments
     when the page is made from a finished run's files, which do not hold per-response scores."""
     if scores is not None:
-        s = scores.get(r["id"])
+        s = scores.get(_get(r, "id"))
         value = s.normalized if s else None
     elif js:
-        crit = [Criterion(id=j["criterion_id"], text="", weight=float(j["weight"])) for j in js]
-        value = score_response(crit, [j["verdict"] for j in js]).normalized
+        crit = [Criterion(id=_get(j, "criterion_id"), text="", weight=float(_get(j, "weight"))) for j in js]
+        value = score_response(crit, [_get(j, "verdict") for j in js]).normalized
     else:
         value = None
     return None if value is None else round(value, 4)
@@ -310,13 +321,20 @@ def write_report(
     return path
 
 
-def write_report_safely(
-    run_dir: Path, summary: Summary, batches: Iterable[Batch], limit: int = REPORT_EXAMPLES
-) -> None:
-    """report.html from the run's examples with their rows (a bounded sample, see `sample`). The page is a view:
-    a bug in it must never cost the run its other artifacts."""
+def sample_safely(batches: Iterable[Batch], limit: int = REPORT_EXAMPLES) -> dict[str, Any] | None:
+    """`sample`, or None (logged) when it fails: the page is a view, and a bug in it must never cost the run its
+    other artifacts."""
     try:
-        write_report(run_dir, summary, **sample(batches, limit))
+        return sample(batches, limit)
+    except Exception as exc:  # noqa: BLE001
+        log.error("report.html not written: %s: %s", type(exc).__name__, exc)
+        return None
+
+
+def write_report_safely(run_dir: Path, summary: Summary, sampled: Mapping[str, Any]) -> None:
+    """report.html from `sample`'s pick of the run's examples with their rows; a failure is logged, not raised."""
+    try:
+        write_report(run_dir, summary, **sampled)
     except Exception as exc:  # noqa: BLE001
         log.error("report.html not written: %s: %s", type(exc).__name__, exc)
 
@@ -357,15 +375,19 @@ class Shown:
 Batch = tuple[Any, Sequence[Any], Sequence[Any], Mapping[tuple[str, str], Any] | None, Mapping[str, Score] | None]
 
 
-def _badness(ex: dict, rs: Sequence[dict], js: Sequence[dict], scores: Mapping | None) -> tuple[int, float]:
+def _badness(rs: Sequence[Any], js: Sequence[Any], scores: Mapping | None) -> tuple[int, float]:
     """Sort key of the worst examples: any failed row first, then the lowest response score (unscored last)."""
-    if any(r.get("status") == "error" for r in rs) or any(j.get("verdict") == "error" for j in js):
+    if any(_get(r, "status") == "error" for r in rs) or any(_get(j, "verdict") == "error" for j in js):
         return (0, 0.0)
-    by_r: dict[str, list[dict]] = defaultdict(list)
+    by_r: dict[str, list[Any]] = defaultdict(list)
     for j in js:
-        by_r[j["response_id"]].append(j)
-    values = [v for r in rs if (v := _score(r, by_r.get(r["id"], []), scores)) is not None]
+        by_r[_get(j, "response_id")].append(j)
+    values = [v for r in rs if (v := _score(r, by_r.get(_get(r, "id"), []), scores)) is not None]
     return (1, min(values)) if values else (2, 0.0)
+
+
+def _rows(ex: Any, rs: Sequence[Any], js: Sequence[Any], crit: Any, sc: Any) -> Batch:
+    return _row(ex), [_row(r) for r in rs], [_row(j) for j in js], crit, sc
 
 
 def sample(batches: Iterable[Batch], limit: int = REPORT_EXAMPLES) -> dict[str, Any]:
@@ -373,23 +395,25 @@ def sample(batches: Iterable[Batch], limit: int = REPORT_EXAMPLES) -> dict[str, 
     those of its own example): every example when there are
     no more than `limit` (the page is then the same as from all the rows); else the first limit // 2 in input
     order and the limit - limit // 2 worst of the rest (failed rows, then lowest scores), shown in input order.
-    Holds `limit` examples' rows and FAILURE_CAP failed rows of each kind, whatever the run's size."""
+    Holds `limit` examples' rows and FAILURE_CAP failed rows of each kind, whatever the run's size; rows become
+    dicts only once they are kept (a run of a million examples keeps a few hundred)."""
     first: list[tuple[int, Batch]] = []
     worst: list[tuple[tuple[int, float], int, Batch]] = []  # a max-heap by badness: keys negated
     failures: dict[str, list[dict]] = {"responses": [], "judgments": []}
     failed, n, n_responses, n_judgments = {"responses": 0, "judgments": 0}, 0, 0, 0
-    for i, batch in enumerate(batches):
-        ex, rs, js = _row(batch[0]), [_row(r) for r in batch[1]], [_row(j) for j in batch[2]]
+    for i, (ex, rs, js, crit, sc) in enumerate(batches):
         n, n_responses, n_judgments = i + 1, n_responses + len(rs), n_judgments + len(js)
         for kind, got in _failures(rs, js).items():
             failed[kind] += len(got)
-            failures[kind].extend(got[: FAILURE_CAP - len(failures[kind])])
-        item = (ex, rs, js, batch[3], batch[4])
+            failures[kind].extend(_row(x) for x in got[: FAILURE_CAP - len(failures[kind])])
         if i < limit // 2:
-            first.append((i, item))
+            first.append((i, _rows(ex, rs, js, crit, sc)))
             continue
-        a, b = _badness(ex, rs, js, batch[4])
-        heapq.heappush(worst, ((-a, -b), -i, item))
+        a, b = _badness(rs, js, sc)
+        key = ((-a, -b), -i)
+        if len(worst) >= limit - limit // 2 and key < worst[0][:2]:
+            continue  # not among the worst kept so far (-i makes every key unique)
+        heapq.heappush(worst, (*key, _rows(ex, rs, js, crit, sc)))
         if len(worst) > limit - limit // 2:
             heapq.heappop(worst)
     picked = first + sorted((-neg_i, item) for _, neg_i, item in worst)
