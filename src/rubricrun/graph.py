@@ -109,8 +109,6 @@ class Graph:
         # A call the cache answers runs where it is found, never on a pool (CachingProvider.try_cached).
         self.try_cached = stack.try_cached if isinstance(stack, CachingProvider) else None
         self.conductor = threading.get_ident()
-        if self.try_cached is not None and isinstance(stack, CachingProvider) and stack.cache is not None:
-            stack.cache.tune_reader()  # the conductor's connection reads most hits
         self.lock = threading.Lock()  # guards what follows
         self.pooled = 0  # calls handed to a pool (the cache could not answer them)
         self.inflight: set[Future[None]] = set()

@@ -24,10 +24,6 @@ from .trace import Tracer
 
 CACHE_FORMAT = 1  # bump when the stored shape changes
 
-# Pages of SQLite's page cache for the connection that resolves cache hits inline (graph.py): most reads of a warm
-# rerun go through that one connection, so it gets more than diskcache's pool-thread setting (256 pages). 4,096
-# pages of 4 KiB = 16 MiB at most; no mmap (mapped pages count in RSS, and the 1M-row memory goal counts RSS).
-READER_CACHE_PAGES = 4096
 FRESH_QUERY_KEYS = 500  # keys per query of fresh_many (under SQLite's oldest limit of 999 parameters)
 
 
@@ -125,10 +121,6 @@ class ResponseCache:
             self._cache.delete(key)
         except Exception as exc:  # noqa: BLE001
             raise RubricrunError(f"cache directory {self.directory}: cannot write ({exc})") from None
-
-    def tune_reader(self) -> None:
-        """Give the calling thread's connection the larger page cache (the thread that resolves hits inline)."""
-        self._cache.reset("sqlite_cache_size", READER_CACHE_PAGES, update=False)
 
     def close(self) -> None:
         self._cache.close()
