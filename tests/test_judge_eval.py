@@ -163,3 +163,11 @@ def test_bootstrap_ci_brackets_the_estimate() -> None:
 def test_bad_lengths() -> None:
     with pytest.raises(ValueError, match="differ in length"):
         judge_meta_eval([True], [[True], [False]], ["a"])
+
+
+def test_labels_must_be_booleans() -> None:
+    # a verdict string would otherwise be truthy: "not met" counted as met
+    with pytest.raises(ValueError, match="judge labels"):
+        judge_meta_eval(["not met"], [[True]], ["a"])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="human labels"):
+        human_baseline([[True, "no"]], [["p1", "p2"]], ["a"])  # type: ignore[list-item]

@@ -29,13 +29,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .agreement import cohen_kappa_counts
 
-_CHUNK = 64  # bootstrap resamples drawn at a time (a chunk holds _CHUNK x rows indices)
+_CHUNK = 16  # bootstrap resamples drawn at a time (a chunk holds _CHUNK x rows indices)
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class HumanBaseline:
     weighted: Metric  # n-weighted mean of the raters' balanced F1 (HealthBench's analysis notebook)
     weighted_by_category: dict[str, Metric]
     pooled: Agreement  # every rater's pairs in one table, with a bootstrap CI over rows
-    pooled_by_category: dict[str, Agreement] = field(default_factory=dict)
+    pooled_by_category: dict[str, Agreement]
 
 
 def pair_counts(label: bool, others: Sequence[bool]) -> np.ndarray:
@@ -172,7 +172,9 @@ def balanced_f1_ci(
     for lo in range(0, n_boot, _CHUNK):
         k = min(_CHUNK, n_boot - lo)
         idx = rng.integers(0, n, size=(k, n))
-        stats[lo : lo + k] = _figures(row_counts[idx].sum(axis=1))["f1_balanced"]
+        # how often each row was drawn, then one matrix product: faster than gathering k x n rows of counts
+        times = np.bincount((idx + n * np.arange(k)[:, None]).ravel(), minlength=k * n).reshape(k, n)
+        stats[lo : lo + k] = _figures(times @ row_counts)["f1_balanced"]
     defined = stats[~np.isnan(stats)]
     if defined.size == 0:
         return None, n_boot
@@ -241,6 +243,9 @@ def judge_meta_eval(
     and per category (balanced F1 with a bootstrap CI over rows), kappa against the majority, leniency."""
     if not len(judge) == len(humans) == len(categories):
         raise ValueError(f"judge, humans, categories differ in length: {len(judge)}, {len(humans)}, {len(categories)}")
+    _check_labels(humans)
+    if any(j is not None and not isinstance(j, bool) for j in judge):
+        raise ValueError("judge labels must be True, False or None (a failed verdict)")
     failures = sum(1 for j in judge if j is None)
     no_labels = sum(1 for j, hs in zip(judge, humans, strict=True) if j is not None and not hs)
     keep = [i for i, (j, hs) in enumerate(zip(judge, humans, strict=True)) if j is not None and hs]
@@ -260,6 +265,12 @@ def judge_meta_eval(
         failures=failures,
         no_labels=no_labels,
     )
+
+
+def _check_labels(humans: Sequence[Sequence[bool]]) -> None:
+    """ValueError unless every human label is a bool (a string such as "not met" would count as met)."""
+    if any(not isinstance(h, bool) for hs in humans for h in hs):
+        raise ValueError("human labels must be True or False")
 
 
 def _weighted(agreements: Mapping[str, Agreement]) -> Metric:
@@ -296,6 +307,7 @@ def human_baseline(
 ) -> HumanBaseline:
     """Each human rater's labels against the other raters' labels of the same rows (HealthBench's physician
     agreement): per rater overall and per category, their n-weighted mean, and every pair pooled (with a CI)."""
+    _check_labels(humans)
     per_rater_rows, pooled = _leave_one_out(humans, rater_ids)
     per_rater: dict[str, Agreement] = {}
     per_rater_cat: dict[str, dict[str, Agreement]] = {}
