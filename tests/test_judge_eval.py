@@ -1,5 +1,6 @@
-"""results/judge_eval.py: HealthBench's own test vectors (openai/simple-evals healthbench_meta_eval_test.py, commit
-ee3b0318), and kappa, leniency, the leave-one-out human baseline and failures against numbers computed by hand."""
+"""results/judge_eval.py: HealthBench's own test vectors (openai/simple-evals healthbench_meta_eval_test.py at
+ee3b0318, unchanged since 5e623c2b), and kappa, leniency, the leave-one-out human baseline and failures against
+numbers computed by hand."""
 
 from __future__ import annotations
 
