@@ -172,3 +172,9 @@ def test_labels_must_be_booleans() -> None:
         judge_meta_eval(["not met"], [[True]], ["a"])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="human labels"):
         human_baseline([[True, "no"]], [["p1", "p2"]], ["a"])  # type: ignore[list-item]
+
+
+def test_numpy_labels() -> None:
+    judge = np.array([True, False, True])
+    humans = [np.array(h) for h in OTHERS]
+    assert judge_meta_eval(judge, humans, CLUSTERS, n_boot=0) == judge_meta_eval(SELF, OTHERS, CLUSTERS, n_boot=0)

@@ -244,11 +244,11 @@ def judge_meta_eval(
     if not len(judge) == len(humans) == len(categories):
         raise ValueError(f"judge, humans, categories differ in length: {len(judge)}, {len(humans)}, {len(categories)}")
     _check_labels(humans)
-    if any(j is not None and not isinstance(j, bool) for j in judge):
+    if any(j is not None and not isinstance(j, (bool, np.bool_)) for j in judge):
         raise ValueError("judge labels must be True, False or None (a failed verdict)")
     failures = sum(1 for j in judge if j is None)
-    no_labels = sum(1 for j, hs in zip(judge, humans, strict=True) if j is not None and not hs)
-    keep = [i for i, (j, hs) in enumerate(zip(judge, humans, strict=True)) if j is not None and hs]
+    no_labels = sum(1 for j, hs in zip(judge, humans, strict=True) if j is not None and len(hs) == 0)
+    keep = [i for i, (j, hs) in enumerate(zip(judge, humans, strict=True)) if j is not None and len(hs) > 0]
     js = [bool(judge[i]) for i in keep]
     hs = [list(humans[i]) for i in keep]
     cats = [categories[i] for i in keep]
@@ -268,8 +268,8 @@ def judge_meta_eval(
 
 
 def _check_labels(humans: Sequence[Sequence[bool]]) -> None:
-    """ValueError unless every human label is a bool (a string such as "not met" would count as met)."""
-    if any(not isinstance(h, bool) for hs in humans for h in hs):
+    """ValueError unless every human label is a bool or numpy bool (a string such as "not met" would count as met)."""
+    if any(not isinstance(h, (bool, np.bool_)) for hs in humans for h in hs):
         raise ValueError("human labels must be True or False")
 
 
