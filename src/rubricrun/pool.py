@@ -118,9 +118,47 @@ class Progress:
             log.info("progress %s", progress_line(self.label, self.done, self.total, time.monotonic() - self.start))
 
 
+# Signals that stop a run the way Ctrl+C does: docker stop, Kubernetes and SLURM send SIGTERM, then SIGKILL after a
+# grace period, so SIGTERM must leave the same partial summary and report as Ctrl+C (issue 23).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_heard: list[int] = []  # the stop signals this process received, first first (process-wide, as signals are)
+
+
+def heard_stop(signum: int) -> None:
+    """Record a stop signal (its number decides the exit code)."""
+    _heard.append(signum)
+
+
+def stopped_by() -> str | None:
+    """The name of the first stop signal received ("SIGTERM"), or None."""
+    return signal.Signals(_heard[0]).name if _heard else None
+
+
+def stop_exit_code() -> int:
+    """128 + the first stop signal's number, as a shell reports a process that signal ended: 130 for Ctrl+C (also
+    when the stop came from elsewhere, e.g. a batch wait), 143 for SIGTERM."""
+    return 128 + (_heard[0] if _heard else signal.SIGINT)
+
+
+def install_stop_handlers() -> None:
+    """The CLI's handlers for a run: the first SIGINT or SIGTERM raises KeyboardInterrupt; the next ends at once."""
+    _heard.clear()
+    for s in STOP_SIGNALS:
+        signal.signal(s, interrupt_now)
+
+
+def end_now(signum: int) -> None:
+    """A second stop signal: the process ends at once, killed by that signal (what was written stays written)."""
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_DFL)
+    signal.raise_signal(signum)
+
+
 def interrupt_now(signum: int, frame: object) -> None:
-    """A SIGINT handler: this Ctrl+C raises KeyboardInterrupt, and the next one ends the process at once."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    """A SIGINT/SIGTERM handler: this signal raises KeyboardInterrupt, and the next one ends the process at once."""
+    heard_stop(signum)
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_DFL)
     raise KeyboardInterrupt
 
 

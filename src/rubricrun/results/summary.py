@@ -486,6 +486,8 @@ def _fmt(x: float | None) -> str:
 def log_summary(summary: Summary) -> None:
     """The console's closing lines: calls, then one line per dataset and candidate (its own metric, never a
     score blended across datasets)."""
+    if summary.note:
+        log.info("%s", summary.note)
     if summary.calls is not None:
         c = summary.calls
         log.info("calls: %d made, %d from cache, %d failed attempts", c.made, c.cache_hits, c.errors)
