@@ -88,3 +88,42 @@ def test_a_second_sigterm_ends_at_once(tmp_path: Path, make_config) -> None:
         rc = p.wait(timeout=10)
         assert rc == -signal.SIGTERM, p.stderr  # killed by the signal itself
         assert time.monotonic() - t < 2
+
+
+# --------------------------------------------------------------------------------------------------
+# Generation runs: candidates and no judges
+
+
+def test_a_config_without_judges_is_a_generation_run(tmp_path: Path, make_config, cli_main) -> None:
+    with FakeOpenAIServer() as server:
+        cfg = make_config(
+            server,
+            datasets=prompts_data(tmp_path, 5),
+            candidates=[model_entry("teacher", "openai/teacher", server, samples_per_prompt=2)],
+            judges=DELETE,
+            judging=DELETE,
+            export={"formats": ["sft", "prompts"]},
+        )
+        rc, _, err = cli_main(["--config", str(cfg), "--run-id", "gen"])
+        assert rc == 0, err
+        assert "generation only: nothing judged" in err
+        out = run_dir(tmp_path, "gen")
+        responses = read_jsonl(out / "responses.jsonl")
+        assert len(responses) == 10 and all(r["status"] == "ok" for r in responses)
+        assert read_jsonl(out / "judgments.jsonl") == []
+        s = json.loads((out / "summary.json").read_text())
+        assert s["status"] == "complete" and s["note"] == "generation only: nothing judged"
+        sft = read_jsonl(out / "export" / "sft.jsonl")
+        assert len(sft) == 10 and {r["score"] for r in sft} == {None}
+        assert sft[0]["completion"][0]["content"] == "Answer to: Write line 0."
+        assert s["export"]["sft"]["written"] == 10 and len(read_jsonl(out / "export" / "prompts.jsonl")) == 5
+        page = (out / "report.html").read_text()
+        assert "generation only: nothing judged" in page and "Answer to: Write line 4." in page
+        assert len(server.requests) == 10
+
+
+def test_judges_with_nothing_they_can_score_is_still_refused(tmp_path: Path, make_config, cli_main) -> None:
+    cfg = make_config(None, datasets=prompts_data(tmp_path, 3), judging=DELETE)
+    rc, _, err = cli_main(["--config", str(cfg), "--validate"])
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "key 'datasets[0]'" in err and "nothing can score its 3 examples" in err and "remove judges:" in err

@@ -85,6 +85,7 @@ class Progress:
             self._bar = tqdm(total=total, desc=label, file=stream, unit="call", dynamic_ncols=True, mininterval=0.1)
         self._lines = on and self._bar is None
         self._logged = False
+        self._said: tuple[int, int] | None = None  # (done, total) of the last line logged
 
     def add(self, n: int = 1) -> None:
         """n more to do (a stage whose work is found as the run goes)."""
@@ -96,15 +97,23 @@ class Progress:
         self.done += n
         if self._bar is not None:
             self._bar.update(n)
+        elif self._logged and self.done >= self.total:
+            self._line(time.monotonic())  # a stage that was shown running says once that it is done
         else:
             self.tick()
 
     def tick(self) -> None:
-        """Log a progress line if the interval has passed (called on every completion and while waiting)."""
+        """Log a progress line if the interval has passed and the stage is still running (called on every
+        completion and while waiting): a finished stage is not repeated while later stages run (issue 23)."""
         now = time.monotonic()
-        if self._lines and now - self._last_line >= self.interval_s:
-            self._last_line, self._logged = now, True
-            log.info("progress %s", progress_line(self.label, self.done, self.total, now - self.start))
+        if self._lines and self.done < self.total and now - self._last_line >= self.interval_s:
+            self._line(now)
+
+    def _line(self, now: float) -> None:
+        if (self.done, self.total) == self._said:
+            return
+        self._last_line, self._logged, self._said = now, True, (self.done, self.total)
+        log.info("progress %s", progress_line(self.label, self.done, self.total, now - self.start))
 
     def close(self) -> None:
         if self._bar is not None:
@@ -113,9 +122,9 @@ class Progress:
         if self._redirect is not None:
             self._redirect.close()
             self._redirect = None
-        if self._lines and self._logged:  # a stage long enough to show progress also says how it ended
+        if self._lines and self._logged:  # a stage long enough to show progress also says how it ended (once)
+            self._line(time.monotonic())
             self._lines = False
-            log.info("progress %s", progress_line(self.label, self.done, self.total, time.monotonic() - self.start))
 
 
 # Signals that stop a run the way Ctrl+C does: docker stop, Kubernetes and SLURM send SIGTERM, then SIGKILL after a
