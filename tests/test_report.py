@@ -396,6 +396,11 @@ def test_report_fits_a_laptop_and_a_phone(tmp_path: Path, make_config, cli_main)
         rc, _, err = cli_main(["--config", str(cfg), "--run-id", "fit"])
         assert rc == 0, err
     page = run_dir(tmp_path, "fit") / "report.html"
+    text = " ".join(page.read_text(encoding="utf-8").split())
+    # The fake server answers every candidate alike: the page says so rather than leave three equal rows unexplained.
+    assert "Every candidate has the same prbench score: on these 3 examples the judge cannot tell them apart" in text
+    assert "Every candidate has the same accuracy on these 4 examples: no candidate is ahead here." in text
+    assert 'class="allcols"' in text and '<th class="sec">std</th>' in text  # secondary columns collapse
     probe = page.with_name("probe.html")
     probe.write_text(page.read_text(encoding="utf-8").replace("</body>", FIT_PROBE + "</body>"), encoding="utf-8")
     for width in (1280, 390):
