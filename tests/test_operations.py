@@ -106,7 +106,7 @@ def test_a_config_without_judges_is_a_generation_run(tmp_path: Path, make_config
         )
         rc, _, err = cli_main(["--config", str(cfg), "--run-id", "gen"])
         assert rc == 0, err
-        assert "generation only: nothing judged" in err
+        assert "generation only: nothing judged" in err and "prompts              teacher          not scored" in err
         out = run_dir(tmp_path, "gen")
         responses = read_jsonl(out / "responses.jsonl")
         assert len(responses) == 10 and all(r["status"] == "ok" for r in responses)
@@ -119,6 +119,7 @@ def test_a_config_without_judges_is_a_generation_run(tmp_path: Path, make_config
         assert s["export"]["sft"]["written"] == 10 and len(read_jsonl(out / "export" / "prompts.jsonl")) == 5
         page = (out / "report.html").read_text()
         assert "generation only: nothing judged" in page and "Answer to: Write line 4." in page
+        assert "Not scored (generation only: nothing judged)" in page and 'id="cols-1"' not in page
         assert len(server.requests) == 10
 
 
