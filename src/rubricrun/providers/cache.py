@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,17 @@ from .trace import Tracer
 
 CACHE_FORMAT = 1  # bump when the stored shape changes
 
+# Pages of SQLite's page cache for the connection that resolves cache hits inline (graph.py): most reads of a warm
+# rerun go through that one connection, so it gets more than diskcache's pool-thread setting (256 pages). 4,096
+# pages of 4 KiB = 16 MiB at most; no mmap (mapped pages count in RSS, and the 1M-row memory goal counts RSS).
+READER_CACHE_PAGES = 4096
+
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
 
 def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _CANONICAL.encode(value)  # one encoder: json.dumps with keywords builds one per call
 
 
 def cache_key(request: LLMRequest) -> str:
@@ -102,8 +111,28 @@ class ResponseCache:
         except Exception as exc:  # noqa: BLE001
             raise RubricrunError(f"cache directory {self.directory}: cannot write ({exc})") from None
 
+    def tune_reader(self) -> None:
+        """Give the calling thread's connection the larger page cache (the thread that resolves hits inline)."""
+        self._cache.reset("sqlite_cache_size", READER_CACHE_PAGES, update=False)
+
     def close(self) -> None:
         self._cache.close()
+
+
+class CacheMiss(Exception):
+    """Raised inside `CachingProvider.try_cached` at the first request the cache cannot answer. Neither a NotDone
+    nor a ProviderError, so no caller on the way mistakes it for a row's outcome."""
+
+
+class _Attempt:
+    """One `try_cached` call's hits and forgets, traced and applied only once the attempt completes."""
+
+    __slots__ = ("hits", "forgets", "sealed")
+
+    def __init__(self) -> None:
+        self.hits: list[tuple[LLMRequest, str, LLMResponse]] = []
+        self.forgets: list[str] = []
+        self.sealed = False  # a nested attempt began: this one is past its calls, and a miss now is a bug
 
 
 class CachingProvider(BaseProvider):
@@ -121,6 +150,60 @@ class CachingProvider(BaseProvider):
         self.seen: dict[str, bool] | None = {} if passes else None
         self._asked: dict[str, int] = {}
         self._most_asked: dict[str, int] = {}
+        self._local = threading.local()  # .attempt: the thread's try_cached in progress, if any
+
+    def try_cached(self, fn: Callable[..., Any], *args: Any) -> bool:
+        """Run `fn(*args)` on this thread with every call answered from the cache alone: True when it completed
+        (its hits are then traced and its forgets applied, as if made through `generate`), False at the first miss
+        (nothing traced or forgotten; the caller hands fn to a pool, where it runs afresh). A cache hit thus never
+        waits for a pool thread or a lock. fn must make its calls before anything it starts itself: a nested
+        try_cached seals the attempt around it. Runs in passes (batch jobs) keep their bookkeeping in generate."""
+        if self.cache is None or self.seen is not None:
+            return False
+        local = self._local
+        parent: _Attempt | None = getattr(local, "attempt", None)
+        if parent is not None:
+            self._commit(parent)
+            parent.sealed = True
+        local.attempt = mine = _Attempt()
+        try:
+            fn(*args)
+        except CacheMiss:
+            return False
+        finally:
+            local.attempt = parent
+        self._commit(mine)
+        return True
+
+    def _commit(self, attempt: _Attempt) -> None:
+        for request, key, hit in attempt.hits:
+            self._trace_hit(request, key, hit)
+        for key in attempt.forgets:
+            self.cache.delete(key)  # type: ignore[union-attr]
+        attempt.hits.clear()
+        attempt.forgets.clear()
+
+    def _trace_hit(self, request: LLMRequest, key: str, hit: LLMResponse) -> None:
+        self.tracer.emit(
+            role=request.role,
+            model=request.model,
+            key=key,
+            cache_hit=True,
+            attempt=0,
+            latency_ms=0.0,
+            status="ok",
+            usage=hit.usage,
+        )
+
+    def _cached_only(self, attempt: _Attempt, request: LLMRequest) -> LLMResponse:
+        key = cache_key(request)
+        hit = self.cache.get(key)  # type: ignore[union-attr]
+        if hit is None:
+            if attempt.sealed:
+                raise RuntimeError(f"a call after nested work in try_cached ({request.role} {request.model})")
+            raise CacheMiss(key)
+        attempt.hits.append((request, key, hit))
+        return hit
 
     def deliver(self, key: str, response: LLMResponse) -> None:
         """Store a reply made outside this stack (a batch job's line, traced by its maker) as a paid reply."""
@@ -148,6 +231,9 @@ class CachingProvider(BaseProvider):
     def generate(self, request: LLMRequest) -> LLMResponse:
         if self.cache is None:
             return self.inner.generate(request)
+        attempt = getattr(self._local, "attempt", None)
+        if attempt is not None:
+            return self._cached_only(attempt, request)
         key = cache_key(request)
         while True:
             hit = self.cache.get(key)
@@ -160,16 +246,7 @@ class CachingProvider(BaseProvider):
                 if not first:
                     hit, traced = self._again(key, hit)
             if hit is not None and traced:
-                self.tracer.emit(
-                    role=request.role,
-                    model=request.model,
-                    key=key,
-                    cache_hit=True,
-                    attempt=0,
-                    latency_ms=0.0,
-                    status="ok",
-                    usage=hit.usage,
-                )
+                self._trace_hit(request, key, hit)
             if hit is not None:
                 return hit
             with self._lock:
@@ -200,5 +277,10 @@ class CachingProvider(BaseProvider):
 
     def forget(self, request: LLMRequest) -> None:
         """Drop the stored reply to `request`: the caller could not use it, and a rerun must not replay it."""
-        if self.cache is not None:
+        if self.cache is None:
+            return
+        attempt = getattr(self._local, "attempt", None)
+        if attempt is not None:  # applied if the attempt completes; a pool rerun of it forgets for itself
+            attempt.forgets.append(cache_key(request))
+        else:
             self.cache.delete(cache_key(request))
