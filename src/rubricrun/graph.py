@@ -108,7 +108,7 @@ class Graph:
         self.counts: queue.SimpleQueue[tuple[str, int, int]] = queue.SimpleQueue()
         # A call the cache answers runs where it is found, never on a pool (CachingProvider.try_cached).
         self.try_cached = stack.try_cached if isinstance(stack, CachingProvider) else None
-        self.conductor = threading.get_ident()
+        self.conductor = threading.get_ident()  # the thread that runs `run` (set again there)
         self.lock = threading.Lock()  # guards what follows
         self.pooled = 0  # calls handed to a pool (the cache could not answer them)
         self.inflight: set[Future[None]] = set()
@@ -124,6 +124,7 @@ class Graph:
         """Admit, in input order, the examples `examples` yields (None: nothing ready yet), and hand each finished
         unit to the sink in input order. On Ctrl+C: calls in flight get the grace period, every admitted unit goes
         to the sink with what it finished, the examples not admitted go with nothing, and True is returned."""
+        self.conductor = threading.get_ident()
         with _ctrl_c_sets(self.stop):
             return self._run(examples)
 
