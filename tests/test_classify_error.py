@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from fakeserver import FakeOpenAIServer
 
 from rubricrun.errors import ProviderError
-
-
-@pytest.fixture(scope="module")
-def error_server() -> Iterator[FakeOpenAIServer]:
-    srv = FakeOpenAIServer().start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 def _real_exception(srv: FakeOpenAIServer, status: int, retry_after: float | None = None) -> BaseException:
@@ -47,11 +36,11 @@ def _real_exception(srv: FakeOpenAIServer, status: int, retry_after: float | Non
      (401, None, False), (403, None, False), (404, None, False)],
 )  # fmt: skip
 def test_classify_real_litellm_errors(
-    error_server: FakeOpenAIServer, status: int, retry_after: float | None, retryable: bool
+    server: FakeOpenAIServer, status: int, retry_after: float | None, retryable: bool
 ) -> None:
     from rubricrun.providers.litellm import classify_error
 
-    exc = _real_exception(error_server, status, retry_after)
+    exc = _real_exception(server, status, retry_after)
     err = classify_error(exc, "openai/errmodel")
     assert isinstance(err, ProviderError)
     assert err.status_code == status

@@ -3,16 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from factories import FakeClock
 
 from rubricrun.providers.ratelimit import TokenBucket
-
-
-class FakeClock:
-    def __init__(self, t: float = 0.0):
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def test_bucket_back_to_back_waits_grow_by_interval() -> None:
@@ -31,7 +24,7 @@ def test_bucket_back_to_back_waits_grow_by_interval() -> None:
 
 
 def test_bucket_interval_from_rpm() -> None:
-    clock = FakeClock()
+    clock = FakeClock(0.0)
     b = TokenBucket(30, clock=clock)  # 30 rpm -> 2 s
     assert [b.reserve(), b.reserve()] == [0.0, 2.0]
 
