@@ -45,7 +45,7 @@ def main() -> int:
     litellm.suppress_debug_info = True
     local.register()
     path = local.resolve_model_path("smollm2")
-    n = local._cpu_count()
+    n = local.cpu_count()
     params = {"temperature": 0.0, "max_tokens": args.max_tokens, "repeat_penalty": local.DEFAULT_REPEAT_PENALTY}
 
     t0 = time.perf_counter()

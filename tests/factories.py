@@ -4,6 +4,7 @@
   types.py as the run writes them, with the defaults most tests want; any field can be given by name.
 - `model_entry(name, model, server)`: a candidate or judge entry that calls the fake server with the fake key;
   `one_candidate(server)`: the one-candidate list a test that needs no comparison gives as `candidates=`.
+- `FakeClock(t)`: a clock for the rate limiters (providers/ratelimit.py) that moves only when a test sets `t`.
 """
 
 from __future__ import annotations
@@ -75,3 +76,13 @@ def model_entry(name: str, model: str, server: FakeOpenAIServer | None, **extra:
 def one_candidate(server: FakeOpenAIServer | None, **extra: Any) -> list[dict[str, Any]]:
     """`candidates=` for a test with one candidate: alpha on the fake server's `cand-alpha`."""
     return [model_entry("alpha", "openai/cand-alpha", server, **extra)]
+
+
+class FakeClock:
+    """A clock that stands still at `t` (seconds) until the test moves it."""
+
+    def __init__(self, t: float = 100.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t

@@ -341,3 +341,73 @@ def test_a_judge_thinking_aloud_is_read_on_its_answer(tmp_path, make_config, cli
     assert rc == 0, err
     verdicts = {j["verdict"] for j in read_jsonl(tmp_path / "outputs" / "think" / "judgments.jsonl")}
     assert verdicts == {"not_met"}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Judge-free scoring
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The answer is B.", "B"),
+        ("(C)", "C"),
+        ("B) foo", "B"),
+        ("answer: d", "D"),
+        ("Answer: (B) Mars", "B"),
+        ("**Answer: C**", "C"),
+        ("D", "D"),
+        ("I am not sure.", None),  # "I" is a letter, but not one of A-D
+        ("Mars is the red planet.", None),
+        ("The answer is E.", None),  # out of range for 4 choices
+    ],
+)
+def test_extract_choice(text: str, expected: str | None) -> None:
+    assert extract_choice(text, 4) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "A good choice is (D) Carbon dioxide.",  # line-start pattern ^\(?([A-J])[\).:\s] takes the article "A "
+        "The answer is a gas: (D) carbon dioxide",  # answer-pattern, case-insensitive, takes "a"
+    ],
+)
+def test_extract_choice_article_a_is_not_choice_a(text: str) -> None:
+    assert extract_choice(text, 4) == "D"
+
+
+@pytest.mark.parametrize(
+    "response, answer, expected",
+    [
+        ("#### 42", "42", True),
+        ("The answer is 42.", "42", True),  # the trailing period is not a decimal part
+        ("42.0", "42", True),
+        ("1,234", "1234", True),
+        ("1234", "1,234", True),
+        ("The answer is 41", "42", False),
+        ("$18", "18", True),
+        ("answer: -5", "-5", True),
+        ("12 apples minus 2 = 10", "10", True),  # no marker: the last number
+        ("The answer is 10 apples, 2 fewer than 12", "10", True),  # the marker wins over the last number
+        ("#### 7\nso 7 + 1 = 8", "8", False),  # '####' wins over the last number
+    ],
+)
+def test_qa_correct_numeric(response: str, answer: str, expected: bool) -> None:
+    assert qa_correct(response, answer) is expected
+
+
+@pytest.mark.parametrize(
+    "response, answer, expected",
+    [
+        ("Canberra.", "canberra", True),  # normalized exact match
+        ("The Paris", "Paris", True),  # articles and case are dropped
+        ("It is Canberra, of course", "Canberra", False),  # equality, not containment (issue 11; was True)
+        ("Canberran", "Canberra", False),  # not a whole word
+        ("No, it is not enforceable.", "No", True),
+        ("Yes.", "No", False),
+        ("anything", "", False),  # an empty answer never matches
+    ],
+)
+def test_qa_correct_text(response: str, answer: str, expected: bool) -> None:
+    assert qa_correct(response, answer) is expected

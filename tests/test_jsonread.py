@@ -1,5 +1,5 @@
 """The one lenient-JSON reader (data/jsonread.py) as the judge parser and the synthesis parser use it: the
-cases it must read beyond what tests/test_core_units.py and tests/test_synth.py already pin."""
+cases it must read beyond what tests/test_judge_prompt.py and tests/test_synth.py already pin."""
 
 from __future__ import annotations
 

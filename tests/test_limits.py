@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import model_entry, write_jsonl
+from factories import FakeClock
 from fakeserver import FakeOpenAIServer, Rule
 
 from rubricrun.config import load_config
@@ -27,15 +28,6 @@ from rubricrun.providers.routing import Route, model_request, routes
 from rubricrun.providers.stack import account_limits, build_stack
 from rubricrun.providers.trace import Tracer
 from rubricrun.types import LLMRequest
-
-
-class FakeClock:
-    def __init__(self, t: float = 100.0):
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
 
 # --------------------------------------------------------------------------------------------------
 # AccountLimiter (fake clock)

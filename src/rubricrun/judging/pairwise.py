@@ -4,7 +4,7 @@ For each example (and turn) and each pair of candidates, one judge sees the two 
 "Assistant A"), then b shown first. Each order is its own call with its own cache key. The judge ends its reply with
 `[[A]]`, `[[B]]` or `[[C]]` (tie). The two verdicts combine as FastChat's show_result.py combines them: a candidate
 wins only when both orders pick it; a verdict that flips with the order is a tie. An unreadable reply is asked again
-once (as rubric judging does, judging/rubric.py); one that still cannot be read makes the comparison `error`, and its
+once (judging/ask.py, as for rubric judging); one that still cannot be read makes the comparison `error`, and its
 replies leave the cache so that a rerun asks again.
 """
 
@@ -18,13 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Config, ModelConfig
-from ..errors import InputError, NotDone, ProviderError
+from ..errors import InputError
 from ..providers.base import BaseProvider
-from ..providers.cache import cache_key
 from ..providers.routing import model_request, route_for
-from ..types import Example, LLMRequest, PairJudgment, Response, Usage
+from ..types import Example, LLMRequest, LLMResponse, PairJudgment, Response
+from .ask import Asked, ask_until_readable, judge_params
 from .prompt import content_text, defuse_markers
-from .rubric import JUDGE_PARSE_ATTEMPTS, Judging
 
 # MT-Bench's pair-v2 system prompt and user prompt (FastChat fastchat/llm_judge/data/judge_prompts.jsonl).
 PAIR_SYSTEM = (
@@ -89,6 +88,12 @@ def parse_pair_verdict(text: str | None, finish_reason: str | None = None) -> tu
         return "error", "judge reply cut off at max_tokens before its [[A]]/[[B]]/[[C]] verdict"
     snippet = text.strip().replace("\n", " ")[-120:]
     return "error", f"no [[A]]/[[B]]/[[C]] verdict in the judge reply: {snippet!r}"
+
+
+def read_pair_reply(resp: LLMResponse) -> tuple[str | None, str | None]:
+    """The verdict of a pairwise reply, or None and why it cannot be read."""
+    verdict, why = parse_pair_verdict(resp.text, resp.finish_reason)
+    return (verdict, None) if verdict != "error" else (None, why)
 
 
 def combine(ab: str, ba: str, a: str, b: str) -> str:
@@ -163,15 +168,6 @@ def question_text(example: Example, turn: int | None) -> str:
     return "\n\n".join(f"{m.get('role', 'user')}: {content_text(m.get('content'))}" for m in example.messages)
 
 
-@dataclass(frozen=True)
-class _Order:
-    verdict: str
-    error: str | None
-    key: str
-    usage: Usage
-    cache_hit: bool
-
-
 class PairJudging:
     def __init__(self, cfg: Config, stack: BaseProvider):
         assert cfg.judging.pairwise is not None
@@ -191,37 +187,17 @@ class PairJudging:
             messages.insert(0, {"role": "system", "content": PAIR_SYSTEM})
         if judge.system_prompt:
             messages.insert(0, {"role": "system", "content": judge.system_prompt})
-        params = Judging.params(judge, attempt)
+        params = judge_params(judge, attempt)
         if "max_tokens" not in judge.params:
             params["max_tokens"] = PAIR_MAX_TOKENS
         route = route_for(judge, item.id, 0, self.cfg.run.seed)  # one model sees both orders
         return model_request(judge, route, messages, role="judge", section="judge", sample_index=attempt, params=params)
 
-    def order(self, judge: ModelConfig, item: PairItem, order: int) -> _Order | None:
-        """One order's verdict, asked again once when unreadable; None when a stop or the budget cut it."""
-        usage, hit, key, error = Usage(), True, "", "no attempt made"
-        unreadable: list[LLMRequest] = []
-        for attempt in range(JUDGE_PARSE_ATTEMPTS):
-            req = self.request(judge, item, order, attempt)
-            key = key or cache_key(req)
-            try:
-                resp = self.stack.generate(req)
-            except NotDone:
-                return None
-            except ProviderError as exc:
-                self.forget(unreadable)
-                return _Order("error", str(exc), key, usage, False)
-            usage = usage + resp.usage
-            hit = hit and resp.cache_hit
-            verdict, why = parse_pair_verdict(resp.text, resp.finish_reason)
-            if verdict != "error":
-                return _Order(verdict, None, key, usage, hit)
-            unreadable.append(req)
-            error = why or "unreadable judge reply"
-        self.forget(unreadable)
-        return _Order("error", error, key, usage, hit)
-
-    forget = Judging.forget  # unreadable replies of an order that ended in error leave the cache
+    def order(self, judge: ModelConfig, item: PairItem, order: int) -> Asked[str] | None:
+        """One order's verdict (`reading`), asked again once when unreadable; None when a stop or the budget cut it."""
+        return ask_until_readable(
+            self.stack, lambda attempt: self.request(judge, item, order, attempt), read_pair_reply
+        )
 
     def judge_pair(self, item: PairItem) -> PairJudgment | None:
         judge = self.cfg.judge_pool[item.judge]
@@ -230,6 +206,7 @@ class PairJudging:
         if ab is None or ba is None:
             return None
         a, b = item.a.candidate, item.b.candidate
+        v_ab, v_ba = ab.reading or "error", ba.reading or "error"
         errors = [f"{name}: {o.error}" for name, o in (("a first", ab), ("b first", ba)) if o.error]
         return PairJudgment(
             kind="pairwise",
@@ -239,9 +216,9 @@ class PairJudging:
             a=a,
             b=b,
             judge=judge.name,
-            ab=ab.verdict,  # type: ignore[arg-type]
-            ba=ba.verdict,  # type: ignore[arg-type]
-            winner=combine(ab.verdict, ba.verdict, a, b),
+            ab=v_ab,  # type: ignore[arg-type]
+            ba=v_ba,  # type: ignore[arg-type]
+            winner=combine(v_ab, v_ba, a, b),
             error="; ".join(errors) or None,
             keys=(ab.key, ba.key),
             usage=ab.usage + ba.usage,

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config, ModelConfig
-from ..errors import NotDone, ProviderError
 from ..providers.base import BaseProvider
-from ..providers.cache import CachingProvider, cache_key
 from ..providers.routing import model_request, route_for
-from ..types import Criterion, Example, Judgment, LLMRequest, Response, Usage
+from ..types import Criterion, Example, Judgment, LLMRequest, LLMResponse, Response, Usage
 from .answers import split_reasoning
+from .ask import JUDGE_DEFAULT_PARAMS, ask_until_readable, judge_params
+from .ask import JUDGE_PARSE_ATTEMPTS as JUDGE_PARSE_ATTEMPTS  # re-exported: the tests count asks by it
 from .auto import AUTO_CRITERION
 from .graded import (
     GRADED_TEMPLATE,
@@ -39,15 +39,6 @@ from .prompt import (
 )
 
 VERDICTS = ("met", "not_met", "error")
-
-JUDGE_PARSE_ATTEMPTS = 2  # a reply that is not the expected JSON is asked again once, then recorded as error
-
-
-RETRY_TEMPERATURE = 0.7  # the second ask samples: at temperature 0 it would get the same unreadable reply
-
-
-JUDGE_DEFAULT_PARAMS = {"temperature": 0.0, "max_tokens": 512}
-
 
 # Providers whose LiteLLM route accepts an OpenAI-style JSON schema (structured_output: auto).
 SCHEMA_PREFIXES = ("local/", "openai/", "azure/", "gemini/", "vertex_ai/", "anthropic/", "hosted_vllm/", "ollama_chat/")
@@ -146,20 +137,12 @@ class Judging:
         self.template = load_template(cfg.judging.prompt_template, default)
         self.max_chars = cfg.judging.max_explanation_chars
 
-    @staticmethod
-    def params(judge: ModelConfig, attempt: int, defaults: dict[str, Any] = JUDGE_DEFAULT_PARAMS) -> dict[str, Any]:
-        """The judge's params over `defaults` (MT-Bench's for scale 1-10); a re-ask samples at RETRY_TEMPERATURE."""
-        params = {**defaults, **judge.params}
-        if attempt > 0:
-            params["temperature"] = max(float(params.get("temperature") or 0.0), RETRY_TEMPERATURE)
-        return params
-
     def request(self, judge: ModelConfig, item: JudgeItem, attempt: int) -> LLMRequest:
         r = route_for(judge, item.response.id, 0, self.cfg.run.seed)
         messages = self.messages(item)
         if judge.system_prompt:
             messages = [{"role": "system", "content": judge.system_prompt}, *messages]
-        params = self.params(judge, attempt, MT_BENCH_PARAMS if self.scale == "1-10" else JUDGE_DEFAULT_PARAMS)
+        params = judge_params(judge, attempt, MT_BENCH_PARAMS if self.scale == "1-10" else JUDGE_DEFAULT_PARAMS)
         mode = schema_mode(judge, r.model)
         schema = self.schema() if mode else None
         if schema is not None and mode == "guided_json":
@@ -194,38 +177,21 @@ class Judging:
         return verdict_for(parsed.score, self.scale), parsed
 
     def vote(self, judge: ModelConfig, item: JudgeItem) -> Vote | None:
-        usage = Usage()
-        error = "no attempt made"
-        key = ""
-        hit = True
-        unreadable: list[LLMRequest] = []
-        for attempt in range(JUDGE_PARSE_ATTEMPTS):
-            req = self.request(judge, item, attempt)
-            key = key or cache_key(req)
-            try:
-                resp = self.stack.generate(req)
-            except NotDone:
-                return None
-            except ProviderError as exc:
-                self.forget(unreadable)
-                return Vote(judge.name, "error", None, str(exc), key, usage, False)
-            usage = usage + resp.usage
-            hit = hit and resp.cache_hit
-            # A judge that thinks aloud in <think> (not moved out by LiteLLM) is read on its answer only.
-            verdict, parsed = self.read(split_reasoning(resp.text)[0], resp.finish_reason)
-            if verdict != "error":
-                return Vote(judge.name, verdict, parsed.explanation, None, key, usage, hit, parsed.score)
-            unreadable.append(req)
-            error = parsed.error or "unreadable judge reply"
-        self.forget(unreadable)
-        return Vote(judge.name, "error", None, error, key, usage, hit)
+        asked = ask_until_readable(self.stack, lambda attempt: self.request(judge, item, attempt), self.reading)
+        if asked is None:
+            return None
+        if asked.reading is None:
+            return Vote(judge.name, "error", None, asked.error, asked.key, asked.usage, asked.cache_hit)
+        verdict, parsed = asked.reading
+        return Vote(
+            judge.name, verdict, parsed.explanation, None, asked.key, asked.usage, asked.cache_hit, parsed.score
+        )
 
-    def forget(self, requests: Sequence[LLMRequest]) -> None:
-        """Unreadable replies of a vote that ended in `error` leave the cache, so a rerun asks again. When the
-        re-ask was readable the first reply stays: a rerun replays the same path and pays for nothing."""
-        if isinstance(self.stack, CachingProvider):
-            for req in requests:
-                self.stack.forget(req)
+    def reading(self, resp: LLMResponse) -> tuple[tuple[str, ParsedScore] | None, str | None]:
+        """(verdict, score reading) of a reply, or None and why it cannot be read."""
+        # A judge that thinks aloud in <think> (not moved out by LiteLLM) is read on its answer only.
+        verdict, parsed = self.read(split_reasoning(resp.text)[0], resp.finish_reason)
+        return ((verdict, parsed), None) if verdict != "error" else (None, parsed.error)
 
     def judge_item(self, item: JudgeItem) -> Judgment | None:
         pool = self.cfg.judge_pool

@@ -1,0 +1,90 @@
+"""Ask a judge until its reply can be read: the one ask / re-ask / forget loop of rubric judging (judging/rubric.py)
+and pairwise judging (judging/pairwise.py).
+
+A reply that cannot be read is asked again once, sampling at RETRY_TEMPERATURE (at temperature 0 the same unreadable
+reply would come back). When the ask still ends unreadable, or a provider error ends it, the unreadable replies
+leave the cache, so that a rerun asks again; when the re-ask was readable the first reply stays, so a rerun replays
+the same path from the cache and pays for nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from ..config import ModelConfig
+from ..errors import NotDone, ProviderError
+from ..providers.base import BaseProvider
+from ..providers.cache import CachingProvider, cache_key
+from ..types import LLMRequest, LLMResponse, Usage
+
+JUDGE_PARSE_ATTEMPTS = 2  # a reply that is not the expected JSON is asked again once, then recorded as error
+
+
+RETRY_TEMPERATURE = 0.7  # the second ask samples: at temperature 0 it would get the same unreadable reply
+
+
+JUDGE_DEFAULT_PARAMS = {"temperature": 0.0, "max_tokens": 512}
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Asked(Generic[T]):
+    """What asking one judge came to: the reading of its reply, or (reading None) why there is none. `key` is the
+    first ask's cache key; `usage` sums every ask; `cache_hit` holds when every reply came from the cache."""
+
+    reading: T | None
+    error: str | None
+    key: str
+    usage: Usage
+    cache_hit: bool
+
+
+def judge_params(
+    judge: ModelConfig, attempt: int, defaults: Mapping[str, Any] = JUDGE_DEFAULT_PARAMS
+) -> dict[str, Any]:
+    """The judge's params over `defaults`; a re-ask (attempt > 0) samples at RETRY_TEMPERATURE at least."""
+    params = {**defaults, **judge.params}
+    if attempt > 0:
+        params["temperature"] = max(float(params.get("temperature") or 0.0), RETRY_TEMPERATURE)
+    return params
+
+
+def ask_until_readable(
+    stack: BaseProvider,
+    build: Callable[[int], LLMRequest],
+    read: Callable[[LLMResponse], tuple[T | None, str | None]],
+    attempts: int = JUDGE_PARSE_ATTEMPTS,
+) -> Asked[T] | None:
+    """Ask `build(attempt)` until `read` gives a reading (else None and why not), at most `attempts` times. None
+    when a stop or the budget cut the ask (NotDone); a provider error ends it as an error."""
+    usage, hit, key, error = Usage(), True, "", "no attempt made"
+    unreadable: list[LLMRequest] = []
+    for attempt in range(attempts):
+        req = build(attempt)
+        key = key or cache_key(req)
+        try:
+            resp = stack.generate(req)
+        except NotDone:
+            return None
+        except ProviderError as exc:
+            forget(stack, unreadable)
+            return Asked(None, str(exc), key, usage, False)
+        usage = usage + resp.usage
+        hit = hit and resp.cache_hit
+        reading, why = read(resp)
+        if reading is not None:
+            return Asked(reading, None, key, usage, hit)
+        unreadable.append(req)
+        error = why or "unreadable judge reply"
+    forget(stack, unreadable)
+    return Asked(None, error, key, usage, hit)
+
+
+def forget(stack: BaseProvider, requests: Sequence[LLMRequest]) -> None:
+    """Drop these replies from the cache (through CachingProvider.forget, which a try_cached pass defers)."""
+    if isinstance(stack, CachingProvider):
+        for req in requests:
+            stack.forget(req)

