@@ -160,3 +160,24 @@ def test_the_writer_writes_without_being_asked(tmp_path: Path) -> None:
         time.sleep(0.05)
     assert read_jsonl(tmp_path / "trace.jsonl")[0]["key"] == "k"
     tracer.close()
+
+
+def test_fresh_many_knows_tagged_rows_and_reads_untagged_ones(tmp_path: Path) -> None:
+    """--validate's bulk check: rows stored now carry their format as diskcache tag; rows stored before tags were
+    written are read for their `_v`; another format, or no row, is not fresh."""
+    import diskcache
+
+    from rubricrun.providers.cache import CACHE_FORMAT
+    from rubricrun.types import LLMResponse
+
+    cache = ResponseCache(tmp_path / "cache")
+    cache.set("tagged", LLMResponse(text="a"))
+    raw = diskcache.Cache(str(tmp_path / "cache"))
+    raw.set("untagged", {"text": "b", "_v": CACHE_FORMAT})  # as ResponseCache.set stored rows before the tag
+    raw.set("old-format", {"text": "c", "_v": CACHE_FORMAT - 1})
+    raw.set("other-tag", {"text": "d", "_v": CACHE_FORMAT}, tag=CACHE_FORMAT + 1)
+    raw.close()
+    keys = ["tagged", "untagged", "old-format", "other-tag", "missing"] * 300  # more than one query's worth
+    assert cache.fresh_many(keys) == {"tagged", "untagged"}
+    assert cache.get("untagged") is not None and cache.get("old-format") is None
+    cache.close()

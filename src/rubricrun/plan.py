@@ -353,8 +353,12 @@ def _count_examples(cfg: Config, judging: Judging, examples: list[Example], repl
     tasks = generation_tasks(cfg, examples, replays)
     answered: list[tuple[Response | None, int | None]] = []
     while tasks:
-        fresh = _fresh_unread(cfg, by_id, tasks, tally.cache)
-        done = {t.response_id: _count_task(cfg, judging, by_id, t, tally, fresh) for t in tasks}
+        read = [_reply_read(cfg, by_id, t) for t in tasks]
+        fresh = _fresh_unread(tasks, read, tally.cache)
+        done = {
+            t.response_id: _count_task(cfg, judging, by_id, t, r, tally, fresh)
+            for t, r in zip(tasks, read, strict=True)
+        }
         answered += done.values()
         tally.candidate_calls += sum(1 for t in tasks if not t.candidate.replays)
         # the next turn carries each answer: one not generated yet counts as max_tokens (~3 characters a token)
@@ -421,17 +425,17 @@ def _count_synthesis(cfg: Config, tally: _Tally) -> tuple[list[Example], dict[st
     return planned, {"synthesis_calls": calls, "synthesis_cached": replay.hits}
 
 
-def _fresh_unread(cfg: Config, by_id: dict[str, Example], tasks: list[Any], cache: ResponseCache | None) -> set[str]:
+def _fresh_unread(tasks: list[Any], read: list[bool], cache: ResponseCache | None) -> set[str]:
     """The cached keys of the tasks whose reply nothing reads (whether it is cached is all _count_task needs)."""
     if cache is None:
         return set()
     return cache.fresh_many(
-        [cache_key(t.request) for t in tasks if t.replay is None and not _reply_read(cfg, by_id, t)]
+        [cache_key(t.request) for t, r in zip(tasks, read, strict=True) if t.replay is None and not r]
     )
 
 
 def _count_task(
-    cfg: Config, judging: Judging, by_id: dict[str, Example], t: Any, tally: _Tally, fresh: set[str]
+    cfg: Config, judging: Judging, by_id: dict[str, Example], t: Any, read: bool, tally: _Tally, fresh: set[str]
 ) -> tuple[Response | None, int | None]:
     """One generation task (one turn) and the judge calls its response would get; returns its response (empty text
     when it is not cached; None when nothing reads it) and, when it is not cached, its max_tokens.
@@ -444,7 +448,7 @@ def _count_task(
         resp = response_row(t, "", LLMResponse(text=text) if text is not None else None, error)
         _count_judging(cfg, judging, by_id, t.example, resp, True, 0, tally)
         return resp, None
-    if not _reply_read(cfg, by_id, t):  # nothing reads the reply: whether it is cached is all there is to count
+    if not read:  # nothing reads the reply (_reply_read): whether it is cached is all there is to count
         cached = cache_key(t.request) in fresh
         _count_candidate(t, cached, tally)
         return None, None if cached else max_tokens_of(t.request.params)

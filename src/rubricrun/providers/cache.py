@@ -88,23 +88,26 @@ class ResponseCache:
         return key in self._cache
 
     def fresh_many(self, keys: list[str]) -> set[str]:
-        """The keys among `keys` that `get` would answer (a stored row of this format), without building responses;
-        read FRESH_QUERY_KEYS at a time in one query each
-        (--validate asks for every example's key: one indexed SELECT per key cost more than the reading itself).
-        The query is diskcache's own `get` for many keys (str keys are stored raw; we set no expiry)."""
+        """The keys among `keys` that `get` would answer (a stored row of this format), without building responses,
+        FRESH_QUERY_KEYS a query (--validate asks for every example's key: one SELECT per key cost more than the
+        reading). diskcache's own `get` for many keys (str keys are stored raw; we set no expiry). A row stored
+        with its format as tag is not read at all; one stored before tags were written is read for its `_v`."""
         out: set[str] = set()
         for lo in range(0, len(keys), FRESH_QUERY_KEYS):
             part = keys[lo : lo + FRESH_QUERY_KEYS]
             marks = ",".join("?" * len(part))
-            select = f"SELECT key, mode, filename, value FROM Cache WHERE raw = 1 AND key IN ({marks})"
-            for key, mode, filename, value in self._cache._sql(select, part).fetchall():
-                try:
-                    row = self._cache.disk.fetch(mode, filename, value, False)
-                except OSError:  # deleted meanwhile
-                    continue
-                if isinstance(row, dict) and row.get("_v") == CACHE_FORMAT:
+            select = f"SELECT key, tag, mode, filename, value FROM Cache WHERE raw = 1 AND key IN ({marks})"
+            for key, tag, mode, filename, value in self._cache._sql(select, part).fetchall():
+                if tag == CACHE_FORMAT or (tag is None and self._stored_format(mode, filename, value) == CACHE_FORMAT):
                     out.add(key)
         return out
+
+    def _stored_format(self, mode: int, filename: str | None, value: Any) -> Any:
+        try:
+            row = self._cache.disk.fetch(mode, filename, value, False)
+        except OSError:  # deleted meanwhile
+            return None
+        return row.get("_v") if isinstance(row, dict) else None
 
     def set(self, key: str, response: LLMResponse) -> None:
         row = to_row(response)
@@ -112,7 +115,7 @@ class ResponseCache:
         row.pop("cache_hit", None)
         row.pop("deployment", None)  # which server answered is the trace's business, not the reply's
         try:
-            self._cache.set(key, row)
+            self._cache.set(key, row, tag=CACHE_FORMAT)  # the tag: fresh_many knows the format without a read
         except Exception as exc:  # noqa: BLE001
             raise RubricrunError(f"cache directory {self.directory}: cannot write ({exc})") from None
 
