@@ -130,6 +130,27 @@ def test_chunks_of_resamples_change_nothing(n: int) -> None:
         assert np.array_equal(stats.resample_means(values, 37, 4, chunk=chunk), means), chunk
 
 
+def test_few_distinct_values_resample_as_counts_per_value() -> None:
+    """0/1 scores and the like: a resample is how many of its n draws hit each distinct value (in order of first
+    appearance), drawn as one multinomial per resample from the PCG64 stream."""
+    values = [1.0, 0.0, 0.0, 1.0, 0.5] * 20  # 1.0 x 40, 0.0 x 40, 0.5 x 20
+    counts = np.random.Generator(np.random.PCG64(3)).multinomial(100, [0.4, 0.4, 0.2], size=25)
+    want = [(c[0] + c[2] * 0.5) / 100 for c in counts.tolist()]
+    assert stats.resample_means(values, 25, 3).tolist() == pytest.approx(want, rel=1e-13, abs=0)
+
+
+def test_counts_per_value_and_index_draws_are_the_same_bootstrap() -> None:
+    """Both ways of drawing a resample give one distribution: on 0/1 values, the spread of the resample means
+    is sqrt(p (1 - p) / n) either way."""
+    values = [float(i % 10 < 3) for i in range(2000)]  # p = 0.3
+    want = math.sqrt(0.3 * 0.7 / 2000)
+    by_counts = stats.resample_means(values, 2000, 5)
+    by_index = stats._index_means(np.array(values) - 0.3, 2000, 5, stats.CHUNK) + 0.3
+    for means in (by_counts, by_index):
+        assert abs(float(np.mean(means)) - 0.3) < 0.1 * want
+        assert float(np.std(means)) == pytest.approx(want, rel=0.08)
+
+
 def test_a_constant_sample_resamples_to_its_mean_exactly() -> None:
     for c in (0.1, 1 / 3, -7.25):
         assert set(stats.resample_means([c] * 1000, 30, 1).tolist()) == {math.fsum([c] * 1000) / 1000}

@@ -7,8 +7,9 @@ Bootstrap conventions (shared by `mean_ci`, `paired_diff` and `leaderboard`):
 - the unit of resampling is the example: callers pass one value per example (for `paired_diff`, one value per
   example id and candidate), so the CI reflects example-to-example variation only;
 - a resample is `n` example indexes drawn with `integers(0, n)`, resamples one after the other from one stream;
-  they are drawn in chunks of resamples (`resample_indexes`) so that a chunk stays about 8 MB of indexes whatever
-  n is; the chunk size does not change the draws;
+  they are drawn in chunks of resamples (`resample_indexes`) so that a chunk stays about 4 MB of indexes whatever
+  n is; the chunk size does not change the draws. A sample of few distinct values (0/1 scores) draws each
+  resample's counts per value instead (a multinomial, the same distribution: `resample_means`);
 - percentile method: the CI bounds are the (1-level)/2 and (1+level)/2 quantiles of the `n_boot` resampled means,
   using linear interpolation between order statistics (the "type 7" quantile, `statistics.quantiles`' inclusive
   method);
@@ -32,6 +33,7 @@ import numpy as np
 from .accum import ByExample, paired
 
 CHUNK = 1 << 20  # indexes drawn per chunk of resamples: 4 MB as uint32, 8 MB as the intp take reads, 8 MB of values
+DISTINCT = 64  # at most this many distinct values: a resample is drawn as counts per value (`resample_means`)
 _CACHED = 16  # bootstraps remembered (`resample_means`): a summary asks for the same one several times
 
 
@@ -84,28 +86,46 @@ _cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
 
 
 def resample_means(values: Sequence[float], n_boot: int, seed: int, chunk: int = CHUNK) -> np.ndarray:
-    """The means of `n_boot` resamples (with replacement, same size) of non-empty `values`, in draw order
-    (`resample_indexes`), read-only. The same values, size and seed give the same means, so the last few are kept,
-    keyed by the values' bytes: a summary bootstraps one column several times (its CI, its std, a dataset's
-    headline that is also the overall one, a pair's difference overall and per dataset)."""
+    """The means of `n_boot` resamples (with replacement, same size) of non-empty `values`, in draw order,
+    read-only. With at most DISTINCT distinct values (0/1 scores, differences of them, a few rubric levels), each
+    seen 4 times on average, a resample's mean depends only on how many of its n draws hit each value: those
+    counts are drawn at once as Multinomial(n, share of each value), the same distribution as n index draws at a
+    fraction of the cost. Otherwise the resamples are index draws (`resample_indexes`).
+
+    The same values, size and seed give the same means, so the last few are kept, keyed by the values' bytes: a
+    summary bootstraps one column several times (its CI, its std, a dataset's headline that is also the overall
+    one, a pair's difference overall and per dataset)."""
     vals = as_floats(values)
-    n = len(vals)
     key = (n_boot, seed, chunk, hashlib.blake2b(vals, digest_size=16).digest())
     hit = _cache.get(key)
     if hit is not None:
         _cache.move_to_end(key)
         return hit
     mean = _mean(memoryview(vals))
-    dev = vals - mean  # summing deviations keeps a constant sample's resample means exactly at its mean
-    out = np.empty(n_boot)
-    at = 0
-    for idx in resample_indexes(n, n_boot, seed, chunk):
-        out[at : at + len(idx)] = mean + np.take(dev, idx).sum(axis=1) / n
-        at += len(idx)
+    # Means of deviations from the mean: a constant sample's resample means are exactly its mean.
+    distinct, first, freq = np.unique(vals, return_index=True, return_counts=True)
+    if len(distinct) <= min(DISTINCT, len(vals) // 4):
+        # Values in order of first appearance, not sorted: negated values (paired_diff(b, a)) keep the order, so
+        # they draw the same counts and mirror exactly.
+        seen = np.argsort(first)
+        counts = generator(seed).multinomial(len(vals), freq[seen] / len(vals), size=n_boot)
+        out = mean + (counts * (distinct[seen] - mean)).sum(axis=1) / len(vals)
+    else:
+        out = _index_means(vals - mean, n_boot, seed, chunk) + mean
     out.flags.writeable = False
     _cache[key] = out
     if len(_cache) > _CACHED:
         _cache.popitem(last=False)
+    return out
+
+
+def _index_means(dev: np.ndarray, n_boot: int, seed: int, chunk: int) -> np.ndarray:
+    """The means of `dev` picked by each resample of `resample_indexes`."""
+    out = np.empty(n_boot)
+    at = 0
+    for idx in resample_indexes(len(dev), n_boot, seed, chunk):
+        out[at : at + len(idx)] = np.take(dev, idx).sum(axis=1) / len(dev)
+        at += len(idx)
     return out
 
 
