@@ -103,13 +103,11 @@ def resample_means(values: Sequence[float], n_boot: int, seed: int, chunk: int =
         return hit
     mean = _mean(memoryview(vals))
     # Means of deviations from the mean: a constant sample's resample means are exactly its mean.
-    distinct, first, freq = np.unique(vals, return_index=True, return_counts=True)
-    if len(distinct) <= min(DISTINCT, len(vals) // 4):
-        # Values in order of first appearance, not sorted: negated values (paired_diff(b, a)) keep the order, so
-        # they draw the same counts and mirror exactly.
-        seen = np.argsort(first)
-        counts = generator(seed).multinomial(len(vals), freq[seen] / len(vals), size=n_boot)
-        out = mean + (counts * (distinct[seen] - mean)).sum(axis=1) / len(vals)
+    few = _few_values(vals)
+    if few is not None:
+        distinct, freq = few
+        counts = generator(seed).multinomial(len(vals), freq / len(vals), size=n_boot)
+        out = mean + (counts * (distinct - mean)).sum(axis=1) / len(vals)
     else:
         out = _index_means(vals - mean, n_boot, seed, chunk) + mean
     out.flags.writeable = False
@@ -117,6 +115,22 @@ def resample_means(values: Sequence[float], n_boot: int, seed: int, chunk: int =
     if len(_cache) > _CACHED:
         _cache.popitem(last=False)
     return out
+
+
+def _few_values(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The distinct values of `vals` and how many times each appears, or None when there are more than DISTINCT
+    or fewer than 4 values a distinct one. In order of first appearance, not sorted: negated values
+    (paired_diff(b, a)) keep the order, so they draw the same counts and mirror exactly."""
+    limit = min(DISTINCT, len(vals) // 4)
+    if len(np.unique(vals[: 64 * DISTINCT])) > limit:  # most continuous samples stop here, nothing sorted
+        return None
+    ordered = np.sort(vals)  # one copy (np.unique with counts and first indexes would hold several)
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    if len(starts) > limit:
+        return None
+    distinct, freq = ordered[starts], np.diff(np.append(starts, len(vals)))
+    seen = np.argsort([int(np.argmax(vals == v)) for v in distinct])
+    return distinct[seen], freq[seen]
 
 
 def _index_means(dev: np.ndarray, n_boot: int, seed: int, chunk: int) -> np.ndarray:
