@@ -26,6 +26,7 @@ from . import stats
 Comparison = tuple[str, str, float]  # (a, b, a's score: 1 win, 0.5 tie, 0 loss)
 
 BT_PRIOR_TIES = 1.0  # virtual ties per pair of candidates in the summary's fit (see the module docstring)
+_KINDS = 1024  # at most this many kinds of example: the bootstrap draws counts per kind (`bootstrap_ratings`)
 
 
 def _strongly_connected(names: Sequence[str], beats: Mapping[str, set[str]]) -> bool:
@@ -166,42 +167,57 @@ def fit_strengths(wins: np.ndarray, games: np.ndarray, *, max_iter: int = 10_000
     return 1000.0 + 400.0 * np.log10(p)
 
 
-def _example_features(groups: Sequence[Sequence[Comparison]], names: Sequence[str]) -> np.ndarray:
-    """One row per example: each candidate's score in its comparisons (a tie half), then how many comparisons
-    each pair (i < j, in `names` order) had. A resample's totals are its rows summed (weighted by multiplicity)."""
+def _example_features(groups: Sequence[Sequence[Comparison]], names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """What a resample's fit reads of each example: each candidate's score in its comparisons (a tie half), then
+    how many comparisons each pair (i < j, in `names` order) had. Returned as the distinct rows, in order of first
+    appearance, and each example's row index: examples are few kinds (3 candidates: at most 27)."""
     k = len(names)
     col = {n: i for i, n in enumerate(names)}
     pair = {}
     for at, (i, j) in enumerate(zip(*np.triu_indices(k, 1), strict=True)):
         pair[(int(i), int(j))] = pair[(int(j), int(i))] = k + at
-    out = np.zeros((len(groups), k + k * (k - 1) // 2))
+    kinds: dict[tuple[float, ...], int] = {}
+    which = np.empty(len(groups), dtype=np.intp)
     for e, group in enumerate(groups):
+        row = [0.0] * (k + len(pair) // 2)
         for a, b, s in group:
-            out[e, col[a]] += s
-            out[e, col[b]] += 1.0 - s
-            out[e, pair[(col[a], col[b])]] += 1.0
-    return out
+            row[col[a]] += s
+            row[col[b]] += 1.0 - s
+            row[pair[(col[a], col[b])]] += 1.0
+        which[e] = kinds.setdefault(tuple(row), len(kinds))
+    return np.array(list(kinds), dtype=np.float64).reshape(len(kinds), -1), which
+
+
+def _fit_totals(totals: np.ndarray, k: int) -> np.ndarray:
+    """Ratings (B, K) from resamples' summed features (`_example_features`), with BT_PRIOR_TIES virtual ties."""
+    upper = np.triu_indices(k, 1)
+    games = np.zeros((len(totals), k, k))
+    games[:, upper[0], upper[1]] = totals[:, k:] + BT_PRIOR_TIES
+    games += games.transpose(0, 2, 1)
+    return fit_strengths(totals[:, :k] + BT_PRIOR_TIES * (k - 1) / 2, games, tol=1e-8)
 
 
 def bootstrap_ratings(
     groups: Sequence[Sequence[Comparison]], names: Sequence[str], n_boot: int, seed: int, chunk: int = stats.CHUNK
 ) -> np.ndarray:
     """Ratings (n_boot, K) of `names` fitted on `n_boot` resamples of the examples (`groups`: each example's
-    comparisons), drawn as every bootstrap here draws them (stats.resample_indexes), with BT_PRIOR_TIES virtual ties.
-    The totals are whole or half numbers, exact in float64 whatever the order of summation."""
+    comparisons), with BT_PRIOR_TIES virtual ties. As stats.resample_means draws: with few kinds of example (at most
+    _KINDS, 4 examples a kind on average) a resample is how many of its draws hit each kind (a multinomial, kinds in
+    order of first appearance); otherwise it is index draws (stats.resample_indexes). The totals are whole or half
+    numbers, exact in float64 whatever the order of summation."""
     k, e = len(names), len(groups)
-    feats = _example_features(groups, names)
-    upper = np.triu_indices(k, 1)
+    kinds, which = _example_features(groups, names)
+    if len(kinds) <= min(_KINDS, e // 4):
+        freq = np.bincount(which, minlength=len(kinds))
+        counts = stats.generator(seed).multinomial(e, freq / e, size=n_boot)
+        return _fit_totals(counts.astype(np.float64) @ kinds, k)
+    feats = kinds[which]
     out = []
     for idx in stats.resample_indexes(e, n_boot, seed, chunk // 4):  # 4 arrays of this size at once
         rows = len(idx)
         flat = (idx + np.arange(rows, dtype=np.int64)[:, None] * e).ravel()
         counts = np.bincount(flat, minlength=rows * e).reshape(rows, e)
-        totals = counts.astype(np.float64) @ feats
-        games = np.zeros((rows, k, k))
-        games[:, upper[0], upper[1]] = totals[:, k:] + BT_PRIOR_TIES
-        games += games.transpose(0, 2, 1)
-        out.append(fit_strengths(totals[:, :k] + BT_PRIOR_TIES * (k - 1) / 2, games, tol=1e-8))
+        out.append(_fit_totals(counts.astype(np.float64) @ feats, k))
     return np.concatenate(out)
 
 
