@@ -151,6 +151,9 @@ def test_counts_per_value_and_index_draws_are_the_same_bootstrap() -> None:
         assert float(np.std(means)) == pytest.approx(want, rel=0.08)
 
 
-def test_a_constant_sample_resamples_to_its_mean_exactly() -> None:
+def test_a_constant_sample_resamples_to_its_mean_exactly_and_0_1_scores_to_exact_fractions() -> None:
     for c in (0.1, 1 / 3, -7.25):
-        assert set(stats.resample_means([c] * 1000, 30, 1).tolist()) == {math.fsum([c] * 1000) / 1000}
+        for n in (3, 1000):  # drawn as indexes, then as counts per value
+            assert set(stats.resample_means([c] * n, 30, 1).tolist()) == {math.fsum([c] * n) / n}
+    means = stats.resample_means([float(i % 7 < 2) for i in range(60)], 50, 1).tolist()
+    assert means == [round(m * 60) / 60 for m in means]

@@ -14,7 +14,8 @@ Bootstrap conventions (shared by `mean_ci`, `paired_diff` and `leaderboard`):
   using linear interpolation between order statistics (the "type 7" quantile, `statistics.quantiles`' inclusive
   method);
 - the mean is computed with `math.fsum`; a resample's mean is the mean plus the mean of its deviations from it
-  (numpy's pairwise sum), so a constant sample gives a CI exactly equal to its mean.
+  (numpy's pairwise sum), or with few values its counts times the values (exact fractions for 0/1 scores), so a
+  constant sample gives a CI exactly equal to its mean.
 With very few examples the percentile bootstrap is over-confident (its CIs are too narrow); read small-n CIs with care.
 """
 
@@ -102,14 +103,14 @@ def resample_means(values: Sequence[float], n_boot: int, seed: int, chunk: int =
         _cache.move_to_end(key)
         return hit
     mean = _mean(memoryview(vals))
-    # Means of deviations from the mean: a constant sample's resample means are exactly its mean.
     few = _few_values(vals)
-    if few is not None:
-        distinct, freq = few
-        counts = generator(seed).multinomial(len(vals), freq / len(vals), size=n_boot)
-        out = mean + (counts * (distinct - mean)).sum(axis=1) / len(vals)
-    else:
+    if few is None:  # the mean plus that of the deviations from it: a constant sample's is exactly its mean
         out = _index_means(vals - mean, n_boot, seed, chunk) + mean
+    elif len(few[0]) == 1:
+        out = np.full(n_boot, mean)
+    else:  # counts times values: 0/1 scores give exact fractions, as math.fsum did
+        counts = generator(seed).multinomial(len(vals), few[1] / len(vals), size=n_boot)
+        out = (counts * few[0]).sum(axis=1) / len(vals)
     out.flags.writeable = False
     _cache[key] = out
     if len(_cache) > _CACHED:
