@@ -14,7 +14,7 @@ Bootstrap conventions (shared by `mean_ci`, `paired_diff` and `leaderboard`):
   using linear interpolation between order statistics (the "type 7" quantile, `statistics.quantiles`' inclusive
   method);
 - the mean is computed with `math.fsum`; a resample's mean is the mean plus the mean of its deviations from it
-  (numpy's pairwise sum), or with few values its counts times the values (exact fractions for 0/1 scores), so a
+  (numpy's pairwise sum), or with few values its counts times the values (exact fractions for 0/1 scores); a
   constant sample gives a CI exactly equal to its mean.
 With very few examples the percentile bootstrap is over-confident (its CIs are too narrow); read small-n CIs with care.
 """
@@ -104,10 +104,10 @@ def resample_means(values: Sequence[float], n_boot: int, seed: int, chunk: int =
         return hit
     mean = _mean(memoryview(vals))
     few = _few_values(vals)
-    if few is None:  # the mean plus that of the deviations from it: a constant sample's is exactly its mean
-        out = _index_means(vals - mean, n_boot, seed, chunk) + mean
-    elif len(few[0]) == 1:
+    if vals.min() == vals.max():  # a constant sample: every resample is the sample, its mean exactly
         out = np.full(n_boot, mean)
+    elif few is None:  # the mean plus that of the deviations from it (smaller numbers, smaller rounding)
+        out = _index_means(vals - mean, n_boot, seed, chunk) + mean
     else:  # counts times values: 0/1 scores give exact fractions, as math.fsum did
         counts = generator(seed).multinomial(len(vals), few[1] / len(vals), size=n_boot)
         out = (counts * few[0]).sum(axis=1) / len(vals)
