@@ -119,12 +119,18 @@ class PerExample:
         if col is None:
             return ByExample(ids, np.empty(0, dtype=_POS), np.empty(0))
         pos_arr, vals, start = col
-        pos = _np(pos_arr) if pos_arr is not None else np.arange(start, start + len(vals), dtype=_POS)
-        rank = ids.rank()
-        if rank is None:  # positions are appended in increasing order: already sorted
+        order = ids.order()
+        if order is None:  # positions are appended in increasing order: already sorted
+            pos = _np(pos_arr) if pos_arr is not None else np.arange(start, start + len(vals), dtype=_POS)
             return ByExample(ids, pos, _np(vals))
-        ks = np.argsort(rank[pos])  # ranks are distinct: no ties to order
-        return ByExample(ids, pos[ks], _np(vals)[ks])
+        if pos_arr is None:  # consecutive positions start..start+m: the sorted order, restricted to them
+            o = _np(order)
+            pos = o if start == 0 and len(vals) == len(o) else o[(o >= start) & (o < start + len(vals))]
+            return ByExample(ids, pos, _np(vals)[pos if start == 0 else pos - start])
+        rank = ids.rank()
+        assert rank is not None
+        ks = np.argsort(rank[_np(pos_arr)])  # ranks are distinct: no ties to order
+        return ByExample(ids, _np(pos_arr)[ks], _np(vals)[ks])
 
     def values(self, key: str, ids: ExampleIds) -> np.ndarray:
         """The values of `key` in sorted example-id order (a float64 array)."""
