@@ -26,8 +26,10 @@ $(VENV)/.dev-installed: requirements.txt requirements-local.txt requirements-dev
 demo: $(VENV)/.demo-installed
 	$(BIN)/python run.py --config config.example.yaml $(ARGS)
 
+# mkdocs build --strict fails on a broken link or anchor in docs/ (the reference the README points to).
 test: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest -q $(ARGS)
+	$(BIN)/mkdocs build --strict --quiet
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .

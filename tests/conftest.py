@@ -4,7 +4,8 @@
   so nothing a test does lands in the repo or the user's home.
 - `server`: a started FakeOpenAIServer (tests/fakeserver.py) on 127.0.0.1.
 - `make_config(server, **overrides) -> Path`: a YAML config whose cache.dir and run.output_dir live under tmp_path,
-  with candidates and judges pointing at the fake server (`write_config` is the same as a plain function).
+  with candidates and judges pointing at the fake server (`write_config` is the same as a plain function); the
+  row and entry builders are in tests/factories.py (`model_entry` and `KEY_ENV` are also importable from here).
 - `run_cli(args, env=None, timeout=120, full_env=None) -> CliResult` (unpacks as (returncode, stdout, stderr)):
   `python run.py ...` as a subprocess from the repo root; `start_cli(args, logs=tmp_path)` starts one in the
   background (a `Proc` whose output goes to files); `subprocess_env(tmp, overrides)` builds a whole environment.
@@ -32,12 +33,12 @@ from typing import Any
 
 import pytest
 import yaml
+from factories import KEY_ENV, model_entry
 from fakeserver import FakeOpenAIServer
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"
 SAMPLE_DATASETS = sorted(DATA.glob("*_sample.jsonl"))
-KEY_ENV = "RUBRICRUN_TEST_KEY"
 FAKE_KEY = "sk-rubricrun-FAKE-test-key-7f3a9c"  # must never appear in any artifact
 
 DELETE = object()  # an override value that removes the key
@@ -104,16 +105,6 @@ def server() -> Iterator[FakeOpenAIServer]:
 
 # --------------------------------------------------------------------------------------------------
 # Configs and data
-
-
-def model_entry(name: str, model: str, server: FakeOpenAIServer | None, **extra: Any) -> dict[str, Any]:
-    """A candidate or judge entry that calls the fake server with the fake key."""
-    entry: dict[str, Any] = {"name": name, "model": model}
-    if server is not None:
-        entry["api_base"] = server.base_url
-    entry["api_key_env"] = KEY_ENV
-    entry.update(extra)
-    return entry
 
 
 def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from conftest import model_entry, read_jsonl, write_jsonl
+from factories import one_candidate
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request, message_text
 
 from rubricrun.config import ModelConfig
@@ -261,7 +262,7 @@ def test_unclosed_think_cut_off_by_max_tokens_is_no_answer(tmp_path: Path, make_
     with FakeOpenAIServer() as server:
         server.enqueue({"content": "<think>9 + 9 is 18, so the answer is 18 but let me", "finish_reason": "length"})
         cfg = make_config(
-            server, candidates=[model_entry("alpha", "openai/cand-alpha", server)], judges=[],
+            server, candidates=one_candidate(server), judges=[],
             datasets=[{"path": str(qa)}],
         )  # fmt: skip
         rc, _, err = cli_main(["--config", str(cfg), "--run-id", "cut"])

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from conftest import DELETE, KEY_ENV, model_entry, read_jsonl, run_cli, write_config, write_jsonl
+from factories import one_candidate
 from fakeserver import FakeOpenAIServer
 
 UNSET_ENV = "RUBRICRUN_TEST_UNSET_KEY_VAR"
@@ -58,7 +59,7 @@ def unknown_top_level_key(tmp: Path, srv: FakeOpenAIServer) -> Case:
 
 
 def unknown_nested_key(tmp: Path, srv: FakeOpenAIServer) -> Case:
-    cfg = _cfg(tmp, srv, candidates=[model_entry("alpha", "openai/cand-alpha", srv, temprature=0.5)])
+    cfg = _cfg(tmp, srv, candidates=one_candidate(srv, temprature=0.5))
     return Case(["--config", str(cfg)], "config.yaml", line_of(cfg, "temprature:"), "candidates[0].temprature")
 
 
@@ -108,7 +109,7 @@ def model_without_provider(tmp: Path, srv: FakeOpenAIServer) -> Case:
 
 
 def missing_api_key(tmp: Path, srv: FakeOpenAIServer) -> Case:
-    cfg = _cfg(tmp, srv, candidates=[model_entry("alpha", "openai/cand-alpha", srv, api_key_env=UNSET_ENV)])
+    cfg = _cfg(tmp, srv, candidates=one_candidate(srv, api_key_env=UNSET_ENV))
     return Case(["--config", str(cfg)], "config.yaml", None, "candidates[0].api_key_env", [UNSET_ENV])
 
 
@@ -147,7 +148,7 @@ def judge_samples_per_prompt(tmp: Path, srv: FakeOpenAIServer) -> Case:
 
 
 def candidate_structured_output(tmp: Path, srv: FakeOpenAIServer) -> Case:
-    cfg = _cfg(tmp, srv, candidates=[model_entry("alpha", "openai/cand-alpha", srv, structured_output="on")])
+    cfg = _cfg(tmp, srv, candidates=one_candidate(srv, structured_output="on"))
     line = line_of(cfg, "structured_output:")
     return Case(
         ["--config", str(cfg)], "config.yaml", line, "candidates[0].structured_output", ["no effect on a candidate"]
@@ -271,7 +272,7 @@ def test_on_bad_row_skip_runs_and_counts_skipped_rows(tmp_path: Path, server: Fa
         {"id": "ok4", "question": "What is 2 + 2?", "answer": "4"},
     ]
     cfg = write_config(
-        tmp_path, server, candidates=[model_entry("alpha", "openai/cand-alpha", server)],
+        tmp_path, server, candidates=one_candidate(server),
         datasets=dataset(tmp_path, "mixed.jsonl", rows), run={"on_bad_row": "skip"},
     )  # fmt: skip
     rc, out, err = cli_main(["--validate", "--config", str(cfg)])

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from conftest import DELETE, model_entry, read_jsonl, run_dir, start_cli, write_jsonl
+from factories import one_candidate
 from fakeserver import FakeOpenAIServer, is_judge_request, message_text
 
 CANDIDATE_USAGE = {"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500}
@@ -50,9 +51,7 @@ def test_usd_totals_from_config_prices(tmp_path: Path, make_config, cli_main) ->
         cfg = make_config(
             server,
             datasets=rubric_rows(tmp_path, 2),
-            candidates=[
-                model_entry("alpha", "openai/cand-alpha", server, price={"input_per_mtok": 2, "output_per_mtok": 8})
-            ],
+            candidates=one_candidate(server, price={"input_per_mtok": 2, "output_per_mtok": 8}),
             judges=[model_entry("j1", "openai/judge-one", server, price={"input_per_mtok": 1, "output_per_mtok": 4})],
             run={"budget_usd": 10},
         )
@@ -83,15 +82,9 @@ def test_budget_stops_the_run_with_exit_3(tmp_path: Path, make_config, cli_main)
         cfg = make_config(
             server,
             datasets=[{"path": str(write_jsonl(tmp_path / "g.jsonl", rows))}],
-            candidates=[
-                model_entry(
-                    "alpha",
-                    "openai/cand-alpha",
-                    server,
-                    price={"input_per_mtok": 1000, "output_per_mtok": 1000},  # $0.001 a token
-                    params={"max_tokens": 10},
-                )
-            ],
+            candidates=one_candidate(
+                server, price={"input_per_mtok": 1000, "output_per_mtok": 1000}, params={"max_tokens": 10}
+            ),  # $0.001 a token
             judges=[],
             run={"budget_usd": 0.1, "concurrency": 1},
         )
@@ -179,7 +172,7 @@ def synth_config(make_config, server: FakeOpenAIServer, **extra: Any) -> Path:
         server,
         datasets=DELETE,
         synthesize={"main_topic": "personal finance", "num_subtopics": 2, "prompts_per_subtopic": 2},
-        candidates=[model_entry("alpha", "openai/cand-alpha", server)],
+        candidates=one_candidate(server),
         judges=[],
         **extra,
     )
@@ -252,7 +245,7 @@ def test_budget_stop_during_synthesis_exits_3_with_a_summary(tmp_path: Path, mak
             server,
             datasets=DELETE,
             synthesize={"main_topic": "personal finance", "num_subtopics": 2, "prompts_per_subtopic": 2},
-            candidates=[model_entry("alpha", "openai/cand-alpha", server, price=price)],
+            candidates=one_candidate(server, price=price),
             judges=[],
             run={"budget_usd": 0.01},
         )

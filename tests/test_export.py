@@ -12,12 +12,13 @@ import json
 from pathlib import Path
 
 import pytest
+from factories import example, response
 
 from rubricrun.config import ExportConfig
 from rubricrun.errors import InputError
 from rubricrun.judging.answers import quality_flags
 from rubricrun.results.export import FORMATS, build_export, write_export
-from rubricrun.types import Example, Judgment, Response, Score, Usage
+from rubricrun.types import Example, Judgment, Response, Score
 
 SYSTEM = {"role": "system", "content": "You are a baker."}
 E1_MESSAGES = (
@@ -29,30 +30,21 @@ E1_MESSAGES = (
 
 
 def _ex(eid: str, text: str = "Q?", **kw) -> Example:
-    messages = kw.pop("messages", ({"role": "user", "content": f"{text} ({eid})"},))
-    return Example(id=eid, dataset="ds", source=f"ds.jsonl:{eid}", messages=messages, **kw)
+    return example(eid, dataset="ds", source=f"ds.jsonl:{eid}", prompt=f"{text} ({eid})", **kw)
 
 
 def _resp(
     rid: str, text: str | None, *, status: str = "ok", truncated: bool = False, refusal: bool = False
 ) -> Response:
+    """`<example>-<s|w>-<sample>`: the strong or the weak candidate's response."""
     eid, cand, sample = rid.split("-")
     name = {"s": "strong", "w": "weak"}[cand]
-    return Response(
-        id=rid,
-        example_id=eid,
-        candidate=name,
-        model=f"openai/{name}-model",
-        sample_index=int(sample),
-        status=status,  # type: ignore[arg-type]
-        text=text,
-        error="HTTP 500" if status == "error" else None,
-        finish_reason="length" if truncated else "stop",
-        usage=Usage(),
-        cache_hit=False,
-        key=f"k-{rid}",
-        flags={**({"truncated": True} if truncated else {}), **({"refusal": True} if refusal else {})},
-    )
+    flags = {**({"truncated": True} if truncated else {}), **({"refusal": True} if refusal else {})}
+    return response(
+        eid, name, text, sample=int(sample), id=rid, model=f"openai/{name}-model", status=status,
+        error="HTTP 500" if status == "error" else None, finish_reason="length" if truncated else "stop",
+        key=f"k-{rid}", flags=flags,
+    )  # fmt: skip
 
 
 def _flags(text: str, **set_: bool) -> dict:

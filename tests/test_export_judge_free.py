@@ -6,35 +6,22 @@ from __future__ import annotations
 import dataclasses
 
 from conftest import DELETE, KEY_ENV, read_jsonl, run_dir, write_jsonl
+from factories import example, response
 from fakeserver import FakeOpenAIServer
 
 from rubricrun.config import ExportConfig
 from rubricrun.results.export import build_export
-from rubricrun.types import Example, Response, Usage
+from rubricrun.types import Example, Response
 
 PAIRS = ExportConfig(chosen_candidate="strong", rejected_candidate="weak")
 
 
 def _resp(eid: str, cand: str, text: str | None, *, status: str = "ok", **flags: bool) -> Response:
-    return Response(
-        id=f"{eid}#{cand}#0",
-        example_id=eid,
-        candidate=cand,
-        model=f"openai/{cand}",
-        sample_index=0,
-        status=status,  # type: ignore[arg-type]
-        text=text,
-        error=None,
-        finish_reason="stop",
-        usage=Usage(),
-        cache_hit=False,
-        key=f"k-{eid}-{cand}",
-        flags=flags,
-    )
+    return response(eid, cand, text, status=status, error=None, finish_reason="stop", flags=flags)
 
 
 def _examples(*ids: str) -> list[Example]:
-    return [Example(id=i, dataset="d", source=f"d:{i}", messages=({"role": "user", "content": i},)) for i in ids]
+    return [example(i, source=f"d:{i}") for i in ids]
 
 
 def test_pairs_by_candidate_need_no_scores() -> None:

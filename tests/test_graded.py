@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from conftest import model_entry, read_jsonl, write_jsonl
+from factories import example, judgment, one_candidate, response
 from fakeserver import FakeOpenAIServer, default_reply, message_text
 
 from rubricrun.judging.graded import (
@@ -22,7 +23,7 @@ from rubricrun.judging.graded import (
 from rubricrun.judging.prompt import load_template, reference_for
 from rubricrun.judging.rubric import JUDGE_PARSE_ATTEMPTS
 from rubricrun.results.metrics import dataset_result, graded_normalized
-from rubricrun.types import Criterion, Example, Judgment, Response, Usage
+from rubricrun.types import Criterion, Example, Judgment, Response
 
 # ---------------------------------------------------------------------------------------------------
 # Parsers
@@ -69,7 +70,7 @@ def test_verdict_for_graded_scores() -> None:
 
 
 def _ex(messages: list[dict], **kw: Any) -> Example:
-    return Example(id="mt/1", dataset="mt", source="f:1", messages=tuple(messages), **kw)
+    return example("mt/1", dataset="mt", source="f:1", messages=messages, **kw)
 
 
 def test_mt_bench_prompt_variants() -> None:
@@ -111,24 +112,12 @@ def test_custom_template_may_use_reference(tmp_path: Path) -> None:
 
 
 def _resp(eid: str, cand: str = "a") -> Response:
-    return Response(f"{eid}#{cand}#0", eid, cand, "m", 0, "ok", "t", None, "stop", Usage(), False, "k")
+    return response(eid, cand, model="m", key="k")
 
 
 def _judg(r: Response, cid: str, score: float | None, scale: str) -> Judgment:
-    return Judgment(
-        id=f"{r.id}#{cid}",
-        response_id=r.id,
-        example_id=r.example_id,
-        candidate=r.candidate,
-        criterion_id=cid,
-        weight=1.0,
-        judge="j",
-        verdict=verdict_for(score, scale),  # type: ignore[arg-type]
-        explanation=None,
-        error=None if score is not None else "unreadable",
-        score=score,
-        scale=scale,
-    )
+    error = None if score is not None else "unreadable"
+    return judgment(r, cid, verdict_for(score, scale), explanation=None, error=error, score=score, scale=scale)
 
 
 def test_mt_bench_metric_by_hand() -> None:
@@ -198,7 +187,7 @@ def _mt_config(tmp_path: Path, server: FakeOpenAIServer, make_config, **judging:
     refs = [{"question_id": 111, "answer_id": "x", "model_id": "gpt-4", "choices": [{"index": 0, "turns": ["14"]}]}]
     return make_config(
         server,
-        candidates=[model_entry("alpha", "openai/cand-alpha", server)],
+        candidates=one_candidate(server),
         judges=[model_entry("j1", "openai/judge-one", server)],
         datasets=[
             {
@@ -289,7 +278,7 @@ def test_graded_1_5_rubric_run(tmp_path: Path, make_config, cli_main) -> None:
     with FakeOpenAIServer(responder=responder) as server:
         cfg = make_config(
             server,
-            candidates=[model_entry("alpha", "openai/cand-alpha", server)],
+            candidates=one_candidate(server),
             judges=[model_entry("j1", "openai/judge-one", server)],
             datasets=[
                 {"path": str(write_jsonl(tmp_path / "r.jsonl", [{"id": "r1", "prompt": "Hi", "rubric": rubric}]))}
@@ -324,7 +313,7 @@ def test_binary_judge_request_contains_the_reference(tmp_path: Path, make_config
     with FakeOpenAIServer() as server:
         cfg = make_config(
             server,
-            candidates=[model_entry("alpha", "openai/cand-alpha", server)],
+            candidates=one_candidate(server),
             judges=[model_entry("j1", "openai/judge-one", server)],
             datasets=[{"path": str(write_jsonl(tmp_path / "qa.jsonl", [row]))}],
             judging={"reference": mode},
@@ -348,7 +337,7 @@ def test_healthbench_ideal_shown_only_when_asked(tmp_path: Path, make_config, cl
     with FakeOpenAIServer() as server:
         cfg = make_config(
             server,
-            candidates=[model_entry("alpha", "openai/cand-alpha", server)],
+            candidates=one_candidate(server),
             judges=[model_entry("j1", "openai/judge-one", server)],
             datasets=[{"path": str(write_jsonl(tmp_path / "hb.jsonl", [row]))}],
             judging={"reference": mode},
@@ -417,7 +406,7 @@ def test_references_file_reaches_every_turn_of_a_conversation(tmp_path: Path, ma
     with FakeOpenAIServer(responder=responder) as server:
         cfg = make_config(
             server,
-            candidates=[model_entry("alpha", "openai/cand-alpha", server)],
+            candidates=one_candidate(server),
             judges=[model_entry("j1", "openai/judge-one", server)],
             datasets=[
                 {

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import model_entry, read_jsonl, write_jsonl
+from factories import one_candidate
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request, message_text
 
 from rubricrun.judging.rubric import JUDGE_PARSE_ATTEMPTS
@@ -28,7 +29,7 @@ def _config(tmp_path: Path, server: FakeOpenAIServer, make_config) -> Path:
     row = {"id": "r1", "prompt": "Say hello to the team.", "rubric": RUBRIC}
     return make_config(
         server,
-        candidates=[model_entry("alpha", "openai/cand-alpha", server)],
+        candidates=one_candidate(server),
         judges=[model_entry("j1", "openai/judge-one", server)],
         datasets=[{"path": str(write_jsonl(tmp_path / "rubric.jsonl", [row]))}],
     )

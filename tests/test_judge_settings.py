@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from conftest import model_entry, read_jsonl, run_dir, write_jsonl
+from factories import one_candidate
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request
 
 RUBRIC = [{"id": "c1", "text": "Greets the team.", "weight": 1}]
@@ -30,7 +31,7 @@ def test_judge_system_prompt_is_sent_and_enters_the_cache_key(tmp_path: Path, ma
             return make_config(
                 server,
                 datasets=rubric_dataset(tmp_path),
-                candidates=[model_entry("alpha", "openai/cand-alpha", server)],
+                candidates=one_candidate(server),
                 judges=[model_entry("j1", "openai/judge-one", server, system_prompt=system_prompt)],
             )
 
@@ -66,7 +67,7 @@ def test_on_tie(tmp_path: Path, make_config, cli_main, on_tie: str) -> None:
         cfg = make_config(
             server,
             datasets=rubric_dataset(tmp_path),
-            candidates=[model_entry("alpha", "openai/cand-alpha", server)],
+            candidates=one_candidate(server),
             judges=[model_entry(j, f"openai/judge-{j}", server) for j in JUDGES],
             judging={"judges_per_criterion": 2, "on_tie": on_tie},
         )

@@ -61,8 +61,8 @@ def test_local_model_end_to_end(tmp_path):
     assert len(auto) == 1 and auto[0]["verdict"] in ("met", "not_met")
 
     summary = json.loads((out / "summary.json").read_text())
-    cand = summary["candidates"]["smol"]
-    assert cand["scored"] == 2 and cand["mean_normalized"] is not None
+    cand = summary["datasets"]["tiny"]["candidates"]["smol"]
+    assert cand["expected"] == 2 and cand["scored"] >= 1 and cand["score"] is not None
     assert summary["calls"]["made"] >= 4  # 2 candidate + 2 judge calls at least
 
     trace = read_jsonl(out / "trace.jsonl")

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from factories import example, response
 
 from rubricrun.config import DatasetConfig, load_config
 from rubricrun.errors import InputError
@@ -31,7 +32,7 @@ from rubricrun.results.metrics import (
     prbench_points,
 )
 from rubricrun.results.scoring import score_response
-from rubricrun.types import Criterion, Example, Judgment, Response, Turn, Usage
+from rubricrun.types import Criterion, Example, Judgment, Response, Turn
 
 TOL = 1e-9
 N_BOOT, SEED = 200, 7
@@ -45,15 +46,7 @@ def ex(eid: str, fmt: str, rubric: list[Criterion] = (), **metadata) -> Example:
     kw = {}
     if fmt == "mc":
         kw = {"choices": ("a", "b"), "answer": "A"}
-    return Example(
-        id=eid,
-        dataset="d",
-        source="d.jsonl:1",
-        messages=({"role": "user", "content": eid},),
-        rubric=tuple(rubric),
-        metadata={"format": fmt, **metadata},
-        **kw,
-    )
+    return example(eid, rubric=tuple(rubric), metadata={"format": fmt, **metadata}, **kw)
 
 
 def crit(cid: str, weight: float, tags: tuple[str, ...] = (), category: str | None = None) -> Criterion:
@@ -61,20 +54,8 @@ def crit(cid: str, weight: float, tags: tuple[str, ...] = (), category: str | No
 
 
 def resp(eid: str, cand: str, sample: int = 0, status: str = "ok") -> Response:
-    return Response(
-        id=f"{eid}#{cand}#{sample}",
-        example_id=eid,
-        candidate=cand,
-        model="m",
-        sample_index=sample,
-        status=status,  # type: ignore[arg-type]
-        text="x" if status == "ok" else None,
-        error=None if status == "ok" else "boom",
-        finish_reason="stop",
-        usage=Usage(),
-        cache_hit=False,
-        key="k",
-    )
+    text = "x" if status == "ok" else None
+    return response(eid, cand, text, sample=sample, status=status, model="m", finish_reason="stop", key="k")
 
 
 def judged(r: Response, verdicts: dict[str, str], weights: dict[str, float] | None = None) -> list[Judgment]:

@@ -21,13 +21,13 @@ from conftest import (
     FAKE_KEY,
     KEY_ENV,
     SAMPLE_DATASETS,
-    model_entry,
     read_jsonl,
     run_cli,
     start_cli,
     write_config,
     write_jsonl,
 )
+from factories import one_candidate
 from fakeserver import FakeOpenAIServer, Rule, default_reply, is_judge_request, message_text
 
 from rubricrun.judging.rubric import JUDGE_PARSE_ATTEMPTS
@@ -42,10 +42,7 @@ JUDGMENT_FIELDS = {
     "error",
 }  # fmt: skip
 TRACE_FIELDS = {"role", "model", "key", "cache_hit", "attempt", "latency_ms", "status", "error", "usage"}
-CANDIDATE_SUMMARY_FIELDS = {
-    "examples", "responses", "response_errors", "scored", "judgment_errors", "mean_normalized", "mean_clipped",
-    "pass_rate", "by_category", "usage", "cache_hits",
-}  # fmt: skip
+DATASET_CANDIDATE_FIELDS = {"score", "ci", "std", "n", "coverage", "partial", "scored", "expected", "histogram"}
 ARTIFACTS = ("examples.jsonl", "responses.jsonl", "judgments.jsonl", "trace.jsonl", "summary.json", "config.yaml",
              "run.log")  # fmt: skip
 
@@ -90,6 +87,21 @@ def data_turns(path: Path) -> int:
 
 def example_turns(examples: list[dict]) -> int:
     return sum(1 + len(e["later_turns"]) for e in examples)
+
+
+def row_counts(run: dict[str, Any], cand: str) -> dict[str, int]:
+    """A candidate's responses and failed rows, counted in the run's files (summary.json has per-dataset scores)."""
+    rs = [r for r in run["responses"] if r["candidate"] == cand]
+    js = [j for j in run["judgments"] if j["candidate"] == cand]
+    return {
+        "responses": len(rs),
+        "response_errors": sum(r["status"] == "error" for r in rs),
+        "judgment_errors": sum(j["verdict"] == "error" for j in js),
+    }
+
+
+def headline(run: dict[str, Any], dataset: str, cand: str) -> dict[str, Any]:
+    return run["summary"]["datasets"][dataset]["candidates"][cand]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -179,12 +191,16 @@ def test_full_run_field_names(full_run: FullRun) -> None:
         assert TRACE_FIELDS <= set(t), t
     summary = run["summary"]
     assert summary["run_id"] == "full"
-    assert set(summary["candidates"]) == {"alpha", "beta"}
-    for name, c in summary["candidates"].items():
-        assert CANDIDATE_SUMMARY_FIELDS <= set(c), (name, sorted(c))
-        assert c["responses"] == example_turns(run["examples"])
-        assert c["response_errors"] == 0 and c["judgment_errors"] == 0
-        assert 0.0 <= c["mean_normalized"] <= 1.0
+    assert set(summary["overall"]["candidates"]) == {"alpha", "beta"}
+    for name in ("alpha", "beta"):
+        want = {"responses": example_turns(run["examples"]), "response_errors": 0, "judgment_errors": 0}
+        assert row_counts(run, name) == want
+    for d in summary["datasets"].values():
+        assert set(d["candidates"]) == {"alpha", "beta"}
+        for name, c in d["candidates"].items():
+            assert DATASET_CANDIDATE_FIELDS <= set(c), (name, sorted(c))
+            assert c["coverage"] == 1.0 and c["partial"] == 0
+            assert 0.0 <= c["score"] <= 1.0
 
 
 def test_full_run_trace_has_one_event_per_server_request(full_run: FullRun) -> None:
@@ -234,8 +250,6 @@ def comparable_summary(summary: dict[str, Any]) -> dict[str, Any]:
     s = json.loads(json.dumps(summary))
     s.pop("wall_s", None)
     s.pop("calls", None)
-    for c in s["candidates"].values():
-        c.pop("cache_hits", None)
     costs = s.get("costs") or {}
     costs.pop("total_usd", None)
     costs.pop("saved_usd", None)
@@ -264,8 +278,7 @@ def test_rerun_same_run_id_is_free_and_identical(full_run: FullRun) -> None:
     assert comparable_rows(again["judgments"]) == comparable_rows(first["judgments"])
     assert comparable_summary(again["summary"]) == comparable_summary(first["summary"])
     assert again["summary"]["calls"]["made"] == 0
-    for name, c in again["summary"]["candidates"].items():
-        assert c["cache_hits"] > first["summary"]["candidates"][name]["cache_hits"]
+    assert again["summary"]["calls"]["cache_hits"] > 0
     # every call and token of the first run is a cached one now, and nothing was paid
     first_costs = first["summary"].get("costs", {}).get("by_model", {})
     again_costs = again["summary"].get("costs", {}).get("by_model", {})
@@ -356,7 +369,7 @@ def test_max_examples_limits_each_dataset(tmp_path: Path, server: FakeOpenAIServ
 def test_429_retry_after_is_honoured(tmp_path: Path, make_config, cli_main) -> None:
     with FakeOpenAIServer(rules=[Rule("cand-alpha", 429, count=1, retry_after_s=1)]) as server:
         cfg = make_config(
-            server, candidates=[model_entry("alpha", "openai/cand-alpha", server)], judges=[],
+            server, candidates=one_candidate(server), judges=[],
             datasets=qa_dataset(tmp_path),
         )  # fmt: skip
         rc, _, err = cli_main(["--config", str(cfg), "--run-id", "r429"])
@@ -370,13 +383,13 @@ def test_429_retry_after_is_honoured(tmp_path: Path, make_config, cli_main) -> N
     assert ev[0]["retry_in_s"] >= 1.0
     assert "429" in ev[0]["error"]
     assert run["responses"][0]["status"] == "ok"
-    assert run["summary"]["candidates"]["alpha"]["response_errors"] == 0
+    assert row_counts(run, "alpha")["response_errors"] == 0
 
 
 def test_500_once_is_retried(tmp_path: Path, make_config, cli_main) -> None:
     with FakeOpenAIServer(rules=[Rule("cand-alpha", 500, count=1)]) as server:
         cfg = make_config(
-            server, candidates=[model_entry("alpha", "openai/cand-alpha", server)], judges=[],
+            server, candidates=one_candidate(server), judges=[],
             datasets=qa_dataset(tmp_path),
         )  # fmt: skip
         rc, _, err = cli_main(["--config", str(cfg), "--run-id", "r500"])
@@ -400,10 +413,9 @@ def test_500_always_stops_at_max_attempts_and_resumes(tmp_path: Path, make_confi
         assert alpha["status"] == "error" and alpha["text"] is None
         assert "500" in alpha["error"]
         assert not [j for j in run["judgments"] if j["response_id"] == alpha["id"]]  # not scored
-        s = run["summary"]["candidates"]
-        assert s["alpha"]["response_errors"] == 1 and s["alpha"]["scored"] == 0
-        assert s["alpha"]["mean_normalized"] is None
-        assert s["beta"]["response_errors"] == 0 and s["beta"]["scored"] == 1
+        assert row_counts(run, "alpha")["response_errors"] == 1 and headline(run, "qa", "alpha")["scored"] == 0
+        assert headline(run, "qa", "alpha")["score"] is None  # not scored, not zero
+        assert row_counts(run, "beta")["response_errors"] == 0 and headline(run, "qa", "beta")["scored"] == 1
         ev = events(run["trace"], "openai/cand-alpha")
         assert [t["attempt"] for t in ev] == [1, 2, 3]
         assert [t["retry_in_s"] is not None for t in ev] == [True, True, False]  # no wait after the last
@@ -416,7 +428,7 @@ def test_500_always_stops_at_max_attempts_and_resumes(tmp_path: Path, make_confi
         assert server.count(model="cand-alpha") == 1 and server.count() == 1
     run = load_run(tmp_path / "outputs" / "dead")
     assert all(r["status"] == "ok" for r in run["responses"])
-    assert run["summary"]["candidates"]["alpha"]["scored"] == 1
+    assert headline(run, "qa", "alpha")["scored"] == 1
 
 
 def test_400_is_not_retried(tmp_path: Path, make_config, cli_main) -> None:
@@ -431,7 +443,7 @@ def test_400_is_not_retried(tmp_path: Path, make_config, cli_main) -> None:
     assert alpha["status"] == "error" and "400" in alpha["error"]
     ev = events(run["trace"], "openai/cand-alpha")
     assert [(t["attempt"], t["status_code"], t["retry_in_s"]) for t in ev] == [(1, 400, None)]
-    assert run["summary"]["candidates"]["alpha"]["response_errors"] == 1
+    assert row_counts(run, "alpha")["response_errors"] == 1
 
 
 RUBRIC4 = [
@@ -442,15 +454,6 @@ RUBRIC4 = [
 ]
 
 
-def _expected_normalized(judgments: list[dict[str, Any]]) -> float | None:
-    """(points - N) / (P - N) over the non-error judgments."""
-    ok = [j for j in judgments if j["verdict"] != "error"]
-    pos = sum(j["weight"] for j in ok if j["weight"] > 0)
-    neg = sum(j["weight"] for j in ok if j["weight"] < 0)
-    points = sum(j["weight"] for j in ok if j["verdict"] == "met")
-    return None if pos - neg <= 0 else (points - neg) / (pos - neg)
-
-
 def test_judge_reply_that_is_not_json_is_an_error_verdict(tmp_path: Path, make_config, cli_main) -> None:
     def responder(body: dict[str, Any]) -> str:
         if is_judge_request(body) and body["model"] == "judge-one":
@@ -459,7 +462,7 @@ def test_judge_reply_that_is_not_json_is_an_error_verdict(tmp_path: Path, make_c
 
     with FakeOpenAIServer(responder=responder) as server:
         cfg = make_config(
-            server, candidates=[model_entry("alpha", "openai/cand-alpha", server)],
+            server, candidates=one_candidate(server),
             datasets=rubric_dataset(tmp_path, RUBRIC4),
         )  # fmt: skip
         rc, _, err = cli_main(["--config", str(cfg), "--run-id", "prose"])
@@ -479,17 +482,16 @@ def test_judge_reply_that_is_not_json_is_an_error_verdict(tmp_path: Path, make_c
         assert server.count(model="judge-one") == 2 * JUDGE_PARSE_ATTEMPTS
         assert server.count(model="judge-two") == 2
 
-    s = run["summary"]["candidates"]["alpha"]
-    assert s["judgment_errors"] == 2
-    assert s["scored"] == 1
-    expected = _expected_normalized(js)  # over the two readable verdicts only
-    assert s["mean_normalized"] == (None if expected is None else pytest.approx(round(expected, 4)))
+    assert row_counts(run, "alpha")["judgment_errors"] == 2
+    # judging.on_error exclude (the rubric metric's default): a response with an error verdict is partial, not scored
+    d = headline(run, "rubric", "alpha")
+    assert (d["partial"], d["scored"], d["score"]) == (1, 0, None)
 
 
 def test_judge_http_400_is_an_error_verdict_not_retried(tmp_path: Path, make_config, cli_main) -> None:
     with FakeOpenAIServer(rules=[Rule("judge-two", 400)]) as server:
         cfg = make_config(
-            server, candidates=[model_entry("alpha", "openai/cand-alpha", server)],
+            server, candidates=one_candidate(server),
             datasets=rubric_dataset(tmp_path, RUBRIC4),
         )  # fmt: skip
         rc, _, err = cli_main(["--config", str(cfg), "--run-id", "j400"])
@@ -499,10 +501,10 @@ def test_judge_http_400_is_an_error_verdict_not_retried(tmp_path: Path, make_con
     bad = [j for j in run["judgments"] if j["judge"] == "j2"]
     assert len(bad) == 2
     assert all(j["verdict"] == "error" and "400" in j["error"] for j in bad)
-    s = run["summary"]["candidates"]["alpha"]
-    assert s["judgment_errors"] == 2 and s["response_errors"] == 0
-    expected = _expected_normalized(run["judgments"])
-    assert s["mean_normalized"] == (None if expected is None else pytest.approx(round(expected, 4)))
+    counts = row_counts(run, "alpha")
+    assert counts["judgment_errors"] == 2 and counts["response_errors"] == 0
+    d = headline(run, "rubric", "alpha")
+    assert (d["partial"], d["scored"], d["score"]) == (1, 0, None)  # on_error exclude
 
 
 def test_two_judges_per_criterion_vote(tmp_path: Path, make_config, cli_main) -> None:
@@ -526,7 +528,7 @@ def test_two_judges_per_criterion_vote(tmp_path: Path, make_config, cli_main) ->
 
     with FakeOpenAIServer(responder=responder) as server:
         cfg = make_config(
-            server, candidates=[model_entry("alpha", "openai/cand-alpha", server)],
+            server, candidates=one_candidate(server),
             datasets=rubric_dataset(tmp_path, rubric), judging={"judges_per_criterion": 2},
         )  # fmt: skip
         rc, _, err = cli_main(["--config", str(cfg), "--run-id", "votes"])
@@ -544,9 +546,9 @@ def test_two_judges_per_criterion_vote(tmp_path: Path, make_config, cli_main) ->
     assert {v["judge"]: v["verdict"] for v in js["split"]["votes"]} == {"j1": "met", "j2": "not_met"}
     assert js["split"]["verdict"] == "error"  # a tie is undecided, never silently not_met
     s = run["summary"]
-    # points = 2 (agree-met); P = 2 + 1 = 3 (split excluded) -> normalized = 2/3
-    assert s["candidates"]["alpha"]["mean_normalized"] == pytest.approx(0.6667)
-    assert s["candidates"]["alpha"]["judgment_errors"] == 1
+    # The tie is an error verdict: under on_error exclude the response is partial, out of the score.
+    assert row_counts(run, "alpha")["judgment_errors"] == 1
+    assert s["datasets"]["rubric"]["candidates"]["alpha"]["partial"] == 1
     assert s["judges"]["agreement"]["criteria_with_votes"] == 3
     assert s["judges"]["agreement"]["ties_to_error"] == 1
 
@@ -565,7 +567,7 @@ def test_second_process_on_the_same_run_id_is_refused(tmp_path: Path, make_confi
 
     with FakeOpenAIServer(responder=held) as server:
         cfg = make_config(
-            server, candidates=[model_entry("alpha", "openai/cand-alpha", server)], judges=[],
+            server, candidates=one_candidate(server), judges=[],
             datasets=qa_dataset(tmp_path),
         )  # fmt: skip
         first = start_cli(["--config", str(cfg), "--run-id", "shared"], logs=tmp_path / "proc_logs")

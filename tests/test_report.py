@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from factories import response
 
 from rubricrun.results.report import FAILURE_CAP, render_report, write_report
 from rubricrun.types import Criterion, Example, Judgment, Response, Usage, to_row
@@ -26,20 +27,7 @@ RUBRIC = (
 
 
 def _resp(eid: str, cand: str, text: str | None, status: str = "ok", error: str | None = None) -> Response:
-    return Response(
-        id=f"{eid}#{cand}#0",
-        example_id=eid,
-        candidate=cand,
-        model=f"openai/{cand}",
-        sample_index=0,
-        status=status,  # type: ignore[arg-type]
-        text=text,
-        error=error,
-        finish_reason="stop" if status == "ok" else None,
-        usage=Usage(10, 20, 30),
-        cache_hit=False,
-        key=f"k-{eid}-{cand}",
-    )
+    return response(eid, cand, text, status=status, error=error, usage=Usage(10, 20, 30))
 
 
 def _judg(
@@ -101,40 +89,27 @@ def _run() -> tuple[dict[str, Any], list[Example], list[Response], list[Judgment
             error=None,
         ),
     ]
-    cand = {
-        "examples": 2,
-        "responses": 2,
-        "pass_rate": 0.5,
-        "mean_clipped": 0.4,
-        "usage": {"prompt_tokens": 20, "completion_tokens": 40, "total_tokens": 60},
-        "judge_usage": {"prompt_tokens": 300, "completion_tokens": 50, "total_tokens": 350},
-        "cache_hits": 1,
-        "flags": {"truncated": 1},
-        "met_rate_by_category": {"Clarity": {"met_rate": 0.5, "n": 2}, "Accuracy": {"met_rate": 1.0, "n": 1}},
-        "met_rate_by_tag": {"style": {"met_rate": 1.0, "n": 1}},
-        "by_category": {"Clarity": 0.6, "Accuracy": 1.0},
-        # The same counts split by the weight's sign (c3 is a penalty), as the heat map reads them.
-        "rates_by_category": {
-            "Clarity": {"met_rate": 0.5, "n": 2, "penalty_hit_rate": 1.0, "penalty_n": 1},
-            "Accuracy": {"met_rate": 1.0, "n": 1},
-        },
-        "rates_by_tag": {"style": {"penalty_hit_rate": 1.0, "penalty_n": 1}},
-    }
+
+    def cand(score: float, lo: float, hi: float) -> dict[str, Any]:
+        return {"score": score, "ci": [lo, hi], "std": 0.1, "n": 2, "coverage": 1.0, "partial": 0, "scored": 2}
+
     summary: dict[str, Any] = {
         "run_id": "r<1>",
         "status": "complete",
-        "metric": "normalized",
         "pass_threshold": 0.5,
         "examples": 2,
-        "candidates": {"alpha": dict(cand), "beta": {**cand, "met_rate_by_category": {}, "rates_by_category": {}}},
-        "leaderboard": [
-            {"rank": 1, "candidate": "beta", "mean": 0.8, "ci_low": 0.6, "ci_high": 1.0} | {"n": 2},
-            {"rank": 2, "candidate": "alpha", "mean": 0.3, "ci_low": 0.1, "ci_high": 0.55} | {"n": 2},
-        ],
-        "pairwise": [
-            {"a": "alpha", "b": "beta", "n": 2, "mean_diff": -0.5, "ci_low": -0.7, "ci_high": -0.3}
-            | {"wins": 0, "ties": 0, "losses": 2, "significant": True}
-        ],
+        "datasets": {
+            "ds": {
+                "metric": "rubric",
+                "on_error": "exclude",
+                "candidates": {"alpha": cand(0.3, 0.1, 0.55), "beta": cand(0.8, 0.6, 1.0)},
+                "leaderboard": [
+                    {"rank": 1, "candidate": "beta", "score": 0.8, "ci_low": 0.6, "ci_high": 1.0} | {"n": 2},
+                    {"rank": 2, "candidate": "alpha", "score": 0.3, "ci_low": 0.1, "ci_high": 0.55} | {"n": 2},
+                ],
+            }
+        },
+        "overall": {"datasets": ["ds"], "candidates": {"alpha": {"score": 0.3, "datasets": 1}} | {"beta": {}}},
         "judges": {
             "per_judge": {"judge-a": {"met_rate": 0.6, "judged": 5, "errors": 0}},
             "agreement": {"criteria_with_votes": 1, "percent_agreement": 0.0, "fleiss_kappa": None},
@@ -210,12 +185,16 @@ def test_report_escapes_untrusted_text_and_has_no_external_resources(tmp_path: P
     assert e1["r"][0][5] == 0.0 and e1["r"][1][5] == 1.0
 
     # Sections.
-    for sid in ("leaderboard", "pairwise", "categories", "judges", "costs", "failures", "examples"):
+    for sid in ("datasets", "pairwise", "judges", "costs", "failures", "examples"):
         assert f'<section id="{sid}">' in page
-    board = page[page.index('<section id="leaderboard">') : page.index('<section id="pairwise">')]
+    # Only the per-dataset results: no pooled leaderboard, pairwise table or met-rate heat map (issue 21).
+    assert '<section id="leaderboard">' not in page and '<section id="categories">' not in page
+    board = page[page.index('<section id="datasets">') : page.index('<section id="pairwise">')]
     assert board.index("<b>beta</b>") < board.index("<b>alpha</b>")
     assert board.count("<circle") == 2 and "separated from all others" in board
-    assert 'title="n=2 criteria judged; category score 0.600"' in page
+    facts = page[page.index("<dl class=facts>") : page.index("</dl>")]
+    assert "<dt>candidates</dt><dd>2</dd>" in facts and "<dt>responses</dt><dd>4</dd>" in facts
+    assert "<dt>response errors</dt><dd>1</dd>" in facts and "<dt>metric</dt>" not in facts
     assert "$0.0123" in page and "Budget: $0.0100; spent $0.0123" in page and "the run stopped at the budget" in page
     assert "percent agreement" in page and "Response errors (1)" in page and "Judgment errors (1)" in page
     assert 'href="#ex=ds%2Fe2"' in page
@@ -237,9 +216,9 @@ def test_report_accepts_dict_rows_and_a_bare_summary(tmp_path: Path) -> None:
 
     bare = {k: v for k, v in summary.items() if k not in ("costs", "budget", "status")}
     page = render_report(bare, examples, responses, judgments)
-    assert "Total <b>" not in page and "Budget" not in page and "judge prompt tok" in page
+    assert "Total <b>" not in page and "Budget" not in page and "No usage recorded." in page
     empty = write_report(tmp_path, {"run_id": "empty"}, [], [], []).read_text(encoding="utf-8")
-    assert "No scored candidates." in empty and _data_block(empty)["ex"] == []
+    assert "No per-dataset results in this summary." in empty and _data_block(empty)["ex"] == []
 
 
 def test_failures_are_capped(tmp_path: Path) -> None:
@@ -311,20 +290,6 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert console == []
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
     shutil.copyfile(shot, "/tmp/report_screenshot.png")
-
-
-def test_heat_map_shows_penalty_hits_apart_from_met_rates() -> None:
-    summary, examples, responses, judgments = _run()
-    rates = {"Harm": {"met_rate": None, "n": 0, "penalty_hit_rate": 1.0, "penalty_n": 3}}
-    rates["Mixed"] = {"met_rate": 0.25, "n": 4, "penalty_hit_rate": 0.5, "penalty_n": 2}
-    summary["candidates"] = {"alpha": {**summary["candidates"]["alpha"], "rates_by_category": rates}}
-    page = render_report(summary, examples, responses, judgments)
-    heat = page[page.index('<section id="categories">') : page.index('<section id="judges">')]
-    # A group of penalties only: no met rate at all (never a green 1.00), its hit rate in the penalty colour.
-    assert '<span class="cell pen" title="n=3 penalty criteria judged; a hit is a penalty met"' in heat
-    assert "hit 1.00</span>" in heat and ">1.00</span>" not in heat.replace("hit 1.00</span>", "")
-    # A mixed group: the met rate over positive criteria (red-ish hue for 0.25) and the hit rate beside it.
-    assert 'style="background:hsl(30,65%,82%)">0.25</span>' in heat and "hit 0.50</span>" in heat
 
 
 CONTENT_PARTS = (

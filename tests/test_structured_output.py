@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from conftest import KEY_ENV, model_entry, read_jsonl, write_jsonl
+from factories import one_candidate
 from fakeserver import FakeOpenAIServer
 
 from rubricrun.judging.graded import graded_schema
@@ -24,7 +25,7 @@ def run(tmp_path: Path, server: FakeOpenAIServer, make_config, cli_main, judge: 
     data = write_jsonl(tmp_path / "rubric.jsonl", [{"id": "r1", "prompt": "Say hello to the team.", "rubric": RUBRIC}])
     cfg = make_config(
         server,
-        candidates=[model_entry("alpha", "openai/cand-alpha", server)],
+        candidates=one_candidate(server),
         judges=[judge],
         datasets=[{"path": str(data)}],
         **extra,

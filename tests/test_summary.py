@@ -1,5 +1,5 @@
-"""results/summary.py build_summary on hand-made rows: the typed summary, its JSON round trip, penalty hits kept apart
-from met rates, each bootstrap computed once, and the console lines."""
+"""results/summary.py build_summary on hand-made rows: the typed summary, its JSON round trip (no pooled fields),
+each bootstrap computed once, and the console lines."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ import re
 from typing import Any
 
 import pytest
+from factories import example, judgment, response
 
 from rubricrun.config import load_config
 from rubricrun.results import stats
 from rubricrun.results import summary as summary_mod
 from rubricrun.results.report import write_report_from_dir
-from rubricrun.results.scoring import score_response
 from rubricrun.results.summary import build_summary, log_summary
-from rubricrun.types import Criterion, Example, GroupRates, Judgment, Response, Summary, Usage, from_row, summary_row
+from rubricrun.results.summary_types import Summary
+from rubricrun.types import Criterion, Example, Judgment, Response, Usage, from_row, summary_row
 
 GOOD = Criterion(id="good", text="Gives the dose.", weight=5.0, category="Safety", tags=("axis:accuracy",))
 BAD = Criterion(id="bad", text="Recommends a dangerous dose.", weight=-5.0, category="Safety", tags=("axis:accuracy",))
@@ -34,22 +35,14 @@ def _rows(cands: tuple[str, ...], verdicts: dict[str, list[tuple[str, str]]]) ->
     """Examples e0..e{n-1}; `verdicts[cand][i]` is (good, bad) for example i. Responses are listed in reverse example
     order, so an order-dependent bootstrap would differ from one over sorted example ids."""
     n = len(next(iter(verdicts.values())))
-    examples = [
-        Example(id=f"e{i}", dataset="d", source=f"d.jsonl:{i + 1}", messages=({"role": "user", "content": "q"},))
-        for i in range(n)
-    ]
-    examples = [Example(**{**ex.__dict__, "rubric": (GOOD, BAD)}) for ex in examples]
+    examples = [example(f"e{i}", source=f"d.jsonl:{i + 1}", prompt="q", rubric=(GOOD, BAD)) for i in range(n)]
     responses, judgments = [], []
     for cand in cands:
         for i in reversed(range(n)):
-            r = Response(
-                f"e{i}#{cand}#0", f"e{i}", cand, f"openai/{cand}", 0, "ok", "text", None, "stop", Usage(), False, "k"
-            )
+            r = response(f"e{i}", cand, "text", key="k")
             responses.append(r)
             for crit, v in zip((GOOD, BAD), verdicts[cand][i], strict=True):
-                judgments.append(
-                    Judgment(f"{r.id}#{crit.id}", r.id, r.example_id, cand, crit.id, crit.weight, "j", v, "", None)  # type: ignore[arg-type]
-                )
+                judgments.append(judgment(r, crit.id, v, weight=crit.weight))
     return examples, responses, judgments
 
 
@@ -57,12 +50,8 @@ def _summary(tmp_path: Any, verdicts: dict[str, list[tuple[str, str]]]) -> Summa
     cands = tuple(verdicts)
     cfg = _cfg(tmp_path, cands)
     examples, responses, judgments = _rows(cands, verdicts)
-    by_resp: dict[str, list[Judgment]] = {}
-    for j in judgments:
-        by_resp.setdefault(j.response_id, []).append(j)
-    scores = {rid: score_response([GOOD, BAD], [j.verdict for j in js]) for rid, js in by_resp.items()}
     criteria = {(ex.id, c.id): c for ex in examples for c in ex.rubric}
-    return build_summary(cfg, "run-1", examples, responses, judgments, scores, criteria)
+    return build_summary(cfg, "run-1", examples, responses, judgments, criteria)
 
 
 VERDICTS = {
@@ -70,18 +59,6 @@ VERDICTS = {
     "harmful": [("not_met", "met")] * 3 + [("met", "met")],
     "careful": [("met", "not_met")] * 3 + [("not_met", "not_met")],
 }
-
-
-def test_penalty_hits_are_their_own_rate(tmp_path: Any) -> None:
-    s = _summary(tmp_path, VERDICTS)
-    harmful = s.candidates["harmful"]
-    # Old field, kept for one release: 5 of 8 criteria "met" (4 penalties + 1 good), a high rate for a harmful run.
-    assert harmful.met_rate_by_category["Safety"].met_rate == pytest.approx(5 / 8)
-    # Split by sign: the good criterion was met 1 time in 4, the penalty 4 times in 4.
-    assert harmful.rates_by_category["Safety"] == GroupRates(met_rate=0.25, n=4, penalty_hit_rate=1.0, penalty_n=4)
-    assert harmful.rates_by_tag["axis:accuracy"] == GroupRates(met_rate=0.25, n=4, penalty_hit_rate=1.0, penalty_n=4)
-    careful = s.candidates["careful"]
-    assert careful.rates_by_category["Safety"] == GroupRates(met_rate=0.75, n=4, penalty_hit_rate=0.0, penalty_n=4)
 
 
 def test_each_bootstrap_once_and_the_leaderboard_shows_the_candidates_ci(tmp_path: Any, monkeypatch: Any) -> None:
@@ -103,26 +80,27 @@ def test_each_bootstrap_once_and_the_leaderboard_shows_the_candidates_ci(tmp_pat
         tmp_path,
         {"harmful": [nm, nm, mm, nm, nn, mm], "careful": [mn, mn, nn, mn, mm, mn], "mixed": [mm, mn, nn, mn, nm, mn]},
     )
-    for row in s.leaderboard:  # the leaderboard shows the candidate's own CI, not a second bootstrap's
-        c = s.candidates[row.candidate]
-        assert (row.mean, row.n) == (c.mean_normalized, 6)
-        assert (row.ci_low, row.ci_high) == c.normalized_ci
-    # 3 candidates: pooled normalized and clipped bootstraps, and one headline bootstrap on the one dataset;
-    # 3 pairs: one paired bootstrap pooled and one on the dataset (its leaderboard's noise relation).
-    assert calls == {"mean_ci": 3 * 2 + 3, "paired_diff": 3 + 3}
-    assert [p.a + "-" + p.b for p in s.pairwise] == ["harmful-careful", "harmful-mixed", "careful-mixed"]
-    assert s.leaderboard[0].candidate == "careful"
+    d = s.datasets["d"]
+    for row in d.leaderboard:  # the leaderboard shows the candidate's own CI, not a second bootstrap's
+        c = d.candidates[row.candidate]
+        assert (row.score, row.n) == (c.score, 6)
+        assert (row.ci_low, row.ci_high) == c.ci
+    # 3 candidates: one headline bootstrap each on the one dataset; 3 pairs: one paired bootstrap each (the
+    # leaderboard's noise relation).
+    assert calls == {"mean_ci": 3, "paired_diff": 3}
+    assert d.leaderboard[0].candidate == "careful"
 
 
 def test_summary_json_round_trips_and_omits_what_it_has_nothing_for(tmp_path: Any) -> None:
     s = _summary(tmp_path, VERDICTS)
     data = json.loads(json.dumps(summary_row(s)))
     assert from_row(Summary, data) == s
-    head = ["run_id", "metric", "pass_threshold", "examples", "datasets", "overall", "candidates", "leaderboard"]
-    assert list(data)[:10] == [*head, "pairwise", "judges"]
+    # The per-dataset results and the run-level sections; the pooled candidates / leaderboard / metric are gone.
+    assert list(data) == ["run_id", "pass_threshold", "examples", "datasets", "overall", "judges"]
     # No run facts were added and one judge judged each criterion: those keys are absent, not null.
     assert "status" not in data and "export" not in data and "agreement" not in data["judges"]
-    assert list(data["candidates"]["harmful"])[-3:] == ["cache_hits", "rates_by_category", "rates_by_tag"]
+    # A summary written before the pooled fields went still reads: they are ignored.
+    assert from_row(Summary, {**data, "candidates": {"harmful": {}}, "leaderboard": [], "metric": "normalized"}) == s
     # A summary written by an older version (keys missing) still reads; unknown keys are refused only when strict.
     assert from_row(Summary, {"run_id": "old", "surprise": 1}).run_id == "old"
     with pytest.raises(TypeError, match="surprise"):
@@ -178,7 +156,7 @@ def test_run_reports_each_dataset_with_its_own_metric(server: Any, make_config: 
         ["beta", "alpha"],
     )
     assert data["overall"]["macro_average_of"] == "dataset headlines"
-    assert "mean_normalized" in data["candidates"]["alpha"]  # the pooled fields, kept for one release
+    assert not {"candidates", "leaderboard", "metric", "pairwise"} & set(data)  # no pooled view beside the datasets
 
     # The numbers are results/metrics.py's, at full precision, for the rows the run wrote.
     s = from_row(Summary, data)

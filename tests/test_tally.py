@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import DATA, model_entry, write_jsonl
+from factories import example, response
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request, message_text
 
 from rubricrun.config import load_config
@@ -137,15 +138,14 @@ def test_tally_equals_the_list_based_results(case: str, tmp_path: Path, make_con
 
     scores = score_all(cfg, {ex.id: ex for ex in examples}, responses, judgments)
     criteria = criteria_index(cfg, examples)
-    want = build_summary(cfg, "r", examples, responses, judgments, scores, criteria, pairs=pairs)
+    want = build_summary(cfg, "r", examples, responses, judgments, criteria, pairs=pairs)
     assert summary_row(tally.summary()) == summary_row(want)
 
     # a run stopped part way: some judgments missing (partial responses), the last examples without rows
     part_js = [j for k, j in enumerate(judgments) if k % 3 != 2]
     part_rs = responses[: len(responses) * 2 // 3]
     partial = _fed(cfg, examples, part_rs, part_js, pairs[::2])
-    part_scores = score_all(cfg, {ex.id: ex for ex in examples}, part_rs, part_js)
-    want = build_summary(cfg, "r", examples, part_rs, part_js, part_scores, criteria, pairs=pairs[::2])
+    want = build_summary(cfg, "r", examples, part_rs, part_js, criteria, pairs=pairs[::2])
     assert summary_row(partial.summary()) == summary_row(want)
 
     counts = tally.export(tmp_path / "new", FORMATS)
@@ -171,24 +171,13 @@ def _default_export() -> Any:
 def _rows(n: int, fail_every: int = 0) -> list[tuple[Example, list[Response], list[Judgment]]]:
     out = []
     for i in range(n):
-        ex = Example(
-            id=f"e{i:05d}", dataset="d", source=f"d.jsonl:{i + 1}", messages=({"role": "user", "content": "q"},)
-        )
+        ex = example(f"e{i:05d}", source=f"d.jsonl:{i + 1}", prompt="q")
         err = bool(fail_every) and i % fail_every == fail_every - 1
-        r = Response(
-            id=f"e{i:05d}#a#0",
-            example_id=ex.id,
-            candidate="alpha",
-            model="m",
-            sample_index=0,
-            status="error" if err else "ok",
-            text=None if err else "answer " * 50,
-            error="boom" if err else None,
-            finish_reason="stop",
-            usage=Usage(3, 5, 8),
-            cache_hit=False,
-            key="k" * 64,
-        )
+        text, status = (None, "error") if err else ("answer " * 50, "ok")
+        r = response(
+            ex.id, "alpha", text, id=f"{ex.id}#a#0", model="m", status=status, finish_reason="stop",
+            usage=Usage(3, 5, 8), key="k" * 64,
+        )  # fmt: skip
         out.append((ex, [r], []))
     return out
 
@@ -250,6 +239,6 @@ def test_a_datasets_metric_is_its_majority_even_when_the_first_examples_call_for
     tally = Tally(cfg, "r")
     for ex, rs in zip(examples, ([r] for r in responses), strict=True):
         tally.add(ex, rs, [], [])
-    want = build_summary(cfg, "r", examples, responses, [], {}, criteria_index(cfg, examples))
+    want = build_summary(cfg, "r", examples, responses, [], criteria_index(cfg, examples))
     assert want.datasets["d"].metric == "accuracy"
     assert summary_row(tally.summary()) == summary_row(want)

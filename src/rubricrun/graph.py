@@ -31,6 +31,7 @@ from .judging.rubric import Judging, judge_items
 from .pipeline import GenTask, generate_one, synthesize, turn_task
 from .pool import GRACE_S, THREAD_PREFIX, Progress, interrupt_now
 from .providers.base import BaseProvider
+from .providers.cache import CachingProvider
 from .types import Example, Judgment, PairJudgment, Response
 
 log = logging.getLogger("rubricrun")
@@ -102,7 +103,14 @@ class Graph:
         }
         shown = {"generate": True, "judge": bool(cfg.judge_pool), "pairwise": self.pairing is not None}
         self.bars = {k: Progress(k, 0, run.progress and on, grows=True) for k, on in shown.items()}  # no empty bar
-        self.lock = threading.Lock()  # guards what follows, and the bars
+        # Counts for the bars: any thread puts (kind, added, done), the conductor alone updates the bars (a put is
+        # one C call under the GIL: no lock per call).
+        self.counts: queue.SimpleQueue[tuple[str, int, int]] = queue.SimpleQueue()
+        # A call the cache answers runs where it is found, never on a pool (CachingProvider.try_cached).
+        self.try_cached = stack.try_cached if isinstance(stack, CachingProvider) else None
+        self.conductor = threading.get_ident()
+        self.lock = threading.Lock()  # guards what follows
+        self.pooled = 0  # calls handed to a pool (the cache could not answer them)
         self.inflight: set[Future[None]] = set()
         self.failure: BaseException | None = None
         self.expected = 0  # candidate turns the run expects (a conversation ended by a failed turn expects no more)
@@ -136,6 +144,7 @@ class Graph:
                         more = False
                     elif ex is not None:
                         window.append(self._admit(ex))
+                        self._count_bars()
                     continue
                 if window and not window[0].finished:
                     self._wait()
@@ -158,9 +167,21 @@ class Graph:
         try:
             self.wake.get(timeout=0.5)
         except queue.Empty:
-            with self.lock:
-                for bar in self.bars.values():
-                    bar.tick()  # a stalled run still shows in the log
+            for bar in self.bars.values():
+                bar.tick()  # a stalled run still shows in the log
+        self._count_bars()
+
+    def _count_bars(self) -> None:
+        while True:
+            try:
+                kind, added, done = self.counts.get_nowait()
+            except queue.Empty:
+                return
+            bar = self.bars[kind]
+            if added:
+                bar.add(added)
+            if done:
+                bar.update(done)
 
     def _admit(self, ex: Example, *, calls: bool = True) -> Unit:
         self.sink.admit(ex)
@@ -192,6 +213,7 @@ class Graph:
             wait(running, timeout=GRACE_S)
 
     def _close(self) -> None:
+        self._count_bars()
         for bar in self.bars.values():
             bar.close()
         if not self.stop.is_set():
@@ -209,11 +231,16 @@ class Graph:
         with unit.lock:
             unit.pending += 1
             unit.generating += gen
+        if self.try_cached is not None and self.try_cached(fn, *args):  # answered from the cache, here
+            self.counts.put((kind, 1, 1))
+            self._release(unit, generated=gen)
+            return
+        self.counts.put((kind, 1, 0))
         try:
             with self.lock:
-                self.bars[kind].add()
                 f = self.pools["generate" if gen else "judge"].submit(self._call, kind, unit, fn, args)
                 self.inflight.add(f)
+                self.pooled += 1
             f.add_done_callback(self._landed)
         except RuntimeError:  # the pool shut down meanwhile (a stop)
             with unit.lock:
@@ -232,8 +259,7 @@ class Graph:
                 self.failure = self.failure or exc
             self.stop.set()
         finally:
-            with self.lock:
-                self.bars[kind].update()
+            self.counts.put((kind, 0, 1))
             self._release(unit, generated=kind == "generate")
 
     def _release(self, unit: Unit, *, generated: bool) -> None:
@@ -248,7 +274,9 @@ class Graph:
         with unit.lock:
             unit.pending -= 1
             unit.finished = unit.pending == 0
-        if unit.finished or self.failure is not None:
+        # The conductor needs no wake-up for work it did itself (and a queue it never waits on would keep every
+        # unit it finished alive).
+        if (unit.finished or self.failure is not None) and threading.get_ident() != self.conductor:
             self.wake.put(unit)
 
     def _generate(self, unit: Unit, conv: _Conversation, task: GenTask) -> None:

@@ -356,7 +356,8 @@ def _count_examples(cfg: Config, judging: Judging, examples: list[Example], repl
     tasks = generation_tasks(cfg, examples, replays)
     answered: list[tuple[Response | None, int | None]] = []
     while tasks:
-        done = {t.response_id: _count_task(cfg, judging, by_id, t, tally) for t in tasks}
+        fresh = _fresh_unread(cfg, by_id, tasks, tally.cache)
+        done = {t.response_id: _count_task(cfg, judging, by_id, t, tally, fresh) for t in tasks}
         answered += done.values()
         tally.candidate_calls += sum(1 for t in tasks if not t.candidate.replays)
         # the next turn carries each answer: one not generated yet counts as max_tokens (~3 characters a token)
@@ -423,14 +424,23 @@ def _count_synthesis(cfg: Config, tally: _Tally) -> tuple[list[Example], dict[st
     return planned, {"synthesis_calls": calls, "synthesis_cached": replay.hits}
 
 
+def _fresh_unread(cfg: Config, by_id: dict[str, Example], tasks: list[Any], cache: ResponseCache | None) -> set[str]:
+    """The cached keys of the tasks whose reply nothing reads (whether it is cached is all _count_task needs)."""
+    if cache is None:
+        return set()
+    return cache.fresh_many(
+        [cache_key(t.request) for t in tasks if t.replay is None and not _reply_read(cfg, by_id, t)]
+    )
+
+
 def _count_task(
-    cfg: Config, judging: Judging, by_id: dict[str, Example], t: Any, tally: _Tally
+    cfg: Config, judging: Judging, by_id: dict[str, Example], t: Any, tally: _Tally, fresh: set[str]
 ) -> tuple[Response | None, int | None]:
     """One generation task (one turn) and the judge calls its response would get; returns its response (empty text
     when it is not cached; None when nothing reads it) and, when it is not cached, its max_tokens.
     An uncached judge call is priced on the judge prompt rendered around an empty answer plus the answer's tokens
     (its max_tokens when it is not generated yet). A replayed candidate makes no call; its judge calls are counted
-    on its replayed answer."""
+    on its replayed answer. `fresh`: the cached keys of the tasks whose reply nothing reads (_fresh_unread)."""
     cache = tally.cache
     if t.replay is not None:
         text, error = t.replay
@@ -438,7 +448,7 @@ def _count_task(
         _count_judging(cfg, judging, by_id, t.example, resp, True, 0, tally)
         return resp, None
     if not _reply_read(cfg, by_id, t):  # nothing reads the reply: whether it is cached is all there is to count
-        cached = cache is not None and cache.fresh(cache_key(t.request))
+        cached = cache_key(t.request) in fresh
         _count_candidate(t, cached, tally)
         return None, None if cached else max_tokens_of(t.request.params)
     hit = cache.get(cache_key(t.request)) if cache else None

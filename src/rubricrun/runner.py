@@ -31,19 +31,9 @@ from .results import artifacts
 from .results.costs import cost_report
 from .results.hub import hub_card
 from .results.summary import log_summary
+from .results.summary_types import BudgetSummary, Calls, CostSummary, Summary
 from .results.tally import Tally
-from .types import (
-    BudgetSummary,
-    Calls,
-    CostSummary,
-    Example,
-    Judgment,
-    PairJudgment,
-    Response,
-    Summary,
-    from_row,
-    summary_row,
-)
+from .types import Example, Judgment, PairJudgment, Response, from_row, summary_row
 
 log = logging.getLogger("rubricrun")
 

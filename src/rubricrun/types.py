@@ -1,7 +1,8 @@
 """The whole vocabulary of rubricrun: every row written to disk is one of these frozen dataclasses.
 
-Rows are written with `to_row()` (a plain dict in field order) and never from ad-hoc dicts. The summary types at the
-end are written with `summary_row()` and read back with `from_row()`.
+Rows are written with `to_row()` (a plain dict in field order) and never from ad-hoc dicts. summary.json's types live
+with the results (results/summary_types.py); they are written with `summary_row()` and read back with `from_row()`,
+which are here because they only walk dataclasses (compare.py reads rows back with `from_row()` too).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import functools
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 Role = Literal["candidate", "judge", "synthesis"]
 Verdict = Literal["met", "not_met", "error"]
@@ -48,6 +49,12 @@ def _plain(v: Any) -> Any:
     if hasattr(t, "__dataclass_fields__"):
         return to_row(v)
     return copy.deepcopy(v)
+
+
+def shallow_row(obj: Any) -> dict[str, Any]:
+    """A dataclass's row fields as a dict, values as they are (a JSON encoder's `default`: it meets the nested
+    dataclasses itself, so nothing is copied on the way to the file)."""
+    return {name: getattr(obj, name) for name in _row_names(type(obj))}
 
 
 def to_row(obj: Any) -> dict[str, Any]:
@@ -278,310 +285,6 @@ class Score:
     by_tag: dict[str, float] = field(default_factory=dict)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# summary.json: what results/summary.py builds, the runner writes and results/report.py reads.
-# Field order is the key order in the file. Every field has a default so that from_row() can read a summary written
-# by an older version (a missing key takes its default); OMIT_IF_NONE fields are left out of the file when None.
-
-
-@dataclass(frozen=True)
-class GroupRate:
-    """Met rate of the criteria in one category or tag, whatever their weight's sign (kept for one release)."""
-
-    met_rate: float | None = None
-    n: int = 0
-
-
-@dataclass(frozen=True)
-class GroupRates:
-    """One category or tag, split by the weight's sign: a met penalty is a hit, never a success."""
-
-    met_rate: float | None = None  # met / judged, over criteria with a positive weight
-    n: int = 0
-    penalty_hit_rate: float | None = None  # met / judged, over criteria with a negative weight
-    penalty_n: int = 0
-
-
-@dataclass(frozen=True)
-class CandidateSummary:
-    """One candidate over every dataset (kept for one release: the per-dataset results replace it)."""
-
-    examples: int = 0
-    responses: int = 0
-    response_errors: int = 0
-    scored: int = 0
-    criteria_scored: int = 0
-    judgment_errors: int = 0
-    mean_normalized: float | None = None
-    normalized_ci: tuple[float | None, float | None] = (None, None)
-    normalized_se: float | None = None
-    mean_clipped: float | None = None
-    clipped_ci: tuple[float | None, float | None] = (None, None)
-    clipped_se: float | None = None
-    pass_rate: float | None = None
-    by_category: dict[str, float | None] = field(default_factory=dict)
-    met_rate_by_category: dict[str, GroupRate] = field(default_factory=dict)
-    met_rate_by_tag: dict[str, GroupRate] = field(default_factory=dict)
-    flags: dict[str, int] = field(default_factory=dict)
-    usage: Usage = Usage()
-    judge_usage: Usage = Usage()
-    cache_hits: int = 0
-    rates_by_category: dict[str, GroupRates] = field(default_factory=dict)
-    rates_by_tag: dict[str, GroupRates] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class LeaderboardRow:
-    rank: int = 0
-    candidate: str = ""
-    mean: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    n: int = 0
-    within_noise_of: tuple[str, ...] = ()  # candidates whose paired difference from this one includes 0
-
-
-@dataclass(frozen=True)
-class PairwiseRow:
-    """Paired bootstrap of a against b over the examples both were scored on (stats.paired_diff)."""
-
-    a: str = ""
-    b: str = ""
-    n: int = 0
-    mean_diff: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    wins: int = 0
-    ties: int = 0
-    losses: int = 0
-    significant: bool = False
-
-
-@dataclass(frozen=True)
-class JudgeRates:
-    met_rate: float | None = None
-    judged: int = 0
-    errors: int = 0
-
-
-@dataclass(frozen=True)
-class JudgePairAgreement:
-    """Two judges over the units both voted on (results/agreement.py)."""
-
-    a: str = ""
-    b: str = ""
-    n: int = 0
-    percent_agreement: float | None = None
-    cohen_kappa: float | None = None
-
-
-@dataclass(frozen=True)
-class CriterionAgreement:
-    """One criterion (by text) over the responses several judges voted on."""
-
-    criterion_id: str = ""
-    text: str = ""
-    units: int = 0
-    split_rate: float | None = None  # share of units on which the judges did not all agree
-    percent_agreement: float | None = None
-    krippendorff_alpha: float | None = None
-
-
-@dataclass(frozen=True)
-class Agreement:
-    """Where several judges voted on a criterion: overall, per judge pair, per criterion, and the criteria
-    on which the judges split most often."""
-
-    criteria_with_votes: int = 0
-    percent_agreement: float | None = None
-    fleiss_kappa: float | None = None
-    krippendorff_alpha: float | None = None
-    ties_to_error: int = 0
-    pairs: tuple[JudgePairAgreement, ...] = ()
-    criteria: tuple[CriterionAgreement, ...] = ()
-    most_disagreed: tuple[CriterionAgreement, ...] = ()
-
-
-@dataclass(frozen=True)
-class JudgeSummary:
-    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset({"agreement"})
-
-    per_judge: dict[str, JudgeRates] = field(default_factory=dict)
-    agreement: Agreement | None = None
-
-
-@dataclass(frozen=True)
-class Calls:
-    """This invocation's model call attempts (the tracer's counts)."""
-
-    made: int = 0
-    cache_hits: int = 0
-    errors: int = 0
-
-
-@dataclass(frozen=True)
-class ModelCost:
-    """One (role, model): what results/costs.py cost_report writes per model."""
-
-    role: str = ""
-    model: str = ""
-    calls: int = 0
-    cached: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_prompt_tokens: int = 0
-    cached_completion_tokens: int = 0
-    usd: float | None = None  # None: no known price
-    saved_usd: float | None = None
-    provider_usd: float | None = None  # what the provider itself reported (LiteLLM response_cost), if anything
-
-
-@dataclass(frozen=True)
-class CostSummary:
-    total_usd: float = 0.0
-    saved_usd: float = 0.0
-    provider_total_usd: float | None = None
-    by_model: dict[str, ModelCost] = field(default_factory=dict)  # "role:model" ->
-    unpriced: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class BudgetSummary:
-    budget_usd: float | None = None
-    spent_usd: float = 0.0
-    stopped: bool = False
-
-
-@dataclass(frozen=True)
-class DatasetCandidate:
-    """One candidate's headline on one dataset (results/metrics.py CandidateResult). `extra` holds the metric's
-    own fields (mean_normalized, by_tag, by_category, by_field, ...): in the file they sit beside the others."""
-
-    FLATTEN: ClassVar[str] = "extra"
-
-    score: float | None = None
-    ci: tuple[float | None, float | None] = (None, None)
-    std: float | None = None  # std of the bootstrap headlines
-    n: int = 0  # examples scored
-    coverage: float | None = None  # share of expected responses fully judged
-    partial: int = 0  # responses with a criterion not judged
-    scored: int = 0  # responses in the score
-    expected: int = 0  # responses the run should have produced
-    histogram: tuple[int, ...] = ()  # per-example scores in 10 equal bins over [0, 1] (outside values: edge bins)
-    by_example_category: dict[str, float] = field(default_factory=dict)  # mean per-example score per row category
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class DatasetRankRow:
-    rank: int = 0
-    candidate: str = ""
-    score: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    n: int = 0
-    within_noise_of: tuple[str, ...] = ()  # paired bootstrap over this dataset's examples includes 0
-
-
-@dataclass(frozen=True)
-class DatasetSummary:
-    """One dataset: its metric, the judge-failure policy that applied, its candidates and leaderboard."""
-
-    metric: str = "rubric"
-    on_error: str = "exclude"
-    candidates: dict[str, DatasetCandidate] = field(default_factory=dict)
-    leaderboard: tuple[DatasetRankRow, ...] = ()
-
-
-@dataclass(frozen=True)
-class PairOutcome:
-    """a against b on one dataset: rates over the examples both were compared on, each with a percentile
-    bootstrap CI over examples (an example with several turns counts the mean of its turns)."""
-
-    a: str = ""
-    b: str = ""
-    n: int = 0  # examples compared (comparisons that did not end in error)
-    comparisons: int = 0
-    wins: int = 0  # a won both orders
-    ties: int = 0  # [[C]], or the verdict flipped with the order
-    losses: int = 0
-    errors: int = 0
-    win_rate: float | None = None
-    win_ci: tuple[float | None, float | None] = (None, None)
-    tie_rate: float | None = None
-    tie_ci: tuple[float | None, float | None] = (None, None)
-    loss_rate: float | None = None
-    loss_ci: tuple[float | None, float | None] = (None, None)
-
-
-@dataclass(frozen=True)
-class Rating:
-    """A Bradley-Terry rating on Chatbot Arena's Elo-like scale (1000 + 400 log10 strength), with a bootstrap CI."""
-
-    candidate: str = ""
-    rating: float | None = None
-    ci: tuple[float | None, float | None] = (None, None)
-    mean_chars: float | None = None  # mean length of its compared answers (verbosity bias)
-
-
-@dataclass(frozen=True)
-class PairwiseJudging:
-    """One dataset's pairwise judging: outcomes per pair, ratings (three or more candidates), position bias."""
-
-    pairs: tuple[PairOutcome, ...] = ()
-    ratings: tuple[Rating, ...] = ()
-    position_bias: float | None = None  # share of decisive single-order verdicts won by the answer shown first
-    decisive_verdicts: int = 0  # the single-order verdicts that are neither [[C]] nor error
-    mean_chars: dict[str, float | None] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class MacroScore:
-    score: float | None = None  # None unless the candidate has a headline on every dataset
-    datasets: int = 0  # datasets with a headline for this candidate
-
-
-@dataclass(frozen=True)
-class Overall:
-    """The only number across datasets: the unweighted mean of per-dataset headlines, labelled as such."""
-
-    macro_average_of: str = "dataset headlines"
-    datasets: tuple[str, ...] = ()
-    candidates: dict[str, MacroScore] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Summary:
-    """summary.json. The fields from `status` on are the run's facts, which the runner adds to what
-    results/summary.py build_summary computes from the rows."""
-
-    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset(
-        {"overall", "status", "calls", "responses_not_done", "skipped_rows", "wall_s", "costs", "budget"}
-        | {"synthesis", "export", "pairwise_judging"}
-    )
-
-    run_id: str = ""
-    metric: str = "normalized"  # the metric of the pooled fields below (candidates, leaderboard, pairwise)
-    pass_threshold: float | None = None
-    examples: int = 0
-    datasets: dict[str, DatasetSummary] = field(default_factory=dict)  # the headline results, one per dataset
-    overall: Overall | None = None
-    candidates: dict[str, CandidateSummary] = field(default_factory=dict)
-    leaderboard: tuple[LeaderboardRow, ...] = ()
-    pairwise: tuple[PairwiseRow, ...] = ()
-    judges: JudgeSummary = JudgeSummary()
-    pairwise_judging: dict[str, PairwiseJudging] | None = None  # per dataset, when judging.pairwise is set
-    status: str | None = None  # complete / interrupted / stopped_on_budget
-    calls: Calls | None = None
-    responses_not_done: int | None = None
-    skipped_rows: int | None = None
-    wall_s: float | None = None
-    costs: CostSummary | None = None
-    budget: BudgetSummary | None = None
-    synthesis: tuple[dict[str, Any], ...] | None = None  # the synthesis log, as data/synth.py writes it
-    export: dict[str, dict[str, int]] | None = None  # format -> counts, as results/export.py returns them
-
-
 def summary_row(obj: Any) -> Any:
     """A summary type as JSON-ready data: like to_row, but a field named in its class's OMIT_IF_NONE is left out
     when it is None (summary.json has always omitted keys it had nothing for)."""
@@ -603,7 +306,7 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def from_row(cls: type[Any], row: Any, *, strict: bool = False) -> Any:
-    """A summary type from its JSON data (the inverse of summary_row). A missing key takes the field's default;
+    """A row or summary type from its JSON data (the inverse of summary_row). A missing key takes the field's default;
     an unknown key is ignored (a file written by another version), or with `strict` raises TypeError."""
     names, flat = _names(cls), getattr(cls, "FLATTEN", None)
     unknown = {k: v for k, v in row.items() if k not in names}

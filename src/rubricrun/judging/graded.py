@@ -222,7 +222,7 @@ def normalized(score: float, scale: str) -> float:
 
 
 def verdict_for(score: float | None, scale: str) -> str:
-    """The binary reading of a graded score, for what reads verdicts (pooled fields, met rates, exports): met in
+    """The binary reading of a graded score, for what reads verdicts (judge met rates, agreement, exports): met in
     the upper half of the scale (3-5 of 5, 5.5-10 of 10), not_met below; error when there is no score."""
     if score is None:
         return "error"

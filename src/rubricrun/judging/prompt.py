@@ -124,8 +124,23 @@ def conversation_tag(turns: list[tuple[str, str]]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:TAG_CHARS]
 
 
+_last_rendered: tuple[Any, str, str] = (None, "", "")  # (example, response text, rendering): see below
+
+
 def render_conversation(example: Example, response_text: str) -> str:
-    """The conversation as the judge reads it, every message between tagged markers (see the module docstring)."""
+    """The conversation as the judge reads it, every message between tagged markers (see the module docstring).
+    A response's criteria are judged one after another on the same example object: the last rendering is kept
+    (held by reference, so the identity test cannot match a new object at a reused address)."""
+    global _last_rendered
+    last_example, last_text, rendered = _last_rendered
+    if last_example is example and last_text == response_text:
+        return rendered
+    rendered = _render(example, response_text)
+    _last_rendered = (example, response_text, rendered)
+    return rendered
+
+
+def _render(example: Example, response_text: str) -> str:
     turns = [(str(m.get("role", "user")), content_text(m.get("content"))) for m in example.messages]
     turns.append(("assistant", response_text))
     tag = conversation_tag(turns)

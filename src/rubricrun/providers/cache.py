@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,14 @@ from .trace import Tracer
 
 CACHE_FORMAT = 1  # bump when the stored shape changes
 
+FRESH_QUERY_KEYS = 500  # keys per query of fresh_many (under SQLite's oldest limit of 999 parameters)
+
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
 
 def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _CANONICAL.encode(value)  # one encoder: json.dumps with keywords builds one per call
 
 
 def cache_key(request: LLMRequest) -> str:
@@ -81,10 +87,24 @@ class ResponseCache:
     def __contains__(self, key: str) -> bool:
         return key in self._cache
 
-    def fresh(self, key: str) -> bool:
-        """get(key) would return a response (a stored row of this format), without building it (--validate)."""
-        row = self._cache.get(key)
-        return isinstance(row, dict) and row.get("_v") == CACHE_FORMAT
+    def fresh_many(self, keys: list[str]) -> set[str]:
+        """The keys among `keys` that `get` would answer (a stored row of this format), without building responses;
+        read FRESH_QUERY_KEYS at a time in one query each
+        (--validate asks for every example's key: one indexed SELECT per key cost more than the reading itself).
+        The query is diskcache's own `get` for many keys (str keys are stored raw; we set no expiry)."""
+        out: set[str] = set()
+        for lo in range(0, len(keys), FRESH_QUERY_KEYS):
+            part = keys[lo : lo + FRESH_QUERY_KEYS]
+            marks = ",".join("?" * len(part))
+            select = f"SELECT key, mode, filename, value FROM Cache WHERE raw = 1 AND key IN ({marks})"
+            for key, mode, filename, value in self._cache._sql(select, part).fetchall():
+                try:
+                    row = self._cache.disk.fetch(mode, filename, value, False)
+                except OSError:  # deleted meanwhile
+                    continue
+                if isinstance(row, dict) and row.get("_v") == CACHE_FORMAT:
+                    out.add(key)
+        return out
 
     def set(self, key: str, response: LLMResponse) -> None:
         row = to_row(response)
@@ -106,6 +126,22 @@ class ResponseCache:
         self._cache.close()
 
 
+class CacheMiss(Exception):
+    """Raised inside `CachingProvider.try_cached` at the first request the cache cannot answer. Neither a NotDone
+    nor a ProviderError, so no caller on the way mistakes it for a row's outcome."""
+
+
+class _Attempt:
+    """One `try_cached` call's hits and forgets, traced and applied only once the attempt completes."""
+
+    __slots__ = ("hits", "forgets", "sealed")
+
+    def __init__(self) -> None:
+        self.hits: list[tuple[LLMRequest, str, LLMResponse]] = []
+        self.forgets: list[str] = []
+        self.sealed = False  # a nested attempt began: this one is past its calls, and a miss now is a bug
+
+
 class CachingProvider(BaseProvider):
     """Returns the stored response when there is one; otherwise calls through and stores a success.
     Two threads asking for the same key at once make one call: the second waits for the first."""
@@ -121,6 +157,60 @@ class CachingProvider(BaseProvider):
         self.seen: dict[str, bool] | None = {} if passes else None
         self._asked: dict[str, int] = {}
         self._most_asked: dict[str, int] = {}
+        self._local = threading.local()  # .attempt: the thread's try_cached in progress, if any
+
+    def try_cached(self, fn: Callable[..., Any], *args: Any) -> bool:
+        """Run `fn(*args)` on this thread with every call answered from the cache alone: True when it completed
+        (its hits are then traced and its forgets applied, as if made through `generate`), False at the first miss
+        (nothing traced or forgotten; the caller hands fn to a pool, where it runs afresh). A cache hit thus never
+        waits for a pool thread or a lock. fn must make its calls before anything it starts itself: a nested
+        try_cached seals the attempt around it. Runs in passes (batch jobs) keep their bookkeeping in generate."""
+        if self.cache is None or self.seen is not None:
+            return False
+        local = self._local
+        parent: _Attempt | None = getattr(local, "attempt", None)
+        if parent is not None:
+            self._commit(parent)
+            parent.sealed = True
+        local.attempt = mine = _Attempt()
+        try:
+            fn(*args)
+        except CacheMiss:
+            return False
+        finally:
+            local.attempt = parent
+        self._commit(mine)
+        return True
+
+    def _commit(self, attempt: _Attempt) -> None:
+        for request, key, hit in attempt.hits:
+            self._trace_hit(request, key, hit)
+        for key in attempt.forgets:
+            self.cache.delete(key)  # type: ignore[union-attr]
+        attempt.hits.clear()
+        attempt.forgets.clear()
+
+    def _trace_hit(self, request: LLMRequest, key: str, hit: LLMResponse) -> None:
+        self.tracer.emit(
+            role=request.role,
+            model=request.model,
+            key=key,
+            cache_hit=True,
+            attempt=0,
+            latency_ms=0.0,
+            status="ok",
+            usage=hit.usage,
+        )
+
+    def _cached_only(self, attempt: _Attempt, request: LLMRequest) -> LLMResponse:
+        key = cache_key(request)
+        hit = self.cache.get(key)  # type: ignore[union-attr]
+        if hit is None:
+            if attempt.sealed:
+                raise RuntimeError(f"a call after nested work in try_cached ({request.role} {request.model})")
+            raise CacheMiss(key)
+        attempt.hits.append((request, key, hit))
+        return hit
 
     def deliver(self, key: str, response: LLMResponse) -> None:
         """Store a reply made outside this stack (a batch job's line, traced by its maker) as a paid reply."""
@@ -148,6 +238,9 @@ class CachingProvider(BaseProvider):
     def generate(self, request: LLMRequest) -> LLMResponse:
         if self.cache is None:
             return self.inner.generate(request)
+        attempt = getattr(self._local, "attempt", None)
+        if attempt is not None:
+            return self._cached_only(attempt, request)
         key = cache_key(request)
         while True:
             hit = self.cache.get(key)
@@ -160,16 +253,7 @@ class CachingProvider(BaseProvider):
                 if not first:
                     hit, traced = self._again(key, hit)
             if hit is not None and traced:
-                self.tracer.emit(
-                    role=request.role,
-                    model=request.model,
-                    key=key,
-                    cache_hit=True,
-                    attempt=0,
-                    latency_ms=0.0,
-                    status="ok",
-                    usage=hit.usage,
-                )
+                self._trace_hit(request, key, hit)
             if hit is not None:
                 return hit
             with self._lock:
@@ -200,5 +284,10 @@ class CachingProvider(BaseProvider):
 
     def forget(self, request: LLMRequest) -> None:
         """Drop the stored reply to `request`: the caller could not use it, and a rerun must not replay it."""
-        if self.cache is not None:
+        if self.cache is None:
+            return
+        attempt = getattr(self._local, "attempt", None)
+        if attempt is not None:  # applied if the attempt completes; a pool rerun of it forgets for itself
+            attempt.forgets.append(cache_key(request))
+        else:
             self.cache.delete(cache_key(request))

@@ -20,8 +20,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..config import Config
-from ..types import Example, PairJudgment, PairOutcome, PairwiseJudging, Rating, Response
+from ..types import Example, PairJudgment, Response
 from . import stats
+from .summary_types import PairOutcome, PairwiseJudging, Rating
 
 Comparison = tuple[str, str, float]  # (a, b, a's score: 1 win, 0.5 tie, 0 loss)
 

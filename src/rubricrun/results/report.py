@@ -1,7 +1,7 @@
 """report.html: one self-contained, offline page for a run, rendered from templates/report.html.j2 with its CSS and
 JavaScript (templates/report.css, templates/report.js) inlined. Jinja2 autoescapes every value.
 
-The page shows the typed summary (types.Summary) as results/summary.py computed it: nothing here recomputes a
+The page shows the typed summary (summary_types.Summary) as results/summary.py computed it: nothing here recomputes a
 statistic. Per-example data is embedded once as JSON in a <script type="application/json"> block (Jinja's
 `tojson`, which writes "<", ">", "&" and "'" as \\u escapes, so model text can never close the script) and rendered
 by the page's JS with textContent only, 25 examples a page, with a text filter and a failures / disagreements
@@ -13,6 +13,7 @@ Rows may be the dataclasses from types.py or the plain dicts read back from the 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 import json
 import logging
@@ -29,14 +30,15 @@ import jinja2
 import yaml
 from markupsafe import Markup
 
-from ..types import Criterion, DatasetSummary, Example, Judgment, Response, Score, Summary, from_row
+from ..types import Criterion, Example, Judgment, Response, Score, from_row
 from . import artifacts
 from .charts import dataset_radar, histogram_svg
 from .scoring import score_response
+from .summary_types import DatasetSummary, Summary
 
 FAILURE_CAP = 100
 REPORT_EXAMPLES = 200  # examples the page embeds at most: the first half in input order, then the worst (see sample)
-NAV = ("Datasets", "Leaderboard", "Pairwise", "Categories", "Judges", "Costs", "Failures", "Examples")
+NAV = ("Datasets", "Pairwise", "Judges", "Costs", "Failures", "Examples")
 AUTO_TEXT = {"correct": "The response gives the correct final answer."}
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -49,11 +51,6 @@ def _num(x: Any, nd: int = 3) -> Any:
 
 def _usd(x: float | None, missing: str = "–") -> str:
     return missing if x is None else f"${x:.4f}"
-
-
-def _hue(v: float | None) -> int:
-    """Heat-map hue for a met rate: 0 (red) to 120 (green)."""
-    return round(120 * max(0.0, min(1.0, v or 0.0)))
 
 
 def _breakable(name: str) -> str:
@@ -95,9 +92,7 @@ def _env() -> jinja2.Environment:
     )
     # tojson: compact and UTF-8 (the data block can be megabytes); Jinja still escapes <, >, & and '.
     env.policies["json.dumps_kwargs"] = {"ensure_ascii": False, "separators": (",", ":")}
-    env.filters.update(
-        num=_num, usd=_usd, hue=_hue, breakable=_breakable, exhash=lambda eid: "#ex=" + quote(eid, safe="")
-    )
+    env.filters.update(num=_num, usd=_usd, breakable=_breakable, exhash=lambda eid: "#ex=" + quote(eid, safe=""))
     env.globals.update(
         xpos=_xpos, extras_of=_extras_of, nav=NAV, cap=FAILURE_CAP, radar=dataset_radar, histogram=histogram_svg
     )
@@ -116,15 +111,25 @@ def _asset(name: str) -> Markup:
 def _row(x: Any) -> dict[str, Any]:
     """A row as a dict, shallow (dataclasses.asdict deep-copies and is slow on 30,000 judgments)."""
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return {f.name: getattr(x, f.name) for f in dataclasses.fields(x)}
+        return {name: getattr(x, name) for name in _field_names(type(x))}
     return dict(x)
 
 
-def _failures(resps: Sequence[dict], judgs: Sequence[dict]) -> dict[str, list[dict]]:
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))  # fields() builds its tuple anew at every call
+
+
+def _get(row: Any, name: str) -> Any:
+    """A field of a row, a dataclass or its dict (the sample reads rows as they come; see `sample`)."""
+    return row.get(name) if isinstance(row, Mapping) else getattr(row, name, None)
+
+
+def _failures(resps: Sequence[Any], judgs: Sequence[Any]) -> dict[str, list[Any]]:
     """The failed rows (the template shows the first FAILURE_CAP of each and counts the rest)."""
     return {
-        "responses": [r for r in resps if r.get("status") == "error"],
-        "judgments": [j for j in judgs if j.get("verdict") == "error"],
+        "responses": [r for r in resps if _get(r, "status") == "error"],
+        "judgments": [j for j in judgs if _get(j, "verdict") == "error"],
     }
 
 
@@ -179,15 +184,15 @@ def _verdicts(ex: dict, r: dict, js: Sequence[dict], crit: list, idx: _Index, cr
     return out
 
 
-def _score(r: dict, js: Sequence[dict], scores: Mapping[str, Score] | None) -> float | None:
+def _score(r: Any, js: Sequence[Any], scores: Mapping[str, Score] | None) -> float | None:
     """The response's normalized score: the run's own (scoring.score_all) when given; rebuilt from the judgments
     when the page is made from a finished run's files, which do not hold per-response scores."""
     if scores is not None:
-        s = scores.get(r["id"])
+        s = scores.get(_get(r, "id"))
         value = s.normalized if s else None
     elif js:
-        crit = [Criterion(id=j["criterion_id"], text="", weight=float(j["weight"])) for j in js]
-        value = score_response(crit, [j["verdict"] for j in js]).normalized
+        crit = [Criterion(id=_get(j, "criterion_id"), text="", weight=float(_get(j, "weight"))) for j in js]
+        value = score_response(crit, [_get(j, "verdict") for j in js]).normalized
     else:
         value = None
     return None if value is None else round(value, 4)
@@ -202,7 +207,7 @@ def _example_data(
     scores: Mapping[str, Score] | None,
 ) -> dict[str, Any]:
     """Compact per-example data: each prompt and criterion text once, verdicts as 'm' / 'n' / 'e'."""
-    cands = list(s.candidates)
+    cands = _candidates(s)
     idx = _Index(cands + sorted({r["candidate"] for r in resps} - set(cands)))
     j_by_resp: dict[str, list[dict]] = defaultdict(list)
     for j in judgs:
@@ -229,23 +234,29 @@ def _example_data(
     return {"cands": idx.cands, "judges": idx.judges, "thr": s.pass_threshold, "ex": out}
 
 
-def _facts(s: Summary, n_judgments: int) -> list[tuple[str, Any]]:
-    """The header's facts, from the summary (and the number of judgment rows, which it does not count)."""
-    cands = s.candidates.values()
+def _candidates(s: Summary) -> list[str]:
+    """The run's candidates in config order (the overall table lists them all), else as the datasets name them."""
+    if s.overall is not None:
+        return list(s.overall.candidates)
+    return list(dict.fromkeys(c for d in s.datasets.values() for c in d.candidates))
+
+
+def _facts(s: Summary, rows: Mapping[str, int], failed: Mapping[str, int]) -> list[tuple[str, Any]]:
+    """The header's facts, from the summary and the run's rows (`rows`: responses and judgments; `failed`: those
+    that failed), which the summary does not count."""
     calls = s.calls
     items = [
         ("examples", s.examples),
-        ("candidates", len(s.candidates)),
-        ("responses", sum(c.responses for c in cands)),
-        ("judgments", n_judgments),
-        ("response errors", sum(c.response_errors for c in cands)),
-        ("judgment errors", sum(c.judgment_errors for c in cands)),
+        ("candidates", len(_candidates(s))),
+        ("responses", rows["responses"]),
+        ("judgments", rows["judgments"]),
+        ("response errors", failed["responses"]),
+        ("judgment errors", failed["judgments"]),
         ("calls made", calls.made if calls else None),
         ("cache hits", calls.cache_hits if calls else None),
         ("call errors", calls.errors if calls else None),
         ("responses not done", s.responses_not_done),
         ("skipped rows", s.skipped_rows),
-        ("metric", s.metric),
         ("pass threshold", s.pass_threshold),
         ("wall time (s)", s.wall_s),
         ("report generated", time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())),
@@ -268,14 +279,20 @@ def render_report(
     s = summary if isinstance(summary, Summary) else from_row(Summary, summary)
     exs, resps, judgs = [_row(x) for x in examples], [_row(x) for x in responses], [_row(x) for x in judgments]
     failures = shown.failures if shown else _failures(resps, judgs)
+    failed = shown.failed if shown else {k: len(v) for k, v in failures.items()}
+    rows = (
+        {"responses": shown.responses, "judgments": shown.judgments}
+        if shown
+        else {"responses": len(resps), "judgments": len(judgs)}
+    )
     return (
         _env()
         .get_template("report.html.j2")
         .render(
             s=s,
-            facts=_facts(s, shown.judgments if shown else len(judgs)),
+            facts=_facts(s, rows, failed),
             failures=failures,
-            n_failures={k: (shown.failed[k] if shown else len(v)) for k, v in failures.items()},
+            n_failures=failed,
             data=_example_data(s, exs, resps, judgs, criteria, scores),
             n_examples=len(exs),
             n_total=shown.examples if shown else len(exs),
@@ -304,13 +321,20 @@ def write_report(
     return path
 
 
-def write_report_safely(
-    run_dir: Path, summary: Summary, batches: Iterable[Batch], limit: int = REPORT_EXAMPLES
-) -> None:
-    """report.html from the run's examples with their rows (a bounded sample, see `sample`). The page is a view:
-    a bug in it must never cost the run its other artifacts."""
+def sample_safely(batches: Iterable[Batch], limit: int = REPORT_EXAMPLES) -> dict[str, Any] | None:
+    """`sample`, or None (logged) when it fails: the page is a view, and a bug in it must never cost the run its
+    other artifacts."""
     try:
-        write_report(run_dir, summary, **sample(batches, limit))
+        return sample(batches, limit)
+    except Exception as exc:  # noqa: BLE001
+        log.error("report.html not written: %s: %s", type(exc).__name__, exc)
+        return None
+
+
+def write_report_safely(run_dir: Path, summary: Summary, sampled: Mapping[str, Any]) -> None:
+    """report.html from `sample`'s pick of the run's examples with their rows; a failure is logged, not raised."""
+    try:
+        write_report(run_dir, summary, **sampled)
     except Exception as exc:  # noqa: BLE001
         log.error("report.html not written: %s: %s", type(exc).__name__, exc)
 
@@ -336,10 +360,11 @@ def write_report_from_dir(run_dir: Path, limit: int = REPORT_EXAMPLES) -> Path:
 
 @dataclasses.dataclass(frozen=True)
 class Shown:
-    """What a sampled page leaves out: the run's example count, failed rows and judgment rows (the page shows the
-    first FAILURE_CAP failed rows of each kind and counts the rest)."""
+    """What a sampled page leaves out: the run's example, response and judgment counts and its failed rows (the
+    page shows the first FAILURE_CAP failed rows of each kind and counts the rest)."""
 
     examples: int
+    responses: int
     judgments: int
     failures: dict[str, list[dict]]
     failed: dict[str, int]
@@ -350,15 +375,19 @@ class Shown:
 Batch = tuple[Any, Sequence[Any], Sequence[Any], Mapping[tuple[str, str], Any] | None, Mapping[str, Score] | None]
 
 
-def _badness(ex: dict, rs: Sequence[dict], js: Sequence[dict], scores: Mapping | None) -> tuple[int, float]:
+def _badness(rs: Sequence[Any], js: Sequence[Any], scores: Mapping | None) -> tuple[int, float]:
     """Sort key of the worst examples: any failed row first, then the lowest response score (unscored last)."""
-    if any(r.get("status") == "error" for r in rs) or any(j.get("verdict") == "error" for j in js):
+    if any(_get(r, "status") == "error" for r in rs) or any(_get(j, "verdict") == "error" for j in js):
         return (0, 0.0)
-    by_r: dict[str, list[dict]] = defaultdict(list)
+    by_r: dict[str, list[Any]] = defaultdict(list)
     for j in js:
-        by_r[j["response_id"]].append(j)
-    values = [v for r in rs if (v := _score(r, by_r.get(r["id"], []), scores)) is not None]
+        by_r[_get(j, "response_id")].append(j)
+    values = [v for r in rs if (v := _score(r, by_r.get(_get(r, "id"), []), scores)) is not None]
     return (1, min(values)) if values else (2, 0.0)
+
+
+def _rows(ex: Any, rs: Sequence[Any], js: Sequence[Any], crit: Any, sc: Any) -> Batch:
+    return _row(ex), [_row(r) for r in rs], [_row(j) for j in js], crit, sc
 
 
 def sample(batches: Iterable[Batch], limit: int = REPORT_EXAMPLES) -> dict[str, Any]:
@@ -366,23 +395,25 @@ def sample(batches: Iterable[Batch], limit: int = REPORT_EXAMPLES) -> dict[str, 
     those of its own example): every example when there are
     no more than `limit` (the page is then the same as from all the rows); else the first limit // 2 in input
     order and the limit - limit // 2 worst of the rest (failed rows, then lowest scores), shown in input order.
-    Holds `limit` examples' rows and FAILURE_CAP failed rows of each kind, whatever the run's size."""
+    Holds `limit` examples' rows and FAILURE_CAP failed rows of each kind, whatever the run's size; rows become
+    dicts only once they are kept (a run of a million examples keeps a few hundred)."""
     first: list[tuple[int, Batch]] = []
     worst: list[tuple[tuple[int, float], int, Batch]] = []  # a max-heap by badness: keys negated
     failures: dict[str, list[dict]] = {"responses": [], "judgments": []}
-    failed, n, n_judgments = {"responses": 0, "judgments": 0}, 0, 0
-    for i, batch in enumerate(batches):
-        ex, rs, js = _row(batch[0]), [_row(r) for r in batch[1]], [_row(j) for j in batch[2]]
-        n, n_judgments = i + 1, n_judgments + len(js)
+    failed, n, n_responses, n_judgments = {"responses": 0, "judgments": 0}, 0, 0, 0
+    for i, (ex, rs, js, crit, sc) in enumerate(batches):
+        n, n_responses, n_judgments = i + 1, n_responses + len(rs), n_judgments + len(js)
         for kind, got in _failures(rs, js).items():
             failed[kind] += len(got)
-            failures[kind].extend(got[: FAILURE_CAP - len(failures[kind])])
-        item = (ex, rs, js, batch[3], batch[4])
+            failures[kind].extend(_row(x) for x in got[: FAILURE_CAP - len(failures[kind])])
         if i < limit // 2:
-            first.append((i, item))
+            first.append((i, _rows(ex, rs, js, crit, sc)))
             continue
-        a, b = _badness(ex, rs, js, batch[4])
-        heapq.heappush(worst, ((-a, -b), -i, item))
+        a, b = _badness(rs, js, sc)
+        key = ((-a, -b), -i)
+        if len(worst) >= limit - limit // 2 and key < worst[0][:2]:
+            continue  # not among the worst kept so far (-i makes every key unique)
+        heapq.heappush(worst, (*key, _rows(ex, rs, js, crit, sc)))
         if len(worst) > limit - limit // 2:
             heapq.heappop(worst)
     picked = first + sorted((-neg_i, item) for _, neg_i, item in worst)
@@ -397,7 +428,7 @@ def sample(batches: Iterable[Batch], limit: int = REPORT_EXAMPLES) -> dict[str, 
         "judgments": [j for _, b in picked for j in b[2]],
         "criteria": criteria or None,
         "scores": scores if any(b[4] is not None for _, b in picked) else None,
-        "shown": Shown(n, n_judgments, failures, failed) if n > limit else None,
+        "shown": Shown(n, n_responses, n_judgments, failures, failed) if n > limit else None,
     }
 
 

@@ -1,5 +1,6 @@
-"""summary.json: per-candidate scores with bootstrap CIs, pairwise comparisons, a leaderboard, met rates
-per category and tag, judge agreement and per-judge met rates. A pure function of the run's rows."""
+"""summary.json: per dataset, each candidate's headline with its bootstrap CI and the dataset's leaderboard
+(results/metrics.py); their macro average (`overall`); judge met rates and agreement; pairwise judging. A pure
+function of the run's rows. Its types are in results/summary_types.py."""
 
 from __future__ import annotations
 
@@ -7,41 +8,31 @@ import logging
 import math
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
 from ..config import Config
 from ..judging.rubric import criteria_for
-from ..types import (
+from ..types import Criterion, Example, Judgment, PairJudgment, Response
+from . import agreement, metrics, stats
+from .accum import ByExample, ExampleIds
+from .charts import histogram_bins
+from .pairwise import pairwise_results
+from .summary_types import (
     Agreement,
-    CandidateSummary,
-    Criterion,
     CriterionAgreement,
     DatasetCandidate,
     DatasetRankRow,
     DatasetSummary,
-    Example,
-    GroupRate,
-    GroupRates,
     JudgePairAgreement,
     JudgeRates,
     JudgeSummary,
-    Judgment,
-    LeaderboardRow,
     MacroScore,
     Overall,
-    PairJudgment,
-    PairwiseRow,
-    Response,
-    Score,
     Summary,
-    Usage,
 )
-from . import agreement, metrics, stats
-from .accum import ByExample, ExampleIds, PerExample
-from .charts import histogram_bins
-from .pairwise import pairwise_results
 
 log = logging.getLogger("rubricrun")
 
@@ -50,36 +41,18 @@ def _r(x: float | None, nd: int = 4) -> float | None:
     return None if x is None else round(x, nd)
 
 
-def per_example_scores(responses: Sequence[Response], scores: Mapping[str, Score], metric: str) -> dict[str, float]:
-    """One value per example: the mean over that example's scored samples."""
-    acc: dict[str, list[float]] = defaultdict(list)
-    for r in responses:
-        s = scores.get(r.id)
-        value = getattr(s, metric) if s else None
-        if value is not None:
-            acc[r.example_id].append(value)
-    return {eid: sum(v) / len(v) for eid, v in acc.items()}
-
-
-def _ci(values: Sequence[float], cfg: Config) -> dict[str, Any]:
-    """The one bootstrap of a candidate's per-example values, given in sorted example-id order (so the CI does not
-    depend on the order responses arrived in; the leaderboard shows this same CI)."""
-    return stats.mean_ci(values, n_boot=cfg.run.bootstrap_samples, seed=cfg.run.seed)
-
-
 def build_summary(
     cfg: Config,
     run_id: str,
     examples: Sequence[Example],
     responses: Sequence[Response],
     judgments: Sequence[Judgment],
-    scores: Mapping[str, Score],
     criteria: Mapping[tuple[str, str], Criterion],
     pairs: Sequence[PairJudgment] = (),
     text_len: Mapping[str, int] | None = None,
 ) -> Summary:
     """What the rows say; the runner adds the run's facts (status, calls, costs, ...).
-    `criteria` maps (example_id, criterion_id) to the criterion judged (for categories and tags); `pairs` are the
+    `criteria` maps (example_id, criterion_id) to the criterion judged (its text, for judge agreement); `pairs` are the
     pairwise judgments (judging.pairwise), summarized per dataset by results/pairwise.py; `text_len` is passed on to it.
     The rows go through SummaryAcc example by example, as results/tally.py feeds it during a run."""
     counts: dict[str, Counter] = {}
@@ -93,7 +66,7 @@ def build_summary(
         groups.setdefault(j.example_id, ([], []))[1].append(j)
     by_id = {ex.id: ex for ex in examples}
     for eid, (rs, js) in groups.items():
-        acc.add(eid, by_id.get(eid), rs, js, scores, criteria)
+        acc.add(eid, by_id.get(eid), rs, js, criteria)
     if text_len is None:
         compared = {rid for p in pairs for rid in p.response_ids}
         text_len = {r.id: len(r.text or "") for r in responses if r.id in compared}
@@ -101,8 +74,7 @@ def build_summary(
 
 
 class SummaryAcc:
-    """build_summary fed one example at a time: per candidate, counters and running sums plus the example's
-    normalized and clipped scores (results/accum.py); per dataset a metrics.DatasetAcc; the judges' counters and
+    """build_summary fed one example at a time: per dataset a metrics.DatasetAcc; the judges' counters and
     the agreement counts of the voted judgments (agreement.AgreementCounts). `counts`: dataset -> metric -> rows calling
     for it (metrics.detect_metric), known before the first example (the dataset's metric is a majority vote)."""
 
@@ -111,7 +83,6 @@ class SummaryAcc:
         self.names = [c.name for c in cfg.candidates]
         self.ids = ExampleIds()
         self.examples = 0
-        self.cands: dict[str, _CandidateAcc] = {}
         self.datasets = metrics.dataset_accs(cfg, counts, self.ids)
         self.category = Categories()  # each example's string `category`, where it has one
         self.judges = _JudgeAcc()
@@ -122,20 +93,12 @@ class SummaryAcc:
         ex: Example | None,
         rs: Sequence[Response],
         js: Sequence[Judgment],
-        scores: Mapping[str, Score],
         criteria: Mapping[tuple[str, str], Criterion],
     ) -> None:
-        """One example's rows (`ex` None: rows whose example is not known, counted for their candidates only);
-        `scores` and `criteria` hold at least this example's."""
+        """One example's rows (`ex` None: rows whose example is not known, counted for the judges only);
+        `criteria` holds at least this example's."""
         pos = self.ids.add(eid)
         self.judges.add(js, criteria)
-        by_cand: dict[str, tuple[list[Response], list[Judgment]]] = {}
-        for r in rs:
-            by_cand.setdefault(r.candidate, ([], []))[0].append(r)
-        for j in js:
-            by_cand.setdefault(j.candidate, ([], []))[1].append(j)
-        for cand, (crs, cjs) in by_cand.items():
-            self.cands.setdefault(cand, _CandidateAcc()).add(self.cfg, pos, crs, cjs, scores, criteria)
         if ex is None:
             return
         self.examples += 1
@@ -155,29 +118,13 @@ class SummaryAcc:
         """The summary; `pairs` with the examples they compare (their ids and datasets) and the compared responses'
         text lengths, for results/pairwise.py."""
         cfg, names = self.cfg, self.names
-        cands = {n: self.cands.get(n) or _CandidateAcc() for n in names}
-        cis = {n: _ci(c.scores.values("normalized", self.ids), cfg) for n, c in cands.items()}
-        candidates = {n: cands[n].summary(cfg, cis[n], self.ids) for n in names}
-        pairwise = _pairwise(cfg, {n: (lambda c=c: c.scores.column("normalized", self.ids)) for n, c in cands.items()})
-        separated = {frozenset((p.a, p.b)) for p in pairwise if p.significant}
-        rounded = ("mean", "ci_low", "ci_high")
-        board = tuple(
-            LeaderboardRow(
-                **{**row, **{k: _r(row[k]) for k in rounded}, "within_noise_of": tuple(row["within_noise_of"])}
-            )
-            for row in stats.rank(cis, separated)
-        )
         datasets = {name: _dataset(cfg, d.result(), self.category) for name, d in self.datasets.items()}
         return Summary(
             run_id=run_id,
-            metric="normalized",
             pass_threshold=cfg.judging.pass_threshold,
             examples=self.examples,
             datasets=datasets,
             overall=_overall(datasets, names) if datasets else None,
-            candidates=candidates,
-            leaderboard=board,
-            pairwise=pairwise,
             judges=self.judges.summary(),
             pairwise_judging=pairwise_results(cfg, pair_examples, (), pairs, text_len or {}),
         )
@@ -277,141 +224,6 @@ def _overall(datasets: Mapping[str, DatasetSummary], names: Sequence[str]) -> Ov
     return Overall(datasets=tuple(datasets), candidates=out)
 
 
-class _CandidateAcc:
-    """One candidate's summary row so far: counters, running sums, and per example its normalized and clipped
-    scores (the mean over the example's scored samples)."""
-
-    def __init__(self) -> None:
-        self.examples = self.responses = self.response_errors = self.scored = self.criteria_scored = 0
-        self.judgment_errors = self.passed = self.cache_hits = 0
-        self.scores = PerExample()
-        self.cats: dict[str, list[float]] = defaultdict(lambda: [0, 0])  # category -> [sum, n] of scores
-        self.met: dict[str, dict[str, list[int]]] = {
-            "category": defaultdict(lambda: [0, 0]),
-            "tags": defaultdict(lambda: [0, 0]),
-        }
-        self.rates: dict[str, dict[str, list[int]]] = {
-            "category": defaultdict(lambda: [0, 0, 0, 0]),  # met, judged, hits, penalties judged
-            "tags": defaultdict(lambda: [0, 0, 0, 0]),
-        }
-        self.flags: dict[str, int] = defaultdict(int)
-        self.usage = [0, 0, 0]
-        self.judge_usage = [0, 0, 0]
-
-    def add(
-        self,
-        cfg: Config,
-        pos: int,
-        rs: Sequence[Response],
-        js: Sequence[Judgment],
-        scores: Mapping[str, Score],
-        criteria: Mapping[tuple[str, str], Criterion],
-    ) -> None:
-        """One example's responses and judgments of this candidate."""
-        self.scores.add(
-            pos, {m: v for m in ("normalized", "clipped") for v in per_example_scores(rs, scores, m).values()}
-        )
-        self.examples += bool(rs)
-        self.responses += len(rs)
-        self.response_errors += sum(r.status == "error" for r in rs)
-        for r in rs:
-            s = scores.get(r.id)
-            if s is None or s.normalized is None:
-                continue
-            self.scored += 1
-            self.criteria_scored += s.met + s.not_met
-            self.passed += s.normalized >= cfg.judging.pass_threshold
-            for k, v in s.by_category.items():
-                self.cats[k][0] += v
-                self.cats[k][1] += 1
-        self.judgment_errors += sum(j.verdict == "error" for j in js)
-        for attr in ("category", "tags"):
-            for g, c, met in _judged_groups(js, criteria, attr):
-                self.met[attr][g][0] += met
-                self.met[attr][g][1] += 1
-                at = 2 if c.weight < 0 else 0
-                self.rates[attr][g][at] += met
-                self.rates[attr][g][at + 1] += 1
-        for r in rs:
-            for k, v in r.flags.items():
-                if v is True:
-                    self.flags[k] += 1
-        _add_usage(self.usage, rs)
-        _add_usage(self.judge_usage, js)
-        self.cache_hits += sum(r.cache_hit for r in rs) + sum(j.cache_hit for j in js if j.key)
-
-    def summary(self, cfg: Config, ci_n: Mapping[str, Any], ids: ExampleIds) -> CandidateSummary:
-        """The candidate's row; `ci_n` is its normalized-score bootstrap (computed once, shared with the leaderboard)."""
-        ci_c = _ci(self.scores.values("clipped", ids), cfg)
-        return CandidateSummary(
-            examples=self.examples,
-            responses=self.responses,
-            response_errors=self.response_errors,
-            scored=self.scored,
-            criteria_scored=self.criteria_scored,
-            judgment_errors=self.judgment_errors,
-            mean_normalized=_r(ci_n["mean"]),
-            normalized_ci=(_r(ci_n["ci_low"]), _r(ci_n["ci_high"])),
-            normalized_se=_r(ci_n["se"]),
-            mean_clipped=_r(ci_c["mean"]),
-            clipped_ci=(_r(ci_c["ci_low"]), _r(ci_c["ci_high"])),
-            clipped_se=_r(ci_c["se"]),
-            pass_rate=_r(stats.rate(self.passed, self.scored)),
-            by_category={k: _r(t / n) for k, (t, n) in sorted(self.cats.items())},
-            met_rate_by_category=_met_rates(self.met["category"]),
-            met_rate_by_tag=_met_rates(self.met["tags"]),
-            flags=dict(sorted(self.flags.items())),
-            usage=Usage(*self.usage),
-            judge_usage=Usage(*self.judge_usage),
-            cache_hits=self.cache_hits,
-            rates_by_category=_group_rates(self.rates["category"]),
-            rates_by_tag=_group_rates(self.rates["tags"]),
-        )
-
-
-def _add_usage(acc: list[int], items: Sequence[Any]) -> None:
-    for it in items:
-        acc[0] += it.usage.prompt_tokens
-        acc[1] += it.usage.completion_tokens
-        acc[2] += it.usage.total_tokens
-
-
-def _pairwise(cfg: Config, per_example: Mapping[str, Callable[[], Mapping[str, float]]]) -> tuple[PairwiseRow, ...]:
-    """Every pair of candidates in config order, each paired bootstrap computed once (the leaderboard reuses it).
-    `per_example`: candidate -> a function giving its {example id: value} (built only when there is a pair)."""
-    rows = []
-    for a, b in combinations(per_example, 2):
-        d = stats.paired_diff(per_example[a](), per_example[b](), n_boot=cfg.run.bootstrap_samples, seed=cfg.run.seed)
-        rows.append(PairwiseRow(a=a, b=b, **{k: _r(v) if isinstance(v, float) else v for k, v in d.items()}))
-    return tuple(rows)
-
-
-def _judged_groups(
-    js: Sequence[Judgment], criteria: Mapping[tuple[str, str], Criterion], attr: str
-) -> Iterator[tuple[str, Criterion, bool]]:
-    """(group, criterion, met) for every judged (not error) verdict, once per category or tag of its criterion."""
-    for j in js:
-        if j.verdict == "error":
-            continue
-        c = criteria.get((j.example_id, j.criterion_id))
-        if c is None:
-            continue
-        for g in c.tags if attr == "tags" else ([c.category] if c.category else []):
-            yield g, c, j.verdict == "met"
-
-
-def _met_rates(acc: Mapping[str, list[int]]) -> dict[str, Any]:
-    return {g: GroupRate(met_rate=_r(stats.rate(m, n)), n=n) for g, (m, n) in sorted(acc.items())}
-
-
-def _group_rates(acc: Mapping[str, list[int]]) -> dict[str, Any]:
-    """Met rate over positive-weight criteria and penalty-hit rate over negative-weight ones, per group."""
-    return {
-        g: GroupRates(met_rate=_r(stats.rate(m, n)), n=n, penalty_hit_rate=_r(stats.rate(h, p)), penalty_n=p)
-        for g, (m, n, h, p) in sorted(acc.items())
-    }
-
-
 def judge_stats(
     judgments: Sequence[Judgment], criteria: Mapping[tuple[str, str], Criterion] | None = None
 ) -> JudgeSummary:
@@ -422,13 +234,22 @@ def judge_stats(
     return acc.summary()
 
 
+@dataclass(slots=True)
+class _JudgeCounts:
+    """One judge's votes so far: met, judged (met or not met) and errors."""
+
+    met: int = 0
+    judged: int = 0
+    errors: int = 0
+
+
 class _JudgeAcc:
     """judge_stats fed judgments as they come: per-judge counters, and what the agreement statistics read of the
     judgments that carry votes, as counts (agreement.AgreementCounts): a panel run of millions of judgments keeps a
     few counters per judge pair, verdict composition and criterion text, not the judgments (issue 13)."""
 
     def __init__(self) -> None:
-        self.per_judge: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # met, valid, errors
+        self.per_judge: dict[str, _JudgeCounts] = defaultdict(_JudgeCounts)
         self.voted = agreement.AgreementCounts()
 
     def add(self, judgments: Sequence[Judgment], criteria: Mapping[tuple[str, str], Criterion]) -> None:
@@ -438,17 +259,17 @@ class _JudgeAcc:
             for v in j.votes or ({"judge": j.judge, "verdict": j.verdict},):
                 acc = self.per_judge[v["judge"]]
                 if v["verdict"] == "error":
-                    acc[2] += 1
+                    acc.errors += 1
                 else:
-                    acc[0] += v["verdict"] == "met"
-                    acc[1] += 1
+                    acc.met += v["verdict"] == "met"
+                    acc.judged += 1
             if j.votes:
                 self.voted.add(j, criteria.get((j.example_id, j.criterion_id)))
 
     def summary(self) -> JudgeSummary:
         per = {
-            name: JudgeRates(met_rate=_r(stats.rate(m, n)), judged=n, errors=e)
-            for name, (m, n, e) in sorted(self.per_judge.items())
+            name: JudgeRates(met_rate=_r(stats.rate(c.met, c.judged)), judged=c.judged, errors=c.errors)
+            for name, c in sorted(self.per_judge.items())
         }
         units = self.voted.units
         if not units:

@@ -25,12 +25,13 @@ from typing import Any
 
 from ..config import Config
 from ..judging.rubric import criteria_for
-from ..types import Example, Judgment, PairJudgment, Response, Summary, Turn
+from ..types import Example, Judgment, PairJudgment, Response, Turn
 from .export import export_batches
 from .metrics import detect_metric
-from .report import REPORT_EXAMPLES, write_report_safely
+from .report import REPORT_EXAMPLES, sample_safely, write_report_safely
 from .scoring import score_all
 from .summary import SummaryAcc, criteria_index
+from .summary_types import Summary
 
 _NO_TURN = Turn(message={})
 _NONE: dict[str, Any] = {}  # the one empty dict of every slim example that has nothing there (only read)
@@ -64,6 +65,7 @@ class Tally:
         self.n_responses = 0
         self.any_ok = False
         self.first_error: str | None = None
+        self._sampled: dict[str, Any] | None = None  # the report's examples, picked by `summary`
         self._spool = tempfile.TemporaryFile(prefix="rubricrun-tally-")  # noqa: SIM115 (closed with the tally)
 
     def add(
@@ -105,22 +107,40 @@ class Tally:
 
     def summary(self) -> Summary:
         """summary.SummaryAcc fed from the spool one example at a time: equal to build_summary over the rows
-        (tests/test_tally.py); what it keeps per example is a few numbers (results/accum.py)."""
+        (tests/test_tally.py); what it keeps per example is a few numbers (results/accum.py). The same read of the
+        spool picks the report's examples (report.sample), kept for `report`."""
         acc = SummaryAcc(self.cfg, self.metric_counts)
-        for ex, rs, js, _ in self.rows():
-            scores = score_all(self.cfg, {ex.id: ex}, rs, js)
-            acc.add(ex.id, ex, rs, js, scores, criteria_index(self.cfg, [ex]))
+        self._sampled = sample_safely(self._fed(acc), self.report_examples)
+        if self._sampled is None:  # the sample failed part way (logged): the summary must not miss any example
+            acc = SummaryAcc(self.cfg, self.metric_counts)
+            for _ in self._fed(acc, scored=False):
+                pass
         return acc.summary(self.run_id, self.pairs, self.pair_examples, self.text_len)
+
+    def _fed(self, acc: SummaryAcc, *, scored: bool = True) -> Iterator[Any]:
+        """The spool's examples, each added to `acc` as it is read, as report batches (scored when `scored`)."""
+        for ex, rs, js, _ in self.rows():
+            acc.add(ex.id, ex, rs, js, criteria_index(self.cfg, [ex]))
+            if scored:
+                crit = {(ex.id, c.id): c for c in criteria_for(ex, self.cfg)}
+                yield ex, rs, js, crit, score_all(self.cfg, {ex.id: ex}, rs, js)
+            else:
+                yield None
 
     def export(self, run_dir: Path, formats: Sequence[str]) -> dict:
         return export_batches(self.cfg, run_dir, formats, self._scored)
 
     def report(self, run_dir: Path, summary: Summary) -> None:
-        batches = (
-            (ex, rs, js, {(ex.id, c.id): c for c in criteria_for(ex, self.cfg)}, scores)
-            for ex, rs, js, scores in self._scored()
-        )
-        write_report_safely(run_dir, summary, batches, self.report_examples)
+        """report.html, from the sample `summary` picked (a sample of its own when summary did not run)."""
+        sampled = getattr(self, "_sampled", None)
+        if sampled is None:
+            batches = (
+                (ex, rs, js, {(ex.id, c.id): c for c in criteria_for(ex, self.cfg)}, scores)
+                for ex, rs, js, scores in self._scored()
+            )
+            sampled = sample_safely(batches, self.report_examples)
+        if sampled is not None:
+            write_report_safely(run_dir, summary, sampled)
 
     def close(self) -> None:
         self._spool.close()
