@@ -312,10 +312,10 @@ def start_cli(
 def cli_main() -> Iterator[Callable[[list[str]], tuple[int, str, str]]]:
     """`rubricrun.cli.main(args)` in this process: returns (exit code, stdout, stderr).
 
-    Restores what main() changes process-wide: the SIGINT handler and the rubricrun log handlers."""
+    Restores what main() changes process-wide: the SIGINT and SIGTERM handlers and the rubricrun log handlers."""
     from rubricrun.cli import main
 
-    old_sigint = signal.getsignal(signal.SIGINT)
+    old_handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
     def run(args: list[str]) -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
@@ -331,7 +331,8 @@ def cli_main() -> Iterator[Callable[[list[str]], tuple[int, str, str]]]:
     try:
         yield run
     finally:
-        signal.signal(signal.SIGINT, old_sigint)
+        for s, handler in old_handlers.items():
+            signal.signal(s, handler)
         _close_log_handlers()
 
 

@@ -39,3 +39,12 @@ def test_radar_needs_three_categories() -> None:
 
 def test_histogram_svg_without_bins_is_empty() -> None:
     assert str(histogram_svg([])) == ""
+
+
+def test_radar_says_when_series_overlap() -> None:
+    # Issue 23: identical candidates hid each other in the radar with no hint.
+    cats = ["a", "b", "c"]
+    same = {"a": 1.0, "b": 0.5, "c": 0.25}
+    svg = str(radar_svg(cats, {"x<1>": same, "y": dict(same), "z": {"a": 0.0, "b": 0.5, "c": 0.25}}))
+    assert "drawn on top of each other: x&lt;1&gt;, y." in svg and "z" not in svg.split("overlap")[1]
+    assert "overlap" not in str(radar_svg(cats, {"x": same, "z": {"a": 0.0, "b": 0.5, "c": 0.25}}))

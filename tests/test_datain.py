@@ -404,14 +404,17 @@ def test_unscorable_dataset_fails_validate_before_any_call(tmp_path: Path, serve
     assert server.requests == []
 
 
-def test_rubric_without_judges_is_unscorable(tmp_path: Path) -> None:
+def test_rubric_without_judges_is_a_generation_run(tmp_path: Path) -> None:
+    # Before issue 23: refused ("have a rubric but the config has no judges"); a config without judges asked for no
+    # judging, so its examples are answered and nothing is judged.
     gen = REPO / "data" / "generic_sample.jsonl"
     cfg = _config(tmp_path, None, [{"path": str(gen)}])
     text = yaml.safe_load(cfg.read_text())
     del text["judges"]
     cfg.write_text(yaml.safe_dump(text), encoding="utf-8")
-    rc, _, err = run_cli(["--config", str(cfg), "--validate"])
-    assert rc == 2 and "key 'datasets[0]'" in err and "have a rubric but the config has no judges" in err
+    rc, out, err = run_cli(["--config", str(cfg), "--validate"])
+    assert rc == 0, err
+    assert json.loads(out)["judge_calls"] == 0
 
 
 def test_hub_and_parquet_libraries_are_imported_lazily(tmp_path: Path) -> None:

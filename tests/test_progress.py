@@ -99,3 +99,26 @@ def test_run_log_has_progress_lines_and_jsonl_records(tmp_path: Path, make_confi
     assert all(datetime.fromisoformat(r["time"]).tzinfo is not None for r in records)
     assert any(r["message"].startswith("progress judge ") and r["level"] == "INFO" for r in records)
     assert all(r["message"] in text for r in records)  # the same records as the text log
+
+
+def test_a_finished_stage_is_not_repeated(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    # Before issue 23: "generate 42/42 (100%) ... ETA 00:00" every interval for minutes while judging ran.
+    monkeypatch.setattr(pool, "LOG_INTERVAL_S", 0.0)
+    logger = logging.getLogger("rubricrun")
+    logger.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="rubricrun"):
+            bar = Progress("generate", 0, stream=io.StringIO(), grows=True)
+            bar.add(2)
+            bar.update()
+            bar.update()  # done: said once
+            for _ in range(5):
+                bar.tick()  # the conductor's ticks while later stages run: nothing
+            bar.add(1)  # more work found (a next turn): running again
+            bar.tick()
+            bar.update()
+            bar.close()  # already said how it ended
+    finally:
+        logger.removeHandler(caplog.handler)
+    lines = [r.getMessage().split(" (")[0] for r in caplog.records if r.getMessage().startswith("progress ")]
+    assert lines == ["progress generate 1/2", "progress generate 2/2", "progress generate 2/3", "progress generate 3/3"]

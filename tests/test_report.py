@@ -3,6 +3,7 @@ then the page opened for real in headless Chromium (rendered DOM after JS, conso
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -12,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import model_entry, run_dir
 from factories import response
+from fakeserver import FakeOpenAIServer
 
 from rubricrun.results.report import FAILURE_CAP, render_report, write_report
 from rubricrun.types import Criterion, Example, Judgment, Response, Usage, to_row
@@ -328,3 +331,55 @@ def test_content_parts_and_penalty_hits_render_in_chromium(tmp_path: Path) -> No
     assert '<a href="https://images.example/cat.png" rel="noopener noreferrer" target="_blank">' in dom  # http: link
     # alpha met c3 (weight -2): a penalty hit in its own colour, not a green "met".
     assert '<span class="v v-p">penalty hit</span>' in dom
+
+
+# Appended to a copy of the page: after the page's own script has rendered the examples, it sends the layout (the
+# page's width against its frame's, and the tables that scroll inside themselves) to the frame's parent.
+FIT_PROBE = (
+    "<script>(function(){var d=document.documentElement,w=[].slice.call(document.querySelectorAll('table,.scroll'))"
+    ".filter(function(x){return x.scrollWidth>x.clientWidth+1}).map(function(x){return x.className||x.tagName});"
+    "parent.postMessage(JSON.stringify({cw:d.clientWidth,sw:d.scrollWidth,inner:w}),'*');})();"
+    "</script>"
+)
+
+
+FRAME = (
+    '<body style="margin:0"><iframe src="{src}" style="border:0;width:{width}px;height:1500px"></iframe>'
+    "<script>addEventListener('message',function(e){{document.body.setAttribute('data-fit',e.data)}})</script>"
+)
+BIG_WINDOW = ("--window-size=1300,1500", "--virtual-time-budget=5000")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary on PATH (apt-get install chromium)")
+def test_report_fits_a_laptop_and_a_phone(tmp_path: Path, make_config, cli_main) -> None:
+    """Issue 23: at 1,400 px the PRBench table overflowed to the right. A run over every sample dataset (PRBench's
+    table is the widest) with three candidates: no horizontal page scroll at 1,280 px (and no results table that
+    scrolls inside itself there) nor at 390 px, where a wide table may scroll inside itself."""
+    with FakeOpenAIServer() as server:
+        cands = [model_entry(n, f"openai/cand-{n}", server) for n in ("alpha", "beta", "gamma-with-a-long-name")]
+        cfg = make_config(server, candidates=cands, judges=[model_entry("j1", "openai/judge-one", server)])
+        rc, _, err = cli_main(["--config", str(cfg), "--run-id", "fit"])
+        assert rc == 0, err
+    page = run_dir(tmp_path, "fit") / "report.html"
+    text = " ".join(page.read_text(encoding="utf-8").split())
+    # The fake server answers every candidate alike: the page says so rather than leave three equal rows unexplained.
+    assert "Every candidate has the same prbench score: on these 3 examples the judge cannot tell them apart" in text
+    assert "Every candidate has the same accuracy on these 4 examples: no candidate is ahead here." in text
+    assert 'class="allcols"' in text and '<th class="sec">std</th>' in text  # secondary columns collapse
+    probe = page.with_name("probe.html")
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", FIT_PROBE + "</body>"), encoding="utf-8")
+    for width in (1280, 390):
+        # Headless Chromium keeps a window at least 500 px wide: the page goes in a frame of the width asked for,
+        # which posts the probe's result up to the window's DOM.
+        frame = tmp_path / f"frame-{width}.html"
+        frame.write_text(FRAME.format(width=width, src=probe.name), encoding="utf-8")
+        shutil.copyfile(frame, probe.parent / frame.name)
+        dom, console = _chromium(tmp_path, (probe.parent / frame.name).as_uri(), "--dump-dom", *BIG_WINDOW)
+        assert console == []
+        fit = json.loads(html.unescape(re.search(r'data-fit="([^"]*)"', dom).group(1)))  # type: ignore[union-attr]
+        assert fit["cw"] <= width and fit["sw"] <= fit["cw"], (width, fit)
+        if width == 1280:
+            assert not [t for t in fit["inner"] if "board" in t or t == "scroll"], fit
+        shot = tmp_path / f"fit-{width}.png"
+        _chromium(tmp_path, (probe.parent / frame.name).as_uri(), f"--screenshot={shot}", *BIG_WINDOW)
+        shutil.copyfile(shot, f"/tmp/rubricrun-report-{width}.png")

@@ -7,6 +7,7 @@ import json
 import re
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -264,6 +265,9 @@ def test_a_replayed_candidate_names_no_model(tmp_path: Path, server: FakeOpenAIS
 def test_the_demo_replays_an_answer_for_every_turn_of_every_example(monkeypatch) -> None:
     monkeypatch.chdir(REPO)  # the example config's paths are relative to the repository root
     cfg = load_config("config.example.yaml")
+    # Every row of the six sample files, not only the demo's slice (generic is commented out of the demo).
+    datasets = [*cfg.datasets, replace(cfg.datasets[0], name="generic", path="data/generic_sample.jsonl")]
+    cfg = replace(cfg, datasets=[replace(d, limit=None) for d in datasets])
     examples, _ = load_examples(cfg, 1000)
     (cand,) = [c for c in cfg.candidates if c.responses_from]
     answers = load_replays(cfg)[cand.name]

@@ -2,7 +2,7 @@
 `python run.py --compare RUN_A RUN_B [--out DIR]` (or `rubricrun compare RUN_A RUN_B [--out DIR]`).
 
 Exit codes: 0 done, 1 a run-time failure (cache or disk, or every candidate call failed), 2 bad input (config,
-data, CLI) or the run id in use, 3 stopped on budget, 130 interrupted.
+data, CLI) or the run id in use, 3 stopped on budget, 130 interrupted (Ctrl+C), 143 stopped by SIGTERM.
 Bad input is one line on stderr naming the file, line and key; never a traceback.
 """
 
@@ -12,7 +12,6 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
 import time
 from datetime import datetime, timezone
@@ -169,8 +168,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        from .pool import stop_exit_code, stopped_by
+
+        print(f"interrupted ({stopped_by() or 'SIGINT'})", file=sys.stderr)
+        return stop_exit_code()
 
 
 def _extras(args: argparse.Namespace, cfg: Config) -> Extras:
@@ -227,12 +228,12 @@ def _main(args: argparse.Namespace) -> int:
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(cfg.run.output_dir) / run_id
     setup_logging(run_dir)
-    from .pool import interrupt_now, set_log_interval
+    from .pool import install_stop_handlers, set_log_interval
 
     set_log_interval(cfg.run.progress_interval_s)
 
-    # The first Ctrl+C stops starting new calls and writes artifacts; a second one exits at once.
-    signal.signal(signal.SIGINT, interrupt_now)
+    # The first Ctrl+C or SIGTERM stops starting new calls and writes artifacts; a second one exits at once.
+    install_stop_handlers()
     outcome = execute(cfg, run_id, max_examples=args.max_examples, extras=extras, prepared=prepared)
     log.info("artifacts in %s", outcome.run_dir)
     for h in logging.getLogger("rubricrun").handlers:

@@ -687,10 +687,10 @@ def _check_export(cfg: Config, b: _Builder) -> None:
         raise b.fail("export.rejected_candidate", "must differ from export.chosen_candidate")
 
 
-def judge_free(cfg: Config) -> bool:
-    """A run whose purpose needs no judge: it has none and its export pairs two named candidates (plan.py then lets
-    a rubric dataset through without judges)."""
-    return not cfg.judge_pool and cfg.export is not None and cfg.export.pairs_by_candidate(False)
+def generation_only(cfg: Config) -> bool:
+    """A generation run: candidates and no judges (collect answers, distil a teacher into SFT data, judge later with
+    `responses_from`). Every example is answered whatever it holds; nothing is judged (issue 23)."""
+    return not cfg.judge_pool
 
 
 def dataset_name(d: DatasetConfig) -> str:

@@ -29,7 +29,7 @@ from .judging.auto import auto_judgment
 from .judging.pairwise import PairJudging, pair_items
 from .judging.rubric import Judging, judge_items
 from .pipeline import GenTask, generate_one, synthesize, turn_task
-from .pool import GRACE_S, THREAD_PREFIX, Progress, interrupt_now
+from .pool import GRACE_S, STOP_SIGNALS, THREAD_PREFIX, Progress, end_now, heard_stop
 from .providers.base import BaseProvider
 from .providers.cache import CachingProvider
 from .types import Example, Judgment, PairJudgment, Response
@@ -108,7 +108,7 @@ class Graph:
         self.counts: queue.SimpleQueue[tuple[str, int, int]] = queue.SimpleQueue()
         # A call the cache answers runs where it is found, never on a pool (CachingProvider.try_cached).
         self.try_cached = stack.try_cached if isinstance(stack, CachingProvider) else None
-        self.conductor = threading.get_ident()
+        self.conductor = threading.get_ident()  # the thread that runs `run` (set again there)
         self.lock = threading.Lock()  # guards what follows
         self.pooled = 0  # calls handed to a pool (the cache could not answer them)
         self.inflight: set[Future[None]] = set()
@@ -124,6 +124,7 @@ class Graph:
         """Admit, in input order, the examples `examples` yields (None: nothing ready yet), and hand each finished
         unit to the sink in input order. On Ctrl+C: calls in flight get the grace period, every admitted unit goes
         to the sink with what it finished, the examples not admitted go with nothing, and True is returned."""
+        self.conductor = threading.get_ident()
         with _ctrl_c_sets(self.stop):
             return self._run(examples)
 
@@ -334,26 +335,29 @@ _END: Any = object()
 
 @contextlib.contextmanager
 def _ctrl_c_sets(stop: threading.Event) -> Iterator[None]:
-    """While the graph runs, the first Ctrl+C only sets `stop`: the conductor raises KeyboardInterrupt at the top of
-    its loop, never between taking an example from the iterator and admitting it (an example taken and dropped there
-    would be missing from examples.jsonl). A second Ctrl+C exits at once, as the CLI's own handler does."""
+    """While the graph runs, the first Ctrl+C or SIGTERM only sets `stop`: the conductor raises KeyboardInterrupt at
+    the top of its loop, never between taking an example from the iterator and admitting it (an example taken and
+    dropped there would be missing from examples.jsonl). A second one (either signal) ends the process at once."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = signal.getsignal(signal.SIGINT)
+    before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     heard = threading.Event()
 
     def first(signum: int, frame: object) -> None:
         if heard.is_set():
-            interrupt_now(signum, frame)
+            end_now(signum)
+        heard_stop(signum)
         heard.set()
         stop.set()
 
-    signal.signal(signal.SIGINT, first)
+    for s in STOP_SIGNALS:
+        signal.signal(s, first)
     try:
         yield
-    finally:  # after a first Ctrl+C, the next one (while artifacts are written) exits at once
-        signal.signal(signal.SIGINT, signal.SIG_DFL if heard.is_set() and before is not signal.SIG_IGN else before)
+    finally:  # after a first stop signal, the next one (while artifacts are written) ends the process at once
+        for s, handler in before.items():
+            signal.signal(s, signal.SIG_DFL if heard.is_set() and handler is not signal.SIG_IGN else handler)
 
 
 class Synthesis:

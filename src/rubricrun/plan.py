@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import Config, judge_free
+from .config import Config, generation_only
 from .data.answers_file import load_replays
 from .data.idset import IdHashes
 from .data.loaders import iter_dataset
@@ -146,29 +146,26 @@ def model_entries(cfg: Config) -> list[tuple[str, Any]]:
 
 class Scorable:
     """check_scorable over a stream: a dataset none of whose examples can get a score is refused before any call
-    is paid for: every candidate call would be spent on responses nothing judges (e.g. MT-Bench rows without
-    `judging.default_rubric`)."""
+    is paid for, when the config has judges: every candidate call would be spent on responses nothing judges (e.g.
+    MT-Bench rows without `judging.default_rubric`). A config without judges asked for no judging: it passes."""
 
     def __init__(self, cfg: Config) -> None:
-        self.cfg, self.n, self.any_scorable, self.any_rubric = cfg, 0, False, False
+        self.cfg, self.n, self.any_scorable = cfg, 0, False
 
     def add(self, ex: Example) -> None:
         self.n += 1
         if not self.any_scorable:
             self.any_scorable = _scorable(self.cfg, ex)
-            self.any_rubric = self.any_rubric or bool(rubric_for(ex, self.cfg))
 
     def check(self, i: int) -> None:
         cfg = self.cfg
-        if not self.n or judge_free(cfg) or self.any_scorable:
-            return  # judge_free: a run that only pairs two candidates' responses (export.pair_by) needs no score
-        what = f"{source_label(cfg.datasets[i])}: nothing can score its {self.n} examples"
-        if self.any_rubric:
-            raise cfg.fail(f"datasets[{i}]", f"{what}: they have a rubric but the config has no judges (add judges:)")
+        if not self.n or generation_only(cfg) or self.any_scorable:
+            return
         raise cfg.fail(
             f"datasets[{i}]",
-            f"{what}: no rubric in the rows, no judging.default_rubric and no answer to match "
-            "(add judging.default_rubric, or a rubric or answer to the rows)",
+            f"{source_label(cfg.datasets[i])}: nothing can score its {self.n} examples: no rubric in the rows, no "
+            "judging.default_rubric and no answer to match (add judging.default_rubric, or a rubric or answer to the "
+            "rows; or remove judges: to only collect responses)",
         )
 
 

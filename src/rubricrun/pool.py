@@ -85,6 +85,7 @@ class Progress:
             self._bar = tqdm(total=total, desc=label, file=stream, unit="call", dynamic_ncols=True, mininterval=0.1)
         self._lines = on and self._bar is None
         self._logged = False
+        self._said: tuple[int, int] | None = None  # (done, total) of the last line logged
 
     def add(self, n: int = 1) -> None:
         """n more to do (a stage whose work is found as the run goes)."""
@@ -96,15 +97,23 @@ class Progress:
         self.done += n
         if self._bar is not None:
             self._bar.update(n)
+        elif self._logged and self.done >= self.total:
+            self._line(time.monotonic())  # a stage that was shown running says once that it is done
         else:
             self.tick()
 
     def tick(self) -> None:
-        """Log a progress line if the interval has passed (called on every completion and while waiting)."""
+        """Log a progress line if the interval has passed and the stage is still running (called on every
+        completion and while waiting): a finished stage is not repeated while later stages run (issue 23)."""
         now = time.monotonic()
-        if self._lines and now - self._last_line >= self.interval_s:
-            self._last_line, self._logged = now, True
-            log.info("progress %s", progress_line(self.label, self.done, self.total, now - self.start))
+        if self._lines and self.done < self.total and now - self._last_line >= self.interval_s:
+            self._line(now)
+
+    def _line(self, now: float) -> None:
+        if (self.done, self.total) == self._said:
+            return
+        self._last_line, self._logged, self._said = now, True, (self.done, self.total)
+        log.info("progress %s", progress_line(self.label, self.done, self.total, now - self.start))
 
     def close(self) -> None:
         if self._bar is not None:
@@ -113,14 +122,52 @@ class Progress:
         if self._redirect is not None:
             self._redirect.close()
             self._redirect = None
-        if self._lines and self._logged:  # a stage long enough to show progress also says how it ended
+        if self._lines and self._logged:  # a stage long enough to show progress also says how it ended (once)
+            self._line(time.monotonic())
             self._lines = False
-            log.info("progress %s", progress_line(self.label, self.done, self.total, time.monotonic() - self.start))
+
+
+# Signals that stop a run the way Ctrl+C does: docker stop, Kubernetes and SLURM send SIGTERM, then SIGKILL after a
+# grace period, so SIGTERM must leave the same partial summary and report as Ctrl+C (issue 23).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_heard: list[int] = []  # the stop signals this process received, first first (process-wide, as signals are)
+
+
+def heard_stop(signum: int) -> None:
+    """Record a stop signal (its number decides the exit code)."""
+    _heard.append(signum)
+
+
+def stopped_by() -> str | None:
+    """The name of the first stop signal received ("SIGTERM"), or None."""
+    return signal.Signals(_heard[0]).name if _heard else None
+
+
+def stop_exit_code() -> int:
+    """128 + the first stop signal's number, as a shell reports a process that signal ended: 130 for Ctrl+C (also
+    when the stop came from elsewhere, e.g. a batch wait), 143 for SIGTERM."""
+    return 128 + (_heard[0] if _heard else signal.SIGINT)
+
+
+def install_stop_handlers() -> None:
+    """The CLI's handlers for a run: the first SIGINT or SIGTERM raises KeyboardInterrupt; the next ends at once."""
+    _heard.clear()
+    for s in STOP_SIGNALS:
+        signal.signal(s, interrupt_now)
+
+
+def end_now(signum: int) -> None:
+    """A second stop signal: the process ends at once, killed by that signal (what was written stays written)."""
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_DFL)
+    signal.raise_signal(signum)
 
 
 def interrupt_now(signum: int, frame: object) -> None:
-    """A SIGINT handler: this Ctrl+C raises KeyboardInterrupt, and the next one ends the process at once."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    """A SIGINT/SIGTERM handler: this signal raises KeyboardInterrupt, and the next one ends the process at once."""
+    heard_stop(signum)
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_DFL)
     raise KeyboardInterrupt
 
 

@@ -17,10 +17,11 @@ from typing import Any
 
 import yaml
 
-from .config import Config, config_to_dict
+from .config import Config, config_to_dict, generation_only
 from .errors import RubricrunError
 from .graph import Graph, Synthesis, examples_of
 from .plan import Prepared, preflight
+from .pool import stop_exit_code, stopped_by
 from .providers.batch import open_batcher
 from .providers.budget import Budget
 from .providers.cache import ResponseCache
@@ -36,6 +37,7 @@ from .results.tally import Tally
 from .types import Example, Judgment, PairJudgment, Response, from_row, summary_row
 
 log = logging.getLogger("rubricrun")
+GENERATION_ONLY = "generation only: nothing judged"  # a config without judges (issue 23)
 
 
 @dataclass
@@ -123,7 +125,10 @@ def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> Tally:
     """Synthesis (if configured), generation, judging and comparisons, overlapped (graph.py); every finished
     example's rows are appended to the artifacts in input order and fed to the tally as the run goes."""
     cfg = run.cfg
-    log.info("run %s: %d candidates, %d judges", run.run_id, len(cfg.candidates), len(cfg.judge_pool))
+    if generation_only(cfg):
+        log.info("run %s: %d candidates; %s", run.run_id, len(cfg.candidates), GENERATION_ONLY)
+    else:
+        log.info("run %s: %d candidates, %d judges", run.run_id, len(cfg.candidates), len(cfg.judge_pool))
     tally = Tally(cfg, run.run_id)
     sink = _Sink(run.run_dir, tally)
     synthesis = Synthesis(cfg, stack, run.stop) if cfg.synthesize is not None else None
@@ -194,6 +199,8 @@ def _with_facts(summary: Summary, run: _Run, tally: Tally, budget: Budget, prepa
     return replace(
         summary,
         status="interrupted" if run.interrupted else "stopped_on_budget" if budget.stopped else "complete",
+        stopped_by=stopped_by() if run.interrupted else None,
+        note=GENERATION_ONLY if generation_only(run.cfg) else None,
         calls=Calls(made=counts["calls"], cache_hits=counts["cache_hits"], errors=counts["errors"]),
         responses_not_done=run.tasks - tally.n_responses,
         skipped_rows=len(prepared.skipped),
@@ -207,11 +214,15 @@ def _with_facts(summary: Summary, run: _Run, tally: Tally, budget: Budget, prepa
 
 
 def _outcome(run: _Run, tally: Tally, budget: Budget, summary: Summary) -> Outcome:
-    """The exit code: 130 interrupted, 3 stopped on budget, 1 every candidate call failed, else 0."""
+    """The exit code: 130 interrupted (143 by SIGTERM), 3 stopped on budget, 1 every candidate call failed, else 0."""
     cfg, run_id = run.cfg, run.run_id
     if run.interrupted:
-        log.warning("interrupted: artifacts written for what was done; rerun with --run-id %s to resume", run_id)
-        return Outcome(130, run.run_dir, summary)
+        log.warning(
+            "interrupted (%s): artifacts written for what was done; rerun with --run-id %s to resume",
+            stopped_by() or "stop",
+            run_id,
+        )
+        return Outcome(stop_exit_code(), run.run_dir, summary)
     if budget.stopped:
         log.warning(
             "stopped on budget: $%.4f spent of $%g; %d responses not generated. Raise run.budget_usd and rerun "

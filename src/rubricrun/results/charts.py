@@ -67,7 +67,21 @@ def radar_svg(
                 f"<title>{escape(label)}</title></circle>"
             )
     parts.append("</svg>")
-    return Markup("".join(parts))
+    return Markup("".join(parts) + overlap_note(categories, series))
+
+
+def overlap_note(categories: Sequence[str], series: Mapping[str, Mapping[str, float | None]]) -> str:
+    """A line naming the series drawn exactly over an earlier one (same value on every axis, to 3 decimals): the
+    later polygon hides the earlier, so without the line a reader would think a candidate is missing."""
+    seen: dict[tuple[float | None, ...], list[str]] = {}
+    for name, values in series.items():
+        key = tuple(None if values.get(c) is None else round(float(values[c] or 0.0), 3) for c in categories)
+        seen.setdefault(key, []).append(name)
+    same = [names for names in seen.values() if len(names) > 1]
+    if not same:
+        return ""
+    groups = "; ".join(", ".join(str(escape(n)) for n in names) for names in same)
+    return f'<p class="note overlap">Same score on every axis, drawn on top of each other: {groups}.</p>'
 
 
 def histogram_bins(values: Sequence[float], lo: float = 0.0, hi: float = 1.0, bins: int = 10) -> list[int]:

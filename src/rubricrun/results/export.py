@@ -43,6 +43,9 @@ Selection rules:
   (responses by id). No score is needed: a response counts when its status is "ok", its text is not blank and none
   of its judgments (if any) is "error". ``chosen_score`` / ``rejected_score`` / ``margin`` are the judged scores
   when there are some, else null; min_margin does not apply.
+- A generation run (no judges, issue 23): ``sft`` takes every ok, non-blank response that is neither truncated nor
+  a refusal, with ``score`` null (an MC or QA row's judge-free score still applies its sft_threshold); ``prompts``
+  and ``dpo`` by candidate need no score; kto, reward, hybrid and score-paired dpo have nothing to go on.
 - Thresholds and min_margin are compared after rounding the difference to 9 decimals, so float noise
   (0.7 - 0.6 = 0.09999999999999998) does not decide an edge case.
 - Order is deterministic: examples in input order, responses within an example by response id.
@@ -256,9 +259,12 @@ def build_export(
     cfg: ExportConfig,
     *,
     by_candidate: bool = False,
+    unjudged: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Training rows for one format and the counts of what was considered, written and skipped (and why).
-    `by_candidate`: dpo/hybrid pair chosen_candidate's responses with rejected_candidate's, scores not needed."""
+    `by_candidate`: dpo/hybrid pair chosen_candidate's responses with rejected_candidate's, scores not needed.
+    `unjudged` (a generation run): sft takes every fit response, its threshold applied only where a judge-free
+    score exists (an MC or QA answer matched)."""
     if fmt not in FORMATS:
         raise InputError(f"unknown export format {fmt!r} (expected one of {', '.join(FORMATS)})", key="export.formats")
     if fmt == "prompts":
@@ -266,7 +272,7 @@ def build_export(
     run = _Run.of(examples, responses, judgments, scores)
     if fmt in ("dpo", "hybrid"):
         return _pairs(fmt, run, cfg, by_candidate)
-    return _pointwise(fmt, run, cfg, len(responses))
+    return _pointwise(fmt, run, cfg, len(responses), need_score=not (unjudged and fmt == "sft"))
 
 
 def _prompt_rows(examples: Sequence[Example]) -> tuple[list[dict[str, Any]], dict[str, int]]:
@@ -275,8 +281,10 @@ def _prompt_rows(examples: Sequence[Example]) -> tuple[list[dict[str, Any]], dic
     return rows, {"considered": len(examples), "written": len(rows)}
 
 
-def _pointwise(fmt: str, run: _Run, cfg: ExportConfig, considered: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """sft, kto, reward: one row per usable response."""
+def _pointwise(
+    fmt: str, run: _Run, cfg: ExportConfig, considered: int, *, need_score: bool = True
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """sft, kto, reward: one row per usable response (without `need_score`, unscored ones too)."""
     stats = {"considered": considered, "written": 0, "skipped_no_example": run.orphans}
     stats.update({f"skipped_{reason}": 0 for reason in _EXCLUSIONS})
     if fmt in ("sft", "kto"):
@@ -286,7 +294,7 @@ def _pointwise(fmt: str, run: _Run, cfg: ExportConfig, considered: int) -> tuple
     rows: list[dict[str, Any]] = []
     for ex in run.examples:
         for r in run.by_example.get(ex.id, []):
-            reason, scored = run.usable(r, cfg.score)
+            reason, scored = run.usable(r, cfg.score, need_score=need_score)
             row = None
             if scored is not None:
                 reason, row = _pointwise_row(fmt, ex, scored, cfg, run.judgments)
@@ -308,7 +316,7 @@ def _pointwise_row(
     if fmt == "sft":
         if s.unfit:
             return s.unfit, None
-        if not _at_least(s.score, cfg.sft_threshold):
+        if s.score is not None and not _at_least(s.score, cfg.sft_threshold):
             return "below_threshold", None
         return None, {"prompt": prompt, "completion": completion, "messages": prompt + completion, "score": s.score}
     if fmt == "kto":
@@ -398,13 +406,14 @@ def export_batches(
     add up), so the files equal build_export's over all the rows at once while one example's rows are held."""
     ecfg = cfg.export or ExportConfig()
     by_candidate = ecfg.pairs_by_candidate(bool(cfg.judge_pool))
+    unjudged = not cfg.judge_pool
     out: dict[str, Any] = {}
     for fmt in formats:
-        counts = build_export(fmt, [], [], [], {}, ecfg, by_candidate=by_candidate)[1]  # every key, in order
+        counts = build_export(fmt, [], [], [], {}, ecfg, by_candidate=by_candidate, unjudged=unjudged)[1]  # keys
 
         def rows(fmt: str = fmt, counts: dict[str, int] = counts) -> Iterator[dict[str, Any]]:
             for ex, rs, js, scores in batches():
-                got, part = build_export(fmt, [ex], rs, js, scores, ecfg, by_candidate=by_candidate)
+                got, part = build_export(fmt, [ex], rs, js, scores, ecfg, by_candidate=by_candidate, unjudged=unjudged)
                 for k, v in part.items():
                     counts[k] += v
                 yield from got

@@ -307,11 +307,16 @@ def _fmt(x: float | None) -> str:
 def log_summary(summary: Summary) -> None:
     """The console's closing lines: calls, then one line per dataset and candidate (its own metric, never a
     score blended across datasets)."""
+    if summary.note:
+        log.info("%s", summary.note)
     if summary.calls is not None:
         c = summary.calls
         log.info("calls: %d made, %d from cache, %d failed attempts", c.made, c.cache_hits, c.errors)
     for name, d in summary.datasets.items():
         for cand, r in d.candidates.items():
+            if summary.note and not r.scored:  # a generation run: a score line of dashes would read as a failure
+                log.info("%-20s %-16s not scored", name, cand)
+                continue
             log.info(
                 "%-20s %-16s %-11s %s [%s, %s]  n %d  coverage %s  partial %d",
                 name,

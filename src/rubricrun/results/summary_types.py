@@ -212,8 +212,8 @@ class Summary:
     results/summary.py build_summary computes from the rows."""
 
     OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset(
-        {"overall", "status", "calls", "responses_not_done", "skipped_rows", "wall_s", "costs", "budget"}
-        | {"synthesis", "export", "pairwise_judging"}
+        {"overall", "status", "stopped_by", "note", "calls", "responses_not_done", "skipped_rows", "wall_s"}
+        | {"costs", "budget", "synthesis", "export", "pairwise_judging"}
     )
 
     run_id: str = ""
@@ -224,6 +224,8 @@ class Summary:
     judges: JudgeSummary = JudgeSummary()
     pairwise_judging: dict[str, PairwiseJudging] | None = None  # per dataset, when judging.pairwise is set
     status: str | None = None  # complete / interrupted / stopped_on_budget
+    stopped_by: str | None = None  # interrupted: the signal that stopped it (SIGINT, SIGTERM)
+    note: str | None = None  # what a reader must know first ("generation only: nothing judged")
     calls: Calls | None = None
     responses_not_done: int | None = None
     skipped_rows: int | None = None
