@@ -6,6 +6,7 @@ import math
 import random
 from array import array
 
+import numpy as np
 import pytest
 
 from rubricrun.results import accum, stats
@@ -99,11 +100,60 @@ def test_paired_takes_the_examples_both_columns_have_in_sorted_id_order() -> Non
     assert d == stats.paired_diff(dict(x), dict(y), n_boot=50, seed=1) and d["n"] == 4
 
 
-def test_resample_means_draw_what_one_choices_call_draws(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Drawn in pieces (here of 7) and summed as they come, a resample is the one `choices(values, k=n)` draws."""
-    monkeypatch.setattr(stats, "_DRAWS", 7)
-    values = [random.Random(5).random() for _ in range(100)]
-    rng = random.Random(11)
-    want = [math.fsum(rng.choices(values, k=100)) / 100 for _ in range(20)]
-    assert list(stats.resample_means(values, 20, 11)) == want
-    assert list(stats.resample_means(array("d", values), 20, 11)) == want
+def _reference_means(values: list[float], n_boot: int, seed: int) -> list[float]:
+    """The bootstrap as stats' docstring defines it, one resample at a time: n indexes from PCG64(seed)'s
+    `integers(0, n)`, and the exact mean of the values they pick."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    n = len(values)
+    return [math.fsum(values[i] for i in rng.integers(0, n, size=n, dtype=np.uint32)) / n for _ in range(n_boot)]
+
+
+def test_resample_means_are_the_reference_bootstrap() -> None:
+    rng = random.Random(5)
+    values = [rng.random() for _ in range(100)]
+    want = _reference_means(values, 40, 11)
+    for given in (values, array("d", values), np.array(values)):
+        assert stats.resample_means(given, 40, 11).tolist() == pytest.approx(want, rel=1e-13, abs=0)
+    assert stats.resample_means(values, 40, 12).tolist() != pytest.approx(want)  # the seed matters
+
+
+@pytest.mark.parametrize("n", [1, 3, 100, 1001])
+def test_chunks_of_resamples_change_nothing(n: int) -> None:
+    """Resamples are drawn a chunk at a time (about `chunk` indexes each, at least one resample): whatever the
+    chunk, the same indexes and the same means to the bit."""
+    rng = random.Random(n)
+    values = [rng.uniform(-2, 3) for _ in range(n)]
+    whole = np.concatenate(list(stats.resample_indexes(n, 37, 4, chunk=n * 37)))
+    means = stats.resample_means(values, 37, 4, chunk=n * 37)
+    for chunk in (1, 7, 3 * n, 10 * n + 1, stats.CHUNK):
+        assert np.array_equal(np.concatenate(list(stats.resample_indexes(n, 37, 4, chunk=chunk))), whole), chunk
+        assert np.array_equal(stats.resample_means(values, 37, 4, chunk=chunk), means), chunk
+
+
+def test_few_distinct_values_resample_as_counts_per_value() -> None:
+    """0/1 scores and the like: a resample is how many of its n draws hit each distinct value (in order of first
+    appearance), drawn as one multinomial per resample from the PCG64 stream."""
+    values = [1.0, 0.0, 0.0, 1.0, 0.5] * 20  # 1.0 x 40, 0.0 x 40, 0.5 x 20
+    counts = np.random.Generator(np.random.PCG64(3)).multinomial(100, [0.4, 0.4, 0.2], size=25)
+    want = [(c[0] + c[2] * 0.5) / 100 for c in counts.tolist()]
+    assert stats.resample_means(values, 25, 3).tolist() == pytest.approx(want, rel=1e-13, abs=0)
+
+
+def test_counts_per_value_and_index_draws_are_the_same_bootstrap() -> None:
+    """Both ways of drawing a resample give one distribution: on 0/1 values, the spread of the resample means
+    is sqrt(p (1 - p) / n) either way."""
+    values = [float(i % 10 < 3) for i in range(2000)]  # p = 0.3
+    want = math.sqrt(0.3 * 0.7 / 2000)
+    by_counts = stats.resample_means(values, 2000, 5)
+    by_index = stats._index_means(np.array(values) - 0.3, 2000, 5, stats.CHUNK) + 0.3
+    for means in (by_counts, by_index):
+        assert abs(float(np.mean(means)) - 0.3) < 0.1 * want
+        assert float(np.std(means)) == pytest.approx(want, rel=0.08)
+
+
+def test_a_constant_sample_resamples_to_its_mean_exactly_and_0_1_scores_to_exact_fractions() -> None:
+    for c in (0.1, 1 / 3, -7.25):
+        for n in (3, 1000):  # drawn as indexes, then as counts per value
+            assert set(stats.resample_means([c] * n, 30, 1).tolist()) == {math.fsum([c] * n) / n}
+    means = stats.resample_means([float(i % 7 < 2) for i in range(60)], 50, 1).tolist()
+    assert means == [round(m * 60) / 60 for m in means]

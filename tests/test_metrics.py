@@ -8,11 +8,11 @@ PRBench = scaleapi/PRBench util.py `get_clipped_points` / `get_normalized_points
 from __future__ import annotations
 
 import dataclasses
-import random
 import statistics
 import typing
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from factories import example, response
@@ -198,9 +198,11 @@ def test_healthbench_bootstrap_std_and_ci() -> None:
     values = [1 / 14, -3 / 13, 3 / 12]  # sorted example ids: burn, fever, water
     ci = stats.mean_ci(values, n_boot=N_BOOT, seed=SEED)
     assert res.ci == (max(0.0, ci["ci_low"]), min(1.0, ci["ci_high"]))
-    # std: np.std (ddof 0) of the clipped means of the same resamples mean_ci draws.
-    rng = random.Random(SEED)
-    means = [min(1.0, max(0.0, sum(rng.choices(values, k=3)) / 3)) for _ in range(N_BOOT)]
+    # std: np.std (ddof 0) of the clipped means of the same resamples mean_ci draws (n indexes a resample from
+    # numpy's PCG64 stream, as stats.resample_indexes draws them).
+    rng = np.random.Generator(np.random.PCG64(SEED))
+    picks = [rng.integers(0, 3, size=3, dtype=np.uint32) for _ in range(N_BOOT)]
+    means = [min(1.0, max(0.0, sum(values[i] for i in idx) / 3)) for idx in picks]
     assert res.std == approx(statistics.pstdev(means))
     again = run("healthbench", HB, {"b": B}).candidates["b"]
     assert (again.ci, again.std) == (res.ci, res.std)  # deterministic with the seed

@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from conftest import DELETE, model_entry, read_jsonl, write_jsonl
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request, message_text
 
 from rubricrun.judging.pairwise import combine, parse_pair_verdict
-from rubricrun.results.pairwise import bradley_terry
+from rubricrun.results import stats
+from rubricrun.results.pairwise import BT_PRIOR_TIES, _example_features, bootstrap_ratings, bradley_terry
 
 PROMPTS = [{"id": f"q{i}", "prompt": f"Question number {i}?"} for i in range(1, 5)]
 
@@ -116,6 +119,49 @@ def test_bradley_terry_without_a_finite_fit() -> None:
 
 # --------------------------------------------------------------------------------------------------
 # Through the fake server
+
+
+def _groups(seed: int, examples: int) -> list[list[tuple[str, str, float]]]:
+    """Each example's comparisons among four candidates (one to three pairs, random scores)."""
+    rng = random.Random(seed)
+    names = ["alpha", "beta", "gamma", "delta"]
+    return [
+        [(*rng.sample(names, 2), rng.choice([0.0, 0.5, 1.0])) for _ in range(rng.randint(1, 3))]
+        for _ in range(examples)
+    ]
+
+
+def test_bootstrap_ratings_fit_each_resample_as_bradley_terry_does() -> None:
+    """A row of the vectorized bootstrap is the scalar fit (with the prior ties) of the examples its resample
+    drew, indexes from stats.resample_indexes; and the chunk size changes nothing."""
+    names = ["alpha", "beta", "gamma", "delta"]
+    groups = _groups(3, 25)
+    assert len(_example_features(groups, names)[0]) > 25 // 4  # too many kinds of example to draw counts per kind
+    boots = bootstrap_ratings(groups, names, 30, 9)
+    idx = np.concatenate(list(stats.resample_indexes(len(groups), 30, 9)))
+    for row, picks in zip(boots, idx, strict=True):
+        want = bradley_terry([c for i in picks for c in groups[i]], names, prior=BT_PRIOR_TIES, tol=1e-8)
+        assert want is not None and row.tolist() == pytest.approx([want[n] for n in names], abs=1e-6)
+    for chunk in (4, 25 * 7 + 3, 10**6):
+        assert np.array_equal(bootstrap_ratings(groups, names, 30, 9, chunk=chunk), boots), chunk
+
+
+def test_few_kinds_of_example_resample_as_counts_per_kind() -> None:
+    """Examples of a few kinds (the same comparisons and scores): a resample is how many draws hit each kind (in
+    order of first appearance), one multinomial per resample, fitted as the scalar fit of those examples."""
+    names = ["alpha", "beta", "gamma"]
+    kinds = [
+        [("alpha", "beta", 1.0), ("beta", "gamma", 0.5)],
+        [("alpha", "gamma", 0.0)],
+        [("alpha", "beta", 0.5), ("gamma", "alpha", 1.0)],
+    ]
+    groups = [kinds[i % 3] for i in range(40)] + [kinds[0]] * 20  # 34, 13 and 13 examples
+    boots = bootstrap_ratings(groups, names, 15, 2)
+    counts = np.random.Generator(np.random.PCG64(2)).multinomial(60, [34 / 60, 13 / 60, 13 / 60], size=15)
+    for row, drawn in zip(boots, counts.tolist(), strict=True):
+        sample = [c for kind, m in zip(kinds, drawn, strict=True) for c in kind * m]
+        want = bradley_terry(sample, names, prior=BT_PRIOR_TIES, tol=1e-8)
+        assert want is not None and row.tolist() == pytest.approx([want[n] for n in names], abs=1e-6)
 
 
 def test_a_judge_that_always_says_A_gives_only_ties_and_full_position_bias(

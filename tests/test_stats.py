@@ -151,6 +151,20 @@ def test_paired_diff_dominating_candidate_is_significant_and_mirrors() -> None:
     assert ba["ci_high"] == pytest.approx(-ab["ci_low"])
 
 
+def test_paired_diff_of_few_distinct_values_mirrors_too() -> None:
+    """0/1 scores resample as counts per distinct difference (stats.resample_means): the mirrored comparison draws
+    the same counts, so its CI is the negated one."""
+    rng = random.Random(8)
+    a = {f"ex{i:03d}": float(rng.random() < 0.6) for i in range(200)}
+    b = {k: float(rng.random() < 0.4) for k in a}
+    ab, ba = paired_diff(a, b), paired_diff(b, a)
+    assert ab["significant"] and ab["ci_low"] < ab["mean_diff"] < ab["ci_high"]
+    assert (ba["ci_low"], ba["ci_high"]) == (
+        pytest.approx(-ab["ci_high"], abs=1e-12),
+        pytest.approx(-ab["ci_low"], abs=1e-12),
+    )
+
+
 def test_paired_diff_resamples_ids_jointly() -> None:
     # Scores vary a lot across examples (0..99) but a - b is exactly 0.01 on every example. A paired bootstrap
     # resamples ids jointly, so every resample's mean diff is 0.01 and the CI is [0.01, 0.01]; resampling a and b

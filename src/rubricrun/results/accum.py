@@ -5,8 +5,8 @@ per example is one float per key (headline, normalized, per-category, per-tag, .
 example's position, and the example's id as UTF-8 bytes in one buffer: no Python object per example, so a million
 examples cost a few tens of MB (.agent/plans/009-limits.md, item 3). The statistics read the values of a key in
 sorted example-id order, as they always have (so bootstraps draw the same resamples); that order is computed in
-runs of bounded size merged together, and a column comes back as arrays (positions, values), never as lists of
-objects.
+runs of bounded size merged together, and a column comes back as numpy arrays (positions, values), views of the
+stored arrays where no reordering is needed, never as lists of objects.
 """
 
 from __future__ import annotations
@@ -15,8 +15,15 @@ import heapq
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
 
+import numpy as np
+
 _RUN = 1 << 16  # ids sorted at a time when the sorted order is computed (then merged)
 _POS = "I"  # positions and indexes: 4 bytes each, so a run holds at most 2**32 - 1 examples
+
+
+def _np(a: array) -> np.ndarray:
+    """A numpy view of a typed array (same item type). While the view lives, the array cannot grow."""
+    return np.frombuffer(a, dtype=a.typecode) if len(a) else np.empty(0, dtype=a.typecode)
 
 
 class ExampleIds:
@@ -32,7 +39,7 @@ class ExampleIds:
         self._last = b""
         self._sorted = True  # every id so far is greater than the one before
         self._order: array | None = None
-        self._rank: array | None = None
+        self._rank: np.ndarray | None = None
 
     def add(self, eid: str) -> int:
         key = eid.encode("utf-8", "surrogatepass")
@@ -72,15 +79,15 @@ class ExampleIds:
             self._order = order
         return self._order
 
-    def rank(self) -> array | None:
-        """Each position's rank in sorted id order; None when the ids came sorted (the rank is the position)."""
+    def rank(self) -> np.ndarray | None:
+        """Each position's rank in sorted id order (uint32); None when the ids came sorted (the rank is the
+        position)."""
         order = self.order()
         if order is None:
             return None
         if self._rank is None:
-            rank = array(_POS, bytes(array(_POS).itemsize * len(order)))  # zeros, then each position's rank
-            for r, p in enumerate(order):
-                rank[p] = r
+            rank = np.empty(len(order), dtype=_POS)
+            rank[_np(order)] = np.arange(len(order), dtype=_POS)
             self._rank = rank
         return self._rank
 
@@ -106,81 +113,69 @@ class PerExample:
             col[1].append(v)
 
     def column(self, key: str, ids: ExampleIds) -> ByExample:
-        """{example id: value} of `key`, in sorted example-id order."""
+        """{example id: value} of `key`, in sorted example-id order. When the ids came sorted the column's arrays
+        are views of the stored ones (no copy at a million examples): read columns after the last `add`."""
         col = self.cols.get(key)
         if col is None:
-            return ByExample(ids, array(_POS), array("d"))
+            return ByExample(ids, np.empty(0, dtype=_POS), np.empty(0))
         pos_arr, vals, start = col
-        m = len(vals)
-        pos = pos_arr if pos_arr is not None else array(_POS, range(start, start + m))
         order = ids.order()
         if order is None:  # positions are appended in increasing order: already sorted
-            return ByExample(ids, pos, vals)
-        if m * 16 < len(order):  # a small column: sort its own positions by rank
-            rank = ids.rank()
-            assert rank is not None
-            ks = sorted(range(m), key=lambda k: rank[pos[k]])
-        elif pos_arr is None:  # consecutive positions start..start+m: walk the sorted order
-            end = start + m
-            ks = array(_POS, (p - start for p in order if start <= p < end))
-        else:
-            where = array(_POS, [m]) * len(ids)  # position -> its index in the column (m: none)
-            for k, p in enumerate(pos_arr):
-                where[p] = k
-            ks = array(_POS, (k for k in map(where.__getitem__, order) if k < m))
-        return ByExample(ids, array(_POS, map(pos.__getitem__, ks)), array("d", map(vals.__getitem__, ks)))
+            pos = _np(pos_arr) if pos_arr is not None else np.arange(start, start + len(vals), dtype=_POS)
+            return ByExample(ids, pos, _np(vals))
+        if pos_arr is None:  # consecutive positions start..start+m: the sorted order, restricted to them
+            o = _np(order)
+            pos = o if start == 0 and len(vals) == len(o) else o[(o >= start) & (o < start + len(vals))]
+            return ByExample(ids, pos, _np(vals)[pos if start == 0 else pos - start])
+        rank = ids.rank()
+        assert rank is not None
+        ks = np.argsort(rank[_np(pos_arr)])  # ranks are distinct: no ties to order
+        return ByExample(ids, _np(pos_arr)[ks], _np(vals)[ks])
 
-    def values(self, key: str, ids: ExampleIds) -> array:
-        """The values of `key` in sorted example-id order (floats in an array('d'))."""
+    def values(self, key: str, ids: ExampleIds) -> np.ndarray:
+        """The values of `key` in sorted example-id order (a float64 array)."""
         return self.column(key, ids).vals
 
-    def groups(self, prefix: str, ids: ExampleIds) -> dict[str, array]:
+    def groups(self, prefix: str, ids: ExampleIds) -> dict[str, np.ndarray]:
         """{group: values in sorted example-id order} of the keys `prefix` + group."""
         return {k[len(prefix) :]: self.values(k, ids) for k in self.cols if k.startswith(prefix)}
 
 
 class ByExample(Mapping[str, float]):
-    """{example id: value} as the ids' store, the positions in sorted id order and their values (arrays). Iterating
-    the ids decodes them one at a time; the dict is built only when a value is looked up by id (a comparison of two
-    runs). Two of them over the same store pair up by position (`paired`), without ids or a dict."""
+    """{example id: value} as the ids' store, the positions in sorted id order and their values (numpy arrays).
+    Iterating the ids decodes them one at a time; the dict is built only when a value is looked up by id (a
+    comparison of two runs). Two of them over the same store pair up by position (`paired`), without ids or a dict.
+    Values come out as Python floats (a memoryview of the array yields them one at a time)."""
 
     __slots__ = ("_dict", "ids", "pos", "vals")
 
-    def __init__(self, ids: ExampleIds, pos: array, vals: array) -> None:
-        self.ids, self.pos, self.vals = ids, pos, vals
+    def __init__(self, ids: ExampleIds, pos: np.ndarray, vals: np.ndarray) -> None:
+        self.ids, self.pos, self.vals = ids, np.asarray(pos, dtype=_POS), np.asarray(vals, dtype=np.float64)
         self._dict: dict[str, float] | None = None
 
     def __getitem__(self, eid: str) -> float:
         if self._dict is None:
-            self._dict = dict(zip(self.ids.strs(self.pos), self.vals, strict=True))
+            self._dict = dict(self.items())
         return self._dict[eid]
 
     def __iter__(self) -> Iterator[str]:
-        return self.ids.strs(self.pos)
+        return self.ids.strs(memoryview(self.pos))
 
     def __len__(self) -> int:
         return len(self.pos)
 
-    def values(self) -> array:  # type: ignore[override]
+    def values(self) -> np.ndarray:  # type: ignore[override]
         return self.vals
 
     def items(self) -> Iterator[tuple[str, float]]:  # type: ignore[override]
-        return zip(self.ids.strs(self.pos), self.vals, strict=True)
+        return zip(self.ids.strs(memoryview(self.pos)), memoryview(self.vals), strict=True)
 
 
-def paired(a: ByExample, b: ByExample) -> tuple[array, array]:
+def paired(a: ByExample, b: ByExample) -> tuple[np.ndarray, np.ndarray]:
     """The values of the examples both have, in sorted id order: (a's, b's). `a` and `b` share one id store."""
-    if a.pos == b.pos:
+    if np.array_equal(a.pos, b.pos):
         return a.vals, b.vals
     rank = a.ids.rank()
-    at = (lambda p: p) if rank is None else rank.__getitem__
-    va, vb = array("d"), array("d")
-    i = j = 0
-    while i < len(a.pos) and j < len(b.pos):
-        ra, rb = at(a.pos[i]), at(b.pos[j])
-        if ra == rb:
-            va.append(a.vals[i])
-            vb.append(b.vals[j])
-        i += ra <= rb
-        j += rb <= ra
-    return va, vb
+    ra, rb = (a.pos, b.pos) if rank is None else (rank[a.pos], rank[b.pos])
+    _, ia, ib = np.intersect1d(ra, rb, assume_unique=True, return_indices=True)
+    return a.vals[ia], b.vals[ib]

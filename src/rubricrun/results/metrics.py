@@ -191,9 +191,9 @@ def _floor0(x: float) -> float:
 def _boot_std(values: Sequence[float], n_boot: int, seed: int, clip: Callable[[float], float]) -> float | None:
     """Std (ddof 0, as np.std) of the clipped means of `n_boot` resamples, drawn as stats.mean_ci draws them
     (stats.resample_means), so the std and the CI describe the same resamples."""
-    if not values:
+    if not len(values):
         return None
-    return statistics.pstdev([clip(m) for m in stats.resample_means(values, n_boot, seed)])
+    return statistics.pstdev([clip(m) for m in stats.resample_means(values, n_boot, seed).tolist()])
 
 
 def _headline(
@@ -543,15 +543,16 @@ def _extra(
 ) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if metric == "healthbench":
-        extra["mean_unclipped"] = _mean(headline) if headline else None
+        extra["mean_unclipped"] = _mean(headline) if len(headline) else None
         extra["by_tag"] = _group(values.groups("tag:", ids), n_boot, seed, _clip01)
     elif metric == "prbench":
-        normalized = values.values("normalized", ids)
-        extra["mean_normalized"] = _mean(normalized) if normalized else None
-        extra["mean_clipped_unfloored"] = _mean(headline) if headline else None
+        normalized = memoryview(values.values("normalized", ids))  # Python floats, for the standard library
+        points = memoryview(stats.as_floats(headline))
+        extra["mean_normalized"] = _mean(normalized) if len(normalized) else None
+        extra["mean_clipped_unfloored"] = _mean(points) if len(points) else None
         # evals.py's std_clipped / std_normalized: np.std (ddof 0) of the per-example points.
-        extra["std_clipped"] = statistics.pstdev(headline) if headline else None
-        extra["std_normalized"] = statistics.pstdev(normalized) if normalized else None
+        extra["std_clipped"] = statistics.pstdev(points) if len(points) else None
+        extra["std_normalized"] = statistics.pstdev(normalized) if len(normalized) else None
         extra["by_category"] = _group(values.groups("category:", ids), n_boot, seed, _floor0)
         by_field = _group(values.groups("field:", ids), n_boot, seed, _floor0)
         for f, d in _group(values.groups("field_normalized:", ids), n_boot, seed, float).items():

@@ -1,5 +1,6 @@
 """Pairwise judging results (judging/pairwise.py rows): win / tie / loss rates with bootstrap CIs, Bradley-Terry
-ratings, the position-bias rate and mean answer lengths, per dataset. Pure functions, standard library only.
+ratings, the position-bias rate and mean answer lengths, per dataset. Pure functions; the ratings' bootstrap fits its
+resamples together with numpy (`bootstrap_ratings`).
 
 Bradley-Terry: P(i beats j) = p_i / (p_i + p_j), fitted by maximum likelihood with Hunter's (2004) minorization-
 maximization iteration p_i <- W_i / sum_j n_ij / (p_i + p_j), where W_i is i's wins and n_ij the comparisons of i
@@ -13,9 +14,10 @@ bootstrap resample of a small set.
 from __future__ import annotations
 
 import math
-import random
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 from ..config import Config
 from ..types import Example, PairJudgment, Response
@@ -25,6 +27,7 @@ from .summary_types import PairOutcome, PairwiseJudging, Rating
 Comparison = tuple[str, str, float]  # (a, b, a's score: 1 win, 0.5 tie, 0 loss)
 
 BT_PRIOR_TIES = 1.0  # virtual ties per pair of candidates in the summary's fit (see the module docstring)
+_KINDS = 1024  # at most this many kinds of example: the bootstrap draws counts per kind (`bootstrap_ratings`)
 
 
 def _strongly_connected(names: Sequence[str], beats: Mapping[str, set[str]]) -> bool:
@@ -146,6 +149,79 @@ def position_bias(rows: Sequence[PairJudgment]) -> tuple[float | None, int]:
     return (_r(verdicts.count("A") / len(verdicts)) if verdicts else None), len(verdicts)
 
 
+def fit_strengths(wins: np.ndarray, games: np.ndarray, *, max_iter: int = 10_000, tol: float = 1e-10) -> np.ndarray:
+    """Ratings (B, K) of B fits at once: `wins` (B, K) each candidate's score, `games` (B, K, K) the comparisons of
+    each pair (symmetric, zero diagonal). Each row follows `bradley_terry`'s iteration and stops on its own when its
+    strengths move less than `tol` (in log), so a row's fit does not depend on the others. Every row must have a fit
+    (as with the prior's virtual ties: every wins > 0 and every pair compared)."""
+    p = np.ones_like(wins)
+    active = np.arange(len(wins))
+    for _ in range(max_iter):
+        if not len(active):
+            break
+        pa = p[active]
+        new = wins[active] / (games[active] / (pa[:, :, None] + pa[:, None, :])).sum(axis=2)
+        new /= np.exp(np.log(new).mean(axis=1, keepdims=True))
+        done = np.abs(np.log(new / pa)).max(axis=1) < tol
+        p[active] = new
+        active = active[~done]
+    return 1000.0 + 400.0 * np.log10(p)
+
+
+def _example_features(groups: Sequence[Sequence[Comparison]], names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """What a resample's fit reads of each example: each candidate's score in its comparisons (a tie half), then
+    how many comparisons each pair (i < j, in `names` order) had. Returned as the distinct rows, in order of first
+    appearance, and each example's row index: examples are few kinds (3 candidates: at most 27)."""
+    k = len(names)
+    col = {n: i for i, n in enumerate(names)}
+    pair = {}
+    for at, (i, j) in enumerate(zip(*np.triu_indices(k, 1), strict=True)):
+        pair[(int(i), int(j))] = pair[(int(j), int(i))] = k + at
+    kinds: dict[tuple[float, ...], int] = {}
+    which = np.empty(len(groups), dtype=np.intp)
+    for e, group in enumerate(groups):
+        row = [0.0] * (k + len(pair) // 2)
+        for a, b, s in group:
+            row[col[a]] += s
+            row[col[b]] += 1.0 - s
+            row[pair[(col[a], col[b])]] += 1.0
+        which[e] = kinds.setdefault(tuple(row), len(kinds))
+    return np.array(list(kinds), dtype=np.float64).reshape(len(kinds), -1), which
+
+
+def _fit_totals(totals: np.ndarray, k: int) -> np.ndarray:
+    """Ratings (B, K) from resamples' summed features (`_example_features`), with BT_PRIOR_TIES virtual ties."""
+    upper = np.triu_indices(k, 1)
+    games = np.zeros((len(totals), k, k))
+    games[:, upper[0], upper[1]] = totals[:, k:] + BT_PRIOR_TIES
+    games += games.transpose(0, 2, 1)
+    return fit_strengths(totals[:, :k] + BT_PRIOR_TIES * (k - 1) / 2, games, tol=1e-8)
+
+
+def bootstrap_ratings(
+    groups: Sequence[Sequence[Comparison]], names: Sequence[str], n_boot: int, seed: int, chunk: int = stats.CHUNK
+) -> np.ndarray:
+    """Ratings (n_boot, K) of `names` fitted on `n_boot` resamples of the examples (`groups`: each example's
+    comparisons), with BT_PRIOR_TIES virtual ties. As stats.resample_means draws: with few kinds of example (at most
+    _KINDS, 4 examples a kind on average) a resample is how many of its draws hit each kind (a multinomial, kinds in
+    order of first appearance); otherwise it is index draws (stats.resample_indexes). The totals are whole or half
+    numbers, exact in float64 whatever the order of summation."""
+    k, e = len(names), len(groups)
+    kinds, which = _example_features(groups, names)
+    if len(kinds) <= min(_KINDS, e // 4):
+        freq = np.bincount(which, minlength=len(kinds))
+        counts = stats.generator(seed).multinomial(e, freq / e, size=n_boot)
+        return _fit_totals(counts.astype(np.float64) @ kinds, k)
+    feats = kinds[which]
+    out = []
+    for idx in stats.resample_indexes(e, n_boot, seed, chunk // 4):  # 4 arrays of this size at once
+        rows = len(idx)
+        flat = (idx + np.arange(rows, dtype=np.int64)[:, None] * e).ravel()
+        counts = np.bincount(flat, minlength=rows * e).reshape(rows, e)
+        out.append(_fit_totals(counts.astype(np.float64) @ feats, k))
+    return np.concatenate(out)
+
+
 def ratings(cfg: Config, names: Sequence[str], rows: Sequence[PairJudgment]) -> dict[str, tuple]:
     """Bradley-Terry ratings with percentile-bootstrap CIs over examples (seeded with run.seed)."""
     by_example: dict[str, list[Comparison]] = defaultdict(list)
@@ -157,16 +233,10 @@ def ratings(cfg: Config, names: Sequence[str], rows: Sequence[PairJudgment]) -> 
     point = bradley_terry([c for g in groups for c in g], names, prior=BT_PRIOR_TIES)
     if point is None or not groups:
         return {}
-    rng = random.Random(cfg.run.seed)
-    boots: dict[str, list[float]] = {n: [] for n in names}
-    for _ in range(cfg.run.bootstrap_samples):
-        sample = rng.choices(groups, k=len(groups))
-        fit = bradley_terry([c for g in sample for c in g], names, prior=BT_PRIOR_TIES, tol=1e-8)
-        for n in names:
-            boots[n].append(fit[n] if fit else point[n])
+    boots = bootstrap_ratings(groups, names, cfg.run.bootstrap_samples, cfg.run.seed)
     out = {}
-    for n in names:
-        lo, hi = stats.percentile_ci(boots[n])
+    for i, n in enumerate(names):
+        lo, hi = stats.percentile_ci(boots[:, i])
         out[n] = (round(point[n], 1), (round(lo, 1), round(hi, 1)))
     return out
 

@@ -1,33 +1,41 @@
 """Pure statistics for summary.json: bootstrap CIs, paired comparisons, leaderboards, vote and agreement measures.
 
-Everything here is deterministic given `seed`: each bootstrap draws from its own `random.Random(seed)`, never from
-the global RNG. Only the standard library is used.
+Everything here is deterministic given `seed`: each bootstrap draws from its own numpy
+`Generator(PCG64(seed))`, never from a global RNG.
 
 Bootstrap conventions (shared by `mean_ci`, `paired_diff` and `leaderboard`):
 - the unit of resampling is the example: callers pass one value per example (for `paired_diff`, one value per
   example id and candidate), so the CI reflects example-to-example variation only;
+- a resample is `n` example indexes drawn with `integers(0, n)`, resamples one after the other from one stream;
+  they are drawn in chunks of resamples (`resample_indexes`) so that a chunk stays about 4 MB of indexes whatever
+  n is; the chunk size does not change the draws. A sample of few distinct values (0/1 scores) draws each
+  resample's counts per value instead (a multinomial, the same distribution: `resample_means`);
 - percentile method: the CI bounds are the (1-level)/2 and (1+level)/2 quantiles of the `n_boot` resampled means,
   using linear interpolation between order statistics (the "type 7" quantile, `statistics.quantiles`' inclusive
   method);
-- means are computed with `math.fsum`, so a constant sample gives a CI exactly equal to its mean.
+- the mean is computed with `math.fsum`; a resample's mean is the mean plus the mean of its deviations from it
+  (numpy's pairwise sum), or with few values its counts times the values (exact fractions for 0/1 scores); a
+  constant sample gives a CI exactly equal to its mean.
 With very few examples the percentile bootstrap is over-confident (its CIs are too narrow); read small-n CIs with care.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
-import operator
-import random
 import statistics
 from array import array
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
-from itertools import chain
 from typing import Any
+
+import numpy as np
 
 from .accum import ByExample, paired
 
-_DRAWS = 1 << 16  # draws of a resample made at a time (the resample's mean is summed as they come)
+CHUNK = 1 << 20  # indexes drawn per chunk of resamples: 4 MB as uint32, 8 MB as the intp take reads, 8 MB of values
+DISTINCT = 64  # at most this many distinct values: a resample is drawn as counts per value (`resample_means`)
+_CACHED = 16  # bootstraps remembered (`resample_means`): a summary asks for the same one several times
 
 
 def _check_boot_args(n_boot: int, level: float) -> None:
@@ -52,20 +60,88 @@ def _quantile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
 
 
-def resample_means(values: Sequence[float], n_boot: int, seed: int) -> Iterator[float]:
-    """The means of `n_boot` resamples (with replacement, same size) of `values`, drawn from Random(seed) with
-    `choices`. A resample is drawn 65,536 values at a time and summed exactly as it comes: the same draws, the same
-    fsum, as one `choices(values, k=n)`, without a list of n values (a million examples)."""
-    rng = random.Random(seed)
-    n = len(values)
-    for _ in range(n_boot):
-        draws = (rng.choices(values, k=min(_DRAWS, n - lo)) for lo in range(0, n, _DRAWS))
-        yield math.fsum(chain.from_iterable(draws)) / n
+def generator(seed: int) -> np.random.Generator:
+    """The bootstraps' random stream for `seed`."""
+    return np.random.Generator(np.random.PCG64(seed))
 
 
-def _bootstrap_means(values: Sequence[float], n_boot: int, seed: int) -> list[float]:
-    """Sorted means of `n_boot` resamples of `values` (resample_means)."""
-    return sorted(resample_means(values, n_boot, seed))
+def resample_indexes(n: int, n_boot: int, seed: int, chunk: int = CHUNK) -> Iterator[np.ndarray]:
+    """The `n_boot` resamples of indexes 0..n-1 (with replacement, size n), as (rows, n) uint32 arrays of about
+    `chunk` indexes each (at least one resample a chunk). The draws are one stream: the same whatever `chunk`."""
+    if not 0 < n < 2**32:
+        raise ValueError(f"resample_indexes: need 0 < n < 2**32, got {n}")
+    rng = generator(seed)
+    rows = max(1, chunk // n)
+    for lo in range(0, n_boot, rows):
+        yield rng.integers(0, n, size=(min(rows, n_boot - lo), n), dtype=np.uint32)
+
+
+def as_floats(values: Sequence[float]) -> np.ndarray:
+    """`values` as a contiguous float64 array: a view of an array('d') or such an array, else a new array."""
+    if isinstance(values, array) and values.typecode == "d":
+        return np.frombuffer(values, dtype=np.float64) if len(values) else np.empty(0)
+    return np.ascontiguousarray(values, dtype=np.float64)
+
+
+_cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
+
+
+def resample_means(values: Sequence[float], n_boot: int, seed: int, chunk: int = CHUNK) -> np.ndarray:
+    """The means of `n_boot` resamples (with replacement, same size) of non-empty `values`, in draw order,
+    read-only. With at most DISTINCT distinct values (0/1 scores, differences of them, a few rubric levels), each
+    seen 4 times on average, a resample's mean depends only on how many of its n draws hit each value: those
+    counts are drawn at once as Multinomial(n, share of each value), the same distribution as n index draws at a
+    fraction of the cost. Otherwise the resamples are index draws (`resample_indexes`).
+
+    The same values, size and seed give the same means, so the last few are kept, keyed by the values' bytes: a
+    summary bootstraps one column several times (its CI, its std, a dataset's headline that is also the overall
+    one, a pair's difference overall and per dataset)."""
+    vals = as_floats(values)
+    key = (n_boot, seed, chunk, hashlib.blake2b(vals, digest_size=16).digest())
+    hit = _cache.get(key)
+    if hit is not None:
+        _cache.move_to_end(key)
+        return hit
+    mean = _mean(memoryview(vals))
+    few = _few_values(vals)
+    if vals.min() == vals.max():  # a constant sample: every resample is the sample, its mean exactly
+        out = np.full(n_boot, mean)
+    elif few is None:  # the mean plus that of the deviations from it (smaller numbers, smaller rounding)
+        out = _index_means(vals - mean, n_boot, seed, chunk) + mean
+    else:  # counts times values: 0/1 scores give exact fractions, as math.fsum did
+        counts = generator(seed).multinomial(len(vals), few[1] / len(vals), size=n_boot)
+        out = (counts * few[0]).sum(axis=1) / len(vals)
+    out.flags.writeable = False
+    _cache[key] = out
+    if len(_cache) > _CACHED:
+        _cache.popitem(last=False)
+    return out
+
+
+def _few_values(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The distinct values of `vals` and how many times each appears, or None when there are more than DISTINCT
+    or fewer than 4 values a distinct one. In order of first appearance, not sorted: negated values
+    (paired_diff(b, a)) keep the order, so they draw the same counts and mirror exactly."""
+    limit = min(DISTINCT, len(vals) // 4)
+    if len(np.unique(vals[: 64 * DISTINCT])) > limit:  # most continuous samples stop here, nothing sorted
+        return None
+    ordered = np.sort(vals)  # one copy (np.unique with counts and first indexes would hold several)
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    if len(starts) > limit:
+        return None
+    distinct, freq = ordered[starts], np.diff(np.append(starts, len(vals)))
+    seen = np.argsort([int(np.argmax(vals == v)) for v in distinct])
+    return distinct[seen], freq[seen]
+
+
+def _index_means(dev: np.ndarray, n_boot: int, seed: int, chunk: int) -> np.ndarray:
+    """The means of `dev` picked by each resample of `resample_indexes`."""
+    out = np.empty(n_boot)
+    at = 0
+    for idx in resample_indexes(len(dev), n_boot, seed, chunk):
+        out[at : at + len(idx)] = np.take(dev, idx).sum(axis=1) / len(dev)
+        at += len(idx)
+    return out
 
 
 def _percentile_ci(boot_means: Sequence[float], level: float) -> tuple[float, float]:
@@ -76,16 +152,16 @@ def _percentile_ci(boot_means: Sequence[float], level: float) -> tuple[float, fl
 
 def percentile_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
     """The percentile-bootstrap interval at `level` of (unsorted) bootstrap statistics."""
-    return _percentile_ci(sorted(values), level)
+    return _percentile_ci(sorted(np.asarray(values, dtype=np.float64).tolist()), level)
 
 
-def _finite_floats(values: Sequence[float], what: str) -> Sequence[float]:
-    """`values` as floats (a list, or the array('d') given); ValueError on NaN or infinity (they would silently
-    poison every statistic)."""
-    out = values if isinstance(values, array) and values.typecode == "d" else [float(v) for v in values]
-    for v in out:
-        if not math.isfinite(v):
-            raise ValueError(f"{what}: non-finite value {v!r}")
+def _finite_floats(values: Sequence[float], what: str) -> np.ndarray:
+    """`values` as a float64 array (`as_floats`); ValueError on NaN or infinity (they would silently poison every
+    statistic)."""
+    out = as_floats(values)
+    bad = out[~np.isfinite(out)]
+    if len(bad):
+        raise ValueError(f"{what}: non-finite value {float(bad[0])!r}")
     return out
 
 
@@ -101,17 +177,18 @@ def mean_ci(values: Sequence[float], *, n_boot: int = 1000, seed: int = 0, level
     n = len(vals)
     if n == 0:
         return {"mean": None, "ci_low": None, "ci_high": None, "se": None, "se_boot": None, "n": 0}
-    mean = _mean(vals)
+    listed = memoryview(vals)  # the mean and se from the standard library, on Python floats, with no list of them
+    mean = _mean(listed)
     if n == 1:
         return {"mean": mean, "ci_low": mean, "ci_high": mean, "se": None, "se_boot": None, "n": 1}
-    boots = _bootstrap_means(vals, n_boot, seed)
+    boots = np.sort(resample_means(vals, n_boot, seed)).tolist()
     ci_low, ci_high = _percentile_ci(boots, level)
     se_boot = statistics.stdev(boots) if n_boot >= 2 else None
     return {
         "mean": mean,
         "ci_low": ci_low,
         "ci_high": ci_high,
-        "se": statistics.stdev(vals) / math.sqrt(n),
+        "se": statistics.stdev(listed) / math.sqrt(n),
         "se_boot": se_boot,
         "n": n,
     }
@@ -139,13 +216,14 @@ def paired_diff(
     """
     _check_boot_args(n_boot, level)
     if isinstance(a, ByExample) and isinstance(b, ByExample) and a.ids is b.ids:  # one run's columns, by position
-        diffs = _finite_floats(array("d", map(operator.sub, *paired(a, b))), "paired_diff")
+        va, vb = paired(a, b)
+        diffs = _finite_floats(as_floats(va) - as_floats(vb), "paired_diff")
     else:
         ids = sorted(set(a) & set(b))
         diffs = _finite_floats([float(a[i]) - float(b[i]) for i in ids], "paired_diff")
     n = len(diffs)
-    wins = sum(1 for d in diffs if d > tie_eps)
-    losses = sum(1 for d in diffs if d < -tie_eps)
+    wins = int(np.count_nonzero(diffs > tie_eps))
+    losses = int(np.count_nonzero(diffs < -tie_eps))
     out: dict[str, Any] = {
         "n": n,
         "mean_diff": None,
@@ -158,11 +236,11 @@ def paired_diff(
     }
     if n == 0:
         return out
-    mean_diff = _mean(diffs)
+    mean_diff = _mean(memoryview(diffs))
     if n == 1:
         out.update(mean_diff=mean_diff, ci_low=mean_diff, ci_high=mean_diff)
         return out
-    ci_low, ci_high = _percentile_ci(_bootstrap_means(diffs, n_boot, seed), level)
+    ci_low, ci_high = _percentile_ci(np.sort(resample_means(diffs, n_boot, seed)).tolist(), level)
     out.update(mean_diff=mean_diff, ci_low=ci_low, ci_high=ci_high, significant=ci_low > 0.0 or ci_high < 0.0)
     return out
 
