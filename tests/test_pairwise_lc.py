@@ -93,9 +93,7 @@ def _row(i: int, winner: str) -> PairJudgment:
     )
 
 
-def test_pair_outcome_equals_length_controlled_on_the_same_comparisons(
-    tmp_path: Path, make_config: Any
-) -> None:
+def test_pair_outcome_equals_length_controlled_on_the_same_comparisons(tmp_path: Path, make_config: Any) -> None:
     cfg = load_config(write_lc_config(tmp_path, None, make_config))  # type: ignore[arg-type]
     winners = ["alpha", "beta", "tie", "alpha", "error", "alpha", "tie", "beta", "alpha", "alpha"]
     len_a = [120, 80, 100, 150, 90, 60, 130, 70, 200, 95]

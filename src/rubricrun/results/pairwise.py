@@ -132,9 +132,7 @@ def _length_control(rows: Sequence[PairJudgment], text_len: Mapping[str, int]) -
     }
 
 
-def pair_outcome(
-    cfg: Config, a: str, b: str, rows: Sequence[PairJudgment], text_len: Mapping[str, int]
-) -> PairOutcome:
+def pair_outcome(cfg: Config, a: str, b: str, rows: Sequence[PairJudgment], text_len: Mapping[str, int]) -> PairOutcome:
     """a against b: counts, and rates as means over examples (an example's turns averaged) with bootstrap CIs;
     beside them AlpacaEval 2's length-controlled win rate (`text_len`: response id -> characters of its text)."""
     per_example: dict[str, list[float]] = defaultdict(list)
