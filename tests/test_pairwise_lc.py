@@ -61,6 +61,7 @@ def test_a_judge_preferring_the_longer_answer_is_length_controlled(
     with FakeOpenAIServer(responder=longer_wins) as server:
         rc, _, err = cli_main(["--config", str(write_lc_config(tmp_path, server, make_config)), "--run-id", "r"])
         assert rc == 0, err
+    assert "pairwise alpha vs beta: win 0.7500 " in err and "LC win 0.4356 ± 0.0162  longer won 1.0000" in err
     run = tmp_path / "outputs" / "r"
     (pair,) = json.loads((run / "summary.json").read_text())["pairwise_judging"]["open"]["pairs"]
     # Questions 1-2: alpha 1-2 characters longer (ties); 3-8: 100-150 longer (alpha, the longer, wins).
@@ -72,7 +73,10 @@ def test_a_judge_preferring_the_longer_answer_is_length_controlled(
     assert pair["lc_win_rate"] == round(want.lc_win_rate or 0, 4) == 0.4356
     assert pair["lc_win_rate_se"] is not None and pair["lc_win_rate_se"] > 0
     report = (run / "report.html").read_text()
-    assert "LC win (a)" in report and "longer won" in report
+    # Secondary columns, behind the section's own "all columns" switch (report.css hides .sec while unchecked).
+    assert '<input type="checkbox" class="allcols" id="cols-pairwise-1">' in report
+    assert '<th class="sec">LC win (a)</th><th class="sec">longer won</th>' in report
+    assert '<td class="sec">0.436 ± 0.016 <span class="note">n 8</span></td>' in report
 
 
 def _row(i: int, winner: str) -> PairJudgment:
