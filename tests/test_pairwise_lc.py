@@ -61,12 +61,16 @@ def test_a_judge_preferring_the_longer_answer_is_length_controlled(
     with FakeOpenAIServer(responder=longer_wins) as server:
         rc, _, err = cli_main(["--config", str(write_lc_config(tmp_path, server, make_config)), "--run-id", "r"])
         assert rc == 0, err
-    assert "pairwise alpha vs beta: win 0.7500 " in err and "LC win 0.4356 ± 0.0162  longer won 1.0000" in err
+    assert (
+        "pairwise alpha vs beta: win 0.7500 " in err
+        and "LC win 0.4356 ± 0.0162 (one side always longer)  longer won 1.0000" in err
+    )
     run = tmp_path / "outputs" / "r"
     (pair,) = json.loads((run / "summary.json").read_text())["pairwise_judging"]["open"]["pairs"]
     # Questions 1-2: alpha 1-2 characters longer (ties); 3-8: 100-150 longer (alpha, the longer, wins).
     assert (pair["wins"], pair["ties"], pair["losses"], pair["win_rate"]) == (6, 2, 0, 0.75)
     assert (pair["longer_share"], pair["longer_n"], pair["lc_n"], pair["lc_note"]) == (1.0, 6, 8, None)
+    assert pair["lc_one_side_longer"] is True  # alpha never shorter: the value at equal lengths is extrapolated
     # Where the lengths (nearly) agree the judge called ties: the fit's preference at zero difference is near 0.5.
     assert pair["lc_win_rate"] is not None and abs(pair["lc_win_rate"] - 0.5) < abs(pair["win_rate"] - 0.5) / 2
     want = length_controlled([0.5] * 2 + [1.0] * 6, [40 + d for d in LONGER_BY], [40] * len(LONGER_BY))
@@ -76,7 +80,10 @@ def test_a_judge_preferring_the_longer_answer_is_length_controlled(
     # Secondary columns, behind the section's own "all columns" switch (report.css hides .sec while unchecked).
     assert '<input type="checkbox" class="allcols" id="cols-pairwise-1">' in report
     assert '<th class="sec">LC win (a)</th><th class="sec">longer won</th>' in report
-    assert '<td class="sec">0.436 ± 0.016 <span class="note">n 8</span></td>' in report
+    assert (
+        '<td class="sec">0.436 ± 0.016 <span class="note">n 8, one side always longer: extrapolated</span></td>'
+        in report
+    )
 
 
 def _row(i: int, winner: str) -> PairJudgment:
@@ -112,6 +119,7 @@ def test_pair_outcome_equals_length_controlled_on_the_same_comparisons(tmp_path:
     assert got.lc_win_rate_se == pytest.approx(want.lc_se, abs=5e-5)
     assert got.longer_share == pytest.approx(want.longer_share, abs=5e-5)
     assert (got.lc_n, got.longer_n, got.lc_note) == (want.n, want.longer_n, None) == (9, 7, None)
+    assert got.lc_one_side_longer is want.one_side_longer is False  # alpha is longer on some, shorter on others
 
 
 def test_an_undefined_fit_says_why(tmp_path: Path, make_config: Any) -> None:

@@ -127,6 +127,7 @@ def _length_control(rows: Sequence[PairJudgment], text_len: Mapping[str, int]) -
         "lc_win_rate_se": _r(lc.lc_se),
         "lc_n": lc.n,
         "lc_note": lc.reason,
+        "lc_one_side_longer": lc.one_side_longer,
         "longer_share": _r(lc.longer_share),
         "longer_n": lc.longer_n,
     }

@@ -354,7 +354,7 @@ def log_summary(summary: Summary) -> None:
                 p.errors,
                 _fmt(p.lc_win_rate),
                 _fmt(p.lc_win_rate_se),
-                f" ({p.lc_note})" if p.lc_note else "",
+                f" ({p.lc_note})" if p.lc_note else " (one side always longer)" if p.lc_one_side_longer else "",
                 _fmt(p.longer_share),
             )
         log.info(

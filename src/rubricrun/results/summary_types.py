@@ -174,6 +174,7 @@ class PairOutcome:
     lc_win_rate_se: float | None = None  # delta-method (sandwich) standard error
     lc_n: int = 0  # comparisons in the fit (errors left out)
     lc_note: str | None = None  # why lc_win_rate is None
+    lc_one_side_longer: bool = False  # a never shorter (or never longer): lc_win_rate extrapolates to equal lengths
     longer_share: float | None = None  # share of decisive verdicts between unequal lengths won by the longer answer
     longer_n: int = 0  # those verdicts
 
