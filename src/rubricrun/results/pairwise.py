@@ -1,6 +1,6 @@
 """Pairwise judging results (judging/pairwise.py rows): win / tie / loss rates with bootstrap CIs, Bradley-Terry
-ratings, the position-bias rate and mean answer lengths, per dataset. Pure functions; the ratings' bootstrap fits its
-resamples together with numpy (`bootstrap_ratings`).
+ratings, the position-bias rate, mean answer lengths and length-controlled win rates (results/length_control.py),
+per dataset. Pure functions; the ratings' bootstrap fits its resamples together with numpy (`bootstrap_ratings`).
 
 Bradley-Terry: P(i beats j) = p_i / (p_i + p_j), fitted by maximum likelihood with Hunter's (2004) minorization-
 maximization iteration p_i <- W_i / sum_j n_ij / (p_i + p_j), where W_i is i's wins and n_ij the comparisons of i
@@ -16,12 +16,14 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..config import Config
 from ..types import Example, PairJudgment, Response
 from . import stats
+from .length_control import length_controlled
 from .summary_types import PairOutcome, PairwiseJudging, Rating
 
 Comparison = tuple[str, str, float]  # (a, b, a's score: 1 win, 0.5 tie, 0 loss)
@@ -113,8 +115,29 @@ def _rate_ci(per_example: Sequence[float], cfg: Config) -> tuple[float | None, t
     return _r(ci["mean"]), (_r(ci["ci_low"]), _r(ci["ci_high"]))
 
 
-def pair_outcome(cfg: Config, a: str, b: str, rows: Sequence[PairJudgment]) -> PairOutcome:
-    """a against b: counts, and rates as means over examples (an example's turns averaged) with bootstrap CIs."""
+def _length_control(rows: Sequence[PairJudgment], text_len: Mapping[str, int]) -> dict[str, Any]:
+    """PairOutcome's length-controlled fields over the same comparisons as its rates: one per row (turns are not
+    averaged: the GLM is fitted per comparison, as AlpacaEval fits per instruction), a's preference `_score`, the
+    two answers' lengths in characters (response_ids is (a's, b's), the order _dataset_results reads too)."""
+    lc = length_controlled(
+        [_score(r) for r in rows],
+        [text_len.get(r.response_ids[0], 0) for r in rows],
+        [text_len.get(r.response_ids[1], 0) for r in rows],
+    )
+    return {
+        "lc_win_rate": _r(lc.lc_win_rate),
+        "lc_win_rate_se": _r(lc.lc_se),
+        "lc_n": lc.n,
+        "lc_note": lc.reason,
+        "lc_one_side_longer": lc.one_side_longer,
+        "longer_share": _r(lc.longer_share),
+        "longer_n": lc.longer_n,
+    }
+
+
+def pair_outcome(cfg: Config, a: str, b: str, rows: Sequence[PairJudgment], text_len: Mapping[str, int]) -> PairOutcome:
+    """a against b: counts, and rates as means over examples (an example's turns averaged) with bootstrap CIs;
+    beside them AlpacaEval 2's length-controlled win rate (`text_len`: response id -> characters of its text)."""
     per_example: dict[str, list[float]] = defaultdict(list)
     for r in rows:
         s = _score(r)
@@ -139,6 +162,7 @@ def pair_outcome(cfg: Config, a: str, b: str, rows: Sequence[PairJudgment]) -> P
         tie_ci=rates["tie"][1],
         loss_rate=rates["loss"][0],
         loss_ci=rates["loss"][1],
+        **_length_control(rows, text_len),
     )
 
 
@@ -278,7 +302,7 @@ def _dataset_results(cfg: Config, rows: Sequence[PairJudgment], text_len: Mappin
     fitted = ratings(cfg, names, rows) if len(names) >= 3 else {}
     bias, decisive = position_bias(rows)
     return PairwiseJudging(
-        pairs=tuple(pair_outcome(cfg, a, b, prs) for (a, b), prs in by_pair.items()),
+        pairs=tuple(pair_outcome(cfg, a, b, prs, text_len) for (a, b), prs in by_pair.items()),
         ratings=tuple(
             sorted(
                 (Rating(n, fitted[n][0], fitted[n][1], mean_chars[n]) for n in names if n in fitted),

@@ -343,7 +343,7 @@ def log_summary(summary: Summary) -> None:
     for name, pj in (summary.pairwise_judging or {}).items():
         for p in pj.pairs:
             log.info(
-                "%-20s pairwise %s vs %s: win %s tie %s loss %s  n %d  errors %d",
+                "%-20s pairwise %s vs %s: win %s tie %s loss %s  n %d  errors %d  LC win %s ± %s%s  longer won %s",
                 name,
                 p.a,
                 p.b,
@@ -352,6 +352,10 @@ def log_summary(summary: Summary) -> None:
                 _fmt(p.loss_rate),
                 p.n,
                 p.errors,
+                _fmt(p.lc_win_rate),
+                _fmt(p.lc_win_rate_se),
+                f" ({p.lc_note})" if p.lc_note else " (one side always longer)" if p.lc_one_side_longer else "",
+                _fmt(p.longer_share),
             )
         log.info(
             "%-20s pairwise position bias %s (%d decisive verdicts)", name, _fmt(pj.position_bias), pj.decisive_verdicts

@@ -168,6 +168,15 @@ class PairOutcome:
     tie_ci: tuple[float | None, float | None] = (None, None)
     loss_rate: float | None = None
     loss_ci: tuple[float | None, float | None] = (None, None)
+    # AlpacaEval 2's length-controlled win rate (results/length_control.py), fitted per comparison on a's
+    # preference (win 1, tie 0.5, loss 0) and the answers' length difference in characters, at zero difference.
+    lc_win_rate: float | None = None
+    lc_win_rate_se: float | None = None  # delta-method (sandwich) standard error
+    lc_n: int = 0  # comparisons in the fit (errors left out)
+    lc_note: str | None = None  # why lc_win_rate is None
+    lc_one_side_longer: bool = False  # a never shorter (or never longer): lc_win_rate extrapolates to equal lengths
+    longer_share: float | None = None  # share of decisive verdicts between unequal lengths won by the longer answer
+    longer_n: int = 0  # those verdicts
 
 
 @dataclass(frozen=True)
