@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -24,6 +26,8 @@ from .trace import Tracer
 
 CACHE_FORMAT = 1  # bump when the stored shape changes
 
+# diskcache's `Cache.get` query for a str key (stored raw); no row of ours has an expiry, the test is kept as it is.
+_GET = "SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = 1 AND (expire_time IS NULL OR expire_time > ?)"
 FRESH_QUERY_KEYS = 500  # keys per query of fresh_many (under SQLite's oldest limit of 999 parameters)
 
 
@@ -77,9 +81,28 @@ class ResponseCache:
         except Exception as exc:  # noqa: BLE001 - sqlite3/OSError: unwritable dir, full disk
             raise RubricrunError(f"cache directory {directory}: cannot open ({exc})") from None
         self.directory = str(directory)
+        self._db = str(Path(directory) / diskcache.core.DBNAME)
+        self._local = threading.local()  # .con: the thread's read connection (`_reader`)
+
+    def _reader(self) -> sqlite3.Connection:
+        """The calling thread's read connection, set up as diskcache sets up its own (page cache, no mmap)."""
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = self._local.con = sqlite3.connect(self._db, timeout=60.0, isolation_level=None)
+            con.execute("PRAGMA cache_size = 256")
+            con.execute("PRAGMA mmap_size = 0")
+        return con
 
     def get(self, key: str) -> LLMResponse | None:
-        row = self._cache.get(key)
+        """The stored reply: diskcache's own `get` query for a str key, without its per-call Python (a warm rerun
+        makes one per call: 9 us against 11-14, measured on 22,000 keys)."""
+        found = self._reader().execute(_GET, (key, time.time())).fetchone()
+        if found is None:
+            return None
+        try:
+            row = self._cache.disk.fetch(found[0], found[1], found[2], False)
+        except OSError:  # its file was deleted meanwhile
+            return None
         if not isinstance(row, dict) or row.get("_v") != CACHE_FORMAT:
             return None
         return _from_row(row)
@@ -126,6 +149,10 @@ class ResponseCache:
             raise RubricrunError(f"cache directory {self.directory}: cannot write ({exc})") from None
 
     def close(self) -> None:
+        con = getattr(self._local, "con", None)
+        if con is not None:  # this thread's; other threads' close with them
+            con.close()
+            self._local.con = None
         self._cache.close()
 
 
