@@ -119,11 +119,23 @@ class ResponseCache:
         for lo in range(0, len(keys), FRESH_QUERY_KEYS):
             part = keys[lo : lo + FRESH_QUERY_KEYS]
             marks = ",".join("?" * len(part))
-            select = f"SELECT key, tag, mode, filename, value FROM Cache WHERE raw = 1 AND key IN ({marks})"
-            for key, tag, mode, filename, value in self._cache._sql(select, part).fetchall():
-                if tag == CACHE_FORMAT or (tag is None and self._stored_format(mode, filename, value) == CACHE_FORMAT):
+            select = f"SELECT key, tag FROM Cache WHERE raw = 1 AND key IN ({marks})"
+            untagged = []
+            for key, tag in self._reader().execute(select, part).fetchall():
+                if tag == CACHE_FORMAT:
                     out.add(key)
+                elif tag is None:
+                    untagged.append(key)
+            out.update(self._untagged_fresh(untagged))
         return out
+
+    def _untagged_fresh(self, keys: list[str]) -> list[str]:
+        """Of rows stored before tags were written, those of this format (each is read for its `_v`)."""
+        if not keys:
+            return []
+        select = f"SELECT key, mode, filename, value FROM Cache WHERE raw = 1 AND key IN ({','.join('?' * len(keys))})"
+        rows = self._reader().execute(select, keys).fetchall()
+        return [key for key, *stored in rows if self._stored_format(*stored) == CACHE_FORMAT]
 
     def _stored_format(self, mode: int, filename: str | None, value: Any) -> Any:
         try:
