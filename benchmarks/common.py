@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -375,6 +376,9 @@ def _log_time(line: str) -> float | None:
         return None
 
 
+_RUN_LINE = re.compile(r": \d+ candidates[,;] ")
+
+
 def stage_window(run_dir: Path, role: str = "candidate") -> dict[str, float | None]:
     """Timings of one stage of the run's last invocation, in epoch seconds:
     `stage_start`: the run.log line 'run ID: ... N candidates, M judges' (logged just before the calls start; candidates
@@ -393,7 +397,8 @@ def stage_window(run_dir: Path, role: str = "candidate") -> dict[str, float | No
     log_path = run_dir / "run.log"
     if role == "candidate" and log_path.exists():
         lines = log_path.read_text().splitlines()
-        starts = [t for line in lines if " candidates, " in line and (t := _log_time(line))]
+        # 'run ID: N candidates, M judges', or 'run ID: N candidates; generation only: ...' without judges
+        starts = [t for line in lines if _RUN_LINE.search(line) and (t := _log_time(line))]
         if starts:
             out["stage_start"] = starts[-1]
     return out
