@@ -48,3 +48,14 @@ def test_radar_says_when_series_overlap() -> None:
     svg = str(radar_svg(cats, {"x<1>": same, "y": dict(same), "z": {"a": 0.0, "b": 0.5, "c": 0.25}}))
     assert "drawn on top of each other: x&lt;1&gt;, y." in svg and "z" not in svg.split("overlap")[1]
     assert "overlap" not in str(radar_svg(cats, {"x": same, "z": {"a": 0.0, "b": 0.5, "c": 0.25}}))
+
+
+def test_radar_labels_fit_beside_the_circle_and_keep_their_whole_name() -> None:
+    """A long category name is cut to what fits in the side padding (the demo's PRBench 'Process Transparency &
+    Auditability' ran off the picture); the whole name stays in the label's tooltip."""
+    from rubricrun.results.charts import LABEL_CHARS, radar_svg
+
+    long = "Process Transparency & Auditability"
+    svg = str(radar_svg([long, "Financial Accuracy", "Supplemental Insight"], {"a": {long: 0.5}}))
+    assert f">{long[: LABEL_CHARS - 1]}…<title>{long.replace('&', '&amp;')}</title>" in svg
+    assert ">Financial Accuracy<title>" in svg

@@ -19,6 +19,9 @@ def _f(x: float) -> str:
     return f"{x:.1f}"
 
 
+LABEL_CHARS = 18  # what fits in the radar's side padding at 11 px (about 6 px a character: 110 px)
+
+
 def radar_svg(
     categories: Sequence[str], series: Mapping[str, Mapping[str, float | None]], *, size: int = 320
 ) -> Markup:
@@ -45,7 +48,7 @@ def radar_svg(
         lx, ly = point(i, radius + 16)
         anchor = "middle" if abs(lx - cx) < 1 else ("start" if lx > cx else "end")
         parts.append(f'<line x1="{_f(cx)}" y1="{_f(cy)}" x2="{_f(x)}" y2="{_f(y)}" stroke="#e5e7eb"/>')
-        short = cat if len(cat) <= 28 else cat[:27] + "…"
+        short = cat if len(cat) <= LABEL_CHARS else cat[: LABEL_CHARS - 1] + "…"  # the whole name in its <title>
         parts.append(
             f'<text x="{_f(lx)}" y="{_f(ly)}" text-anchor="{anchor}" font-size="11">{escape(short)}'
             f"<title>{escape(cat)}</title></text>"
