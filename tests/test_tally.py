@@ -9,6 +9,7 @@ import hashlib
 import json
 import re
 import weakref
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +22,7 @@ from fakeserver import FakeOpenAIServer, default_reply, is_judge_request, messag
 
 from rubricrun.config import load_config
 from rubricrun.results.export import FORMATS, build_export, write_export
+from rubricrun.results.metrics import detect_metric
 from rubricrun.results.report import render_report, write_report_from_dir
 from rubricrun.results.scoring import score_all
 from rubricrun.results.summary import build_summary, criteria_index
@@ -112,8 +114,12 @@ def _read(run: Path, cls: type, name: str) -> list[Any]:
     return [from_row(cls, r) for r in rows if r.get("kind") != "pairwise"]
 
 
-def _fed(cfg: Any, examples: list, responses: list, judgments: list, pairs: list) -> Tally:
-    tally = Tally(cfg, "r")
+def _fed(cfg: Any, examples: list, responses: list, judgments: list, pairs: list, *, live: bool = False) -> Tally:
+    """A tally fed these rows; `live`: as a run whose preflight counted the metrics (no spool, fed as it goes)."""
+    counts: dict[str, Counter] = {}
+    for ex in examples:
+        counts.setdefault(ex.dataset, Counter())[detect_metric(ex)] += 1
+    tally = Tally(cfg, "r", metric_counts=counts, spool=False) if live else Tally(cfg, "r")
     for ex in examples:
         mine = [x for x in responses if x.example_id == ex.id]
         tally.add(
@@ -160,6 +166,14 @@ def test_tally_equals_the_list_based_results(case: str, tmp_path: Path, make_con
     stamp = re.compile(r"<dt>report generated</dt><dd>[^<]*</dd>")
     page = render_report(summary, examples, responses, judgments, criteria, scores)
     assert stamp.sub("", (tmp_path / "new" / "report.html").read_text()) == stamp.sub("", page)
+
+    # fed as the run goes (preflight's metric counts): the same summary and the same page, and no rows kept
+    live = _fed(cfg, examples, responses, judgments, pairs, live=True)
+    assert summary_row(live.summary()) == summary_row(summary)
+    live.report(tmp_path / "live", live.summary())
+    assert stamp.sub("", (tmp_path / "live" / "report.html").read_text()) == stamp.sub("", page)
+    with pytest.raises(RuntimeError):
+        next(live.rows())
 
 
 def _default_export() -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ from .providers.base import BaseProvider
 from .providers.cache import ResponseCache, cache_key
 from .providers.pricing import call_cost, estimate_prompt_tokens, max_tokens_of, price_table, unit_prices, upper_bound
 from .providers.stack import open_cache
+from .results.metrics import detect_metric
 from .types import Example, LLMRequest, LLMResponse, Response
 
 
@@ -50,6 +52,9 @@ class Prepared:
 
     examples: Examples
     skipped: list[str]
+    # dataset -> metric -> examples calling for it (results/metrics.detect_metric), counted in the validating pass;
+    # None when the run also synthesizes examples preflight cannot see. Lets the tally summarize as the run goes.
+    metric_counts: dict[str, Counter[str]] | None = None
 
 
 def _datasets(
@@ -95,12 +100,15 @@ def _config_errors(cfg: Config, i: int, label: str, rows: Iterator[Example]) -> 
 
 
 def validate_examples(
-    cfg: Config, max_examples: int | None, visit: Callable[[Example], None] | None = None
+    cfg: Config,
+    max_examples: int | None,
+    visit: Callable[[Example], None] | None = None,
+    metrics: dict[str, Counter[str]] | None = None,
 ) -> tuple[int, list[str]]:
     """One pass over every dataset's examples (each capped at max_examples) that keeps none of them: bad rows,
     duplicate ids across datasets (a set of id hashes; a hit is confirmed by reading again), datasets nothing can
-    score. `visit` sees each example as it is read (--validate counts its calls in the same pass). Returns the
-    count and the skipped rows' messages."""
+    score. `visit` sees each example as it is read (--validate counts its calls in the same pass); `metrics` gets
+    each dataset's count of examples per detected metric. Returns the count and the skipped rows' messages."""
     skipped: list[str] = []
     elsewhere: list[Example] = []  # examples whose id hash was seen in an earlier dataset
     count = 0
@@ -112,6 +120,8 @@ def validate_examples(
                 if (first := _first_source(cfg, max_examples, other := elsewhere.pop(), i)) is not None:
                     raise InputError(f"example id '{other.id}' also at {first}", file=other.source, key="id")
             count += 1
+            if metrics is not None:
+                metrics.setdefault(ex.dataset, Counter())[detect_metric(ex)] += 1
             if visit is not None:
                 visit(ex)
         scorable.check(i)
@@ -212,7 +222,8 @@ def preflight(cfg: Config, max_examples: int | None, visit: Callable[[Example], 
     dataset row, the judge template, the synthesis templates. Raises InputError. `visit`: see validate_examples."""
     check_keys(cfg)
     check_prices(cfg)
-    count, skipped = validate_examples(cfg, max_examples, visit)
+    metrics: dict[str, Counter[str]] = {}
+    count, skipped = validate_examples(cfg, max_examples, visit, metrics)
     load_replays(cfg)  # a bad responses_from file is bad input, found before any call
     Judging(cfg, BaseProvider())
     if cfg.judging.pairwise is not None:
@@ -223,7 +234,7 @@ def preflight(cfg: Config, max_examples: int | None, visit: Callable[[Example], 
         synthesis_entry(cfg)
         load_template(cfg.synthesize.subtopic_template, "subtopics.j2")
         load_template(cfg.synthesize.prompt_template, "prompts.j2")
-    return Prepared(Examples(cfg, max_examples, count), skipped)
+    return Prepared(Examples(cfg, max_examples, count), skipped, None if cfg.synthesize is not None else metrics)
 
 
 @dataclass

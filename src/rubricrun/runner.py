@@ -71,6 +71,7 @@ class _Run:
     tasks: int = 0
     interrupted: bool = False
     synthesis: list[Any] = field(default_factory=list)
+    formats: tuple[str, ...] = ()  # the export formats: the config's, then the CLI's
 
 
 def execute(
@@ -99,6 +100,7 @@ def execute(
 
 def _execute(run: _Run, prepared: Prepared, extras: Extras) -> Outcome:
     cfg = run.cfg
+    run.formats = tuple(dict.fromkeys([*(cfg.export.formats if cfg.export else []), *extras.export_formats]))
     for s in prepared.skipped:
         log.warning("skipped bad row: %s", s)
     artifacts.write_text(run.run_dir / "config.yaml", yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
@@ -129,7 +131,9 @@ def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> Tally:
         log.info("run %s: %d candidates; %s", run.run_id, len(cfg.candidates), GENERATION_ONLY)
     else:
         log.info("run %s: %d candidates, %d judges", run.run_id, len(cfg.candidates), len(cfg.judge_pool))
-    tally = Tally(cfg, run.run_id)
+    # The summary and the report's sample are fed as the run goes when preflight counted every example's metric;
+    # rows are then spooled only for an export (results/tally.py).
+    tally = Tally(cfg, run.run_id, metric_counts=prepared.metric_counts, spool=bool(run.formats))
     sink = _Sink(run.run_dir, tally)
     synthesis = Synthesis(cfg, stack, run.stop) if cfg.synthesize is not None else None
     try:
@@ -177,7 +181,7 @@ def _write_results(run: _Run, tally: Tally, budget: Budget, prepared: Prepared, 
     """Scores, summary.json, export, report.html and the Hub push (the row artifacts are written as the run goes)."""
     cfg, run_dir = run.cfg, run.run_dir
     summary = _with_facts(tally.summary(), run, tally, budget, prepared)
-    formats = list(dict.fromkeys([*(cfg.export.formats if cfg.export else []), *extras.export_formats]))
+    formats = list(run.formats)
     if formats and not run.interrupted:
         summary = replace(summary, export=tally.export(run_dir, formats))
     artifacts.write_json(run_dir / "summary.json", summary_row(summary))

@@ -397,39 +397,57 @@ def sample(batches: Iterable[Batch], limit: int = REPORT_EXAMPLES) -> dict[str, 
     order and the limit - limit // 2 worst of the rest (failed rows, then lowest scores), shown in input order.
     Holds `limit` examples' rows and FAILURE_CAP failed rows of each kind, whatever the run's size; rows become
     dicts only once they are kept (a run of a million examples keeps a few hundred)."""
-    first: list[tuple[int, Batch]] = []
-    worst: list[tuple[tuple[int, float], int, Batch]] = []  # a max-heap by badness: keys negated
-    failures: dict[str, list[dict]] = {"responses": [], "judgments": []}
-    failed, n, n_responses, n_judgments = {"responses": 0, "judgments": 0}, 0, 0, 0
-    for i, (ex, rs, js, crit, sc) in enumerate(batches):
-        n, n_responses, n_judgments = i + 1, n_responses + len(rs), n_judgments + len(js)
+    picker = Sampler(limit)
+    for batch in batches:
+        picker.add(*batch)
+    return picker.result()
+
+
+class Sampler:
+    """`sample`, fed one example's batch at a time (results/tally.py feeds it as the run goes)."""
+
+    def __init__(self, limit: int = REPORT_EXAMPLES) -> None:
+        self.limit = limit
+        self.first: list[tuple[int, Batch]] = []
+        self.worst: list[tuple[tuple[int, float], int, Batch]] = []  # a max-heap by badness: keys negated
+        self.failures: dict[str, list[dict]] = {"responses": [], "judgments": []}
+        self.failed = {"responses": 0, "judgments": 0}
+        self.n = self.n_responses = self.n_judgments = 0
+
+    def add(self, ex: Any, rs: Sequence[Any], js: Sequence[Any], crit: Any, sc: Any) -> None:
+        i, limit = self.n, self.limit
+        self.n, self.n_responses, self.n_judgments = i + 1, self.n_responses + len(rs), self.n_judgments + len(js)
         for kind, got in _failures(rs, js).items():
-            failed[kind] += len(got)
-            failures[kind].extend(_row(x) for x in got[: FAILURE_CAP - len(failures[kind])])
+            self.failed[kind] += len(got)
+            self.failures[kind].extend(_row(x) for x in got[: FAILURE_CAP - len(self.failures[kind])])
         if i < limit // 2:
-            first.append((i, _rows(ex, rs, js, crit, sc)))
-            continue
+            self.first.append((i, _rows(ex, rs, js, crit, sc)))
+            return
         a, b = _badness(rs, js, sc)
         key = ((-a, -b), -i)
-        if len(worst) >= limit - limit // 2 and key < worst[0][:2]:
-            continue  # not among the worst kept so far (-i makes every key unique)
-        heapq.heappush(worst, (*key, _rows(ex, rs, js, crit, sc)))
-        if len(worst) > limit - limit // 2:
-            heapq.heappop(worst)
-    picked = first + sorted((-neg_i, item) for _, neg_i, item in worst)
-    criteria: dict = {}
-    scores: dict = {}
-    for _, (_ex, _rs, _js, crit, sc) in picked:
-        criteria.update(crit or {})
-        scores.update(sc or {})
-    return {
-        "examples": [b[0] for _, b in picked],
-        "responses": [r for _, b in picked for r in b[1]],
-        "judgments": [j for _, b in picked for j in b[2]],
-        "criteria": criteria or None,
-        "scores": scores if any(b[4] is not None for _, b in picked) else None,
-        "shown": Shown(n, n_responses, n_judgments, failures, failed) if n > limit else None,
-    }
+        if len(self.worst) >= limit - limit // 2 and key < self.worst[0][:2]:
+            return  # not among the worst kept so far (-i makes every key unique)
+        heapq.heappush(self.worst, (*key, _rows(ex, rs, js, crit, sc)))
+        if len(self.worst) > limit - limit // 2:
+            heapq.heappop(self.worst)
+
+    def result(self) -> dict[str, Any]:
+        """write_report's arguments for what was added."""
+        picked = self.first + sorted((-neg_i, item) for _, neg_i, item in self.worst)
+        criteria: dict = {}
+        scores: dict = {}
+        for _, (_ex, _rs, _js, crit, sc) in picked:
+            criteria.update(crit or {})
+            scores.update(sc or {})
+        shown = Shown(self.n, self.n_responses, self.n_judgments, self.failures, self.failed)
+        return {
+            "examples": [b[0] for _, b in picked],
+            "responses": [r for _, b in picked for r in b[1]],
+            "judgments": [j for _, b in picked for j in b[2]],
+            "criteria": criteria or None,
+            "scores": scores if any(b[4] is not None for _, b in picked) else None,
+            "shown": shown if self.n > self.limit else None,
+        }
 
 
 def _default_rubric(config_path: Path) -> list[dict[str, Any]]:

@@ -11,10 +11,14 @@ small whatever the texts and the dataset's size (.agent/plans/009-limits.md, ite
   and aggregation that build_summary runs over lists; it keeps per example a few floats in typed arrays and the
   example's id (results/accum.py);
 - the export and the report read the spool back one example at a time.
+When the counts of metrics are known before the run (preflight counted them: `metric_counts`), `add` feeds the
+SummaryAcc and the report's sampler itself, and the rows are spooled only if an export will read them (`spool`):
+a warm rerun then pickles and re-reads nothing (plan 012).
 """
 
 from __future__ import annotations
 
+import logging
 import pickle
 import tempfile
 from collections import Counter
@@ -28,12 +32,13 @@ from ..judging.rubric import criteria_for
 from ..types import Example, Judgment, PairJudgment, Response, Turn
 from .export import export_batches
 from .metrics import detect_metric
-from .report import REPORT_EXAMPLES, sample_safely, write_report_safely
+from .report import REPORT_EXAMPLES, Sampler, sample_safely, write_report_safely
 from .scoring import score_all
 from .summary import SummaryAcc, criteria_index
 from .summary_types import Summary
 
 _NO_TURN = Turn(message={})
+log = logging.getLogger("rubricrun")
 _NONE: dict[str, Any] = {}  # the one empty dict of every slim example that has nothing there (only read)
 
 
@@ -56,7 +61,15 @@ def _slim_example(ex: Example) -> Example:
 class Tally:
     """A run's results, example by example: the full rows spooled to disk, a few counters in memory."""
 
-    def __init__(self, cfg: Config, run_id: str, report_examples: int = REPORT_EXAMPLES) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        run_id: str,
+        report_examples: int = REPORT_EXAMPLES,
+        *,
+        metric_counts: dict[str, Counter] | None = None,
+        spool: bool = True,
+    ) -> None:
         self.cfg, self.run_id, self.report_examples = cfg, run_id, report_examples
         self.metric_counts: dict[str, Counter] = {}  # dataset -> metric -> examples calling for it
         self.pairs: list[PairJudgment] = []
@@ -66,7 +79,15 @@ class Tally:
         self.any_ok = False
         self.first_error: str | None = None
         self._sampled: dict[str, Any] | None = None  # the report's examples, picked by `summary`
-        self._spool = tempfile.TemporaryFile(prefix="rubricrun-tally-")  # noqa: SIM115 (closed with the tally)
+        # Fed as the run goes (the module docstring): the counts decide each dataset's metric before any example.
+        self._given = metric_counts
+        self._acc = SummaryAcc(cfg, metric_counts) if metric_counts is not None else None
+        self._picker: Sampler | None = Sampler(report_examples) if metric_counts is not None else None
+        self._spool = (
+            tempfile.TemporaryFile(prefix="rubricrun-tally-")  # noqa: SIM115 (closed with the tally)
+            if spool or metric_counts is None
+            else None
+        )
 
     def add(
         self,
@@ -76,7 +97,12 @@ class Tally:
         pairs: Sequence[PairJudgment],
     ) -> None:
         """One example with its rows (an example with no responses yet still counts as an example)."""
-        pickle.dump((example, tuple(responses), tuple(judgments), tuple(pairs)), self._spool, pickle.HIGHEST_PROTOCOL)
+        if self._spool is not None:
+            rows = (example, tuple(responses), tuple(judgments), tuple(pairs))
+            pickle.dump(rows, self._spool, pickle.HIGHEST_PROTOCOL)
+        if self._acc is not None:
+            self._acc.add(example.id, example, responses, judgments, criteria_index(self.cfg, [example]))
+            self._pick(example, responses, judgments)
         self.n_responses += len(responses)
         self.any_ok = self.any_ok or any(r.status == "ok" for r in responses)
         if self.first_error is None:
@@ -88,8 +114,21 @@ class Tally:
             compared = {rid for p in pairs for rid in p.response_ids}
             self.text_len.update((r.id, len(r.text or "")) for r in responses if r.id in compared)
 
+    def _pick(self, ex: Example, rs: Sequence[Response], js: Sequence[Judgment]) -> None:
+        """The report's sampler, fed as the run goes; a failure (logged) leaves the run without a page only."""
+        if self._picker is None:
+            return
+        try:
+            crit = {(ex.id, c.id): c for c in criteria_for(ex, self.cfg)}
+            self._picker.add(ex, rs, js, crit, score_all(self.cfg, {ex.id: ex}, rs, js))
+        except Exception as exc:  # noqa: BLE001 - the page is a view
+            log.error("report.html not written: %s: %s", type(exc).__name__, exc)
+            self._picker = None
+
     def rows(self) -> Iterator[tuple[Example, tuple[Response, ...], tuple[Judgment, ...], tuple[PairJudgment, ...]]]:
         """The full rows back, one example at a time in input order."""
+        if self._spool is None:
+            raise RuntimeError("this tally keeps no rows (spool=False)")
         self._spool.flush()
         self._spool.seek(0)
         try:
@@ -108,7 +147,12 @@ class Tally:
     def summary(self) -> Summary:
         """summary.SummaryAcc fed from the spool one example at a time: equal to build_summary over the rows
         (tests/test_tally.py); what it keeps per example is a few numbers (results/accum.py). The same read of the
-        spool picks the report's examples (report.sample), kept for `report`."""
+        spool picks the report's examples (report.sample), kept for `report`. Fed as the run went: no read at all."""
+        if self._acc is not None:
+            if self.metric_counts != self._given:  # the data files changed under the run
+                log.warning("the datasets' rows changed since preflight: metrics decided on preflight's counts")
+            self._sampled = self._picker.result() if self._picker is not None else None
+            return self._acc.summary(self.run_id, self.pairs, self.pair_examples, self.text_len)
         acc = SummaryAcc(self.cfg, self.metric_counts)
         self._sampled = sample_safely(self._fed(acc), self.report_examples)
         if self._sampled is None:  # the sample failed part way (logged): the summary must not miss any example
@@ -132,8 +176,8 @@ class Tally:
 
     def report(self, run_dir: Path, summary: Summary) -> None:
         """report.html, from the sample `summary` picked (a sample of its own when summary did not run)."""
-        sampled = getattr(self, "_sampled", None)
-        if sampled is None:
+        sampled = self._sampled
+        if sampled is None and self._spool is not None:
             batches = (
                 (ex, rs, js, {(ex.id, c.id): c for c in criteria_for(ex, self.cfg)}, scores)
                 for ex, rs, js, scores in self._scored()
@@ -143,4 +187,5 @@ class Tally:
             write_report_safely(run_dir, summary, sampled)
 
     def close(self) -> None:
-        self._spool.close()
+        if self._spool is not None:
+            self._spool.close()
