@@ -119,8 +119,7 @@ class Tally:
         if self._picker is None:
             return
         try:
-            crit = {(ex.id, c.id): c for c in criteria_for(ex, self.cfg)}
-            self._picker.add(ex, rs, js, crit, score_all(self.cfg, {ex.id: ex}, rs, js))
+            self._picker.add(*self._batch(ex, rs, js))
         except Exception as exc:  # noqa: BLE001 - the page is a view
             log.error("report.html not written: %s: %s", type(exc).__name__, exc)
             self._picker = None
@@ -165,11 +164,12 @@ class Tally:
         """The spool's examples, each added to `acc` as it is read, as report batches (scored when `scored`)."""
         for ex, rs, js, _ in self.rows():
             acc.add(ex.id, ex, rs, js, criteria_index(self.cfg, [ex]))
-            if scored:
-                crit = {(ex.id, c.id): c for c in criteria_for(ex, self.cfg)}
-                yield ex, rs, js, crit, score_all(self.cfg, {ex.id: ex}, rs, js)
-            else:
-                yield None
+            yield self._batch(ex, rs, js) if scored else None
+
+    def _batch(self, ex: Example, rs: Sequence[Response], js: Sequence[Judgment]) -> tuple[Any, ...]:
+        """One example as report.sample reads it: its rows, its criteria by (example, criterion) id, its scores."""
+        crit = {(ex.id, c.id): c for c in criteria_for(ex, self.cfg)}
+        return ex, rs, js, crit, score_all(self.cfg, {ex.id: ex}, rs, js)
 
     def export(self, run_dir: Path, formats: Sequence[str]) -> dict:
         return export_batches(self.cfg, run_dir, formats, self._scored)
@@ -178,10 +178,7 @@ class Tally:
         """report.html, from the sample `summary` picked (a sample of its own when summary did not run)."""
         sampled = self._sampled
         if sampled is None and self._spool is not None:
-            batches = (
-                (ex, rs, js, {(ex.id, c.id): c for c in criteria_for(ex, self.cfg)}, scores)
-                for ex, rs, js, scores in self._scored()
-            )
+            batches = (self._batch(ex, rs, js) for ex, rs, js, _ in self.rows())
             sampled = sample_safely(batches, self.report_examples)
         if sampled is not None:
             write_report_safely(run_dir, summary, sampled)
