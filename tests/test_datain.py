@@ -19,6 +19,7 @@ from rubricrun.data.loaders import LoadResult, load_dataset
 from rubricrun.errors import InputError
 from rubricrun.judging.prompt import render_conversation
 from rubricrun.providers.local import llama_messages
+from rubricrun.tasks.registry import TASKS
 from rubricrun.types import Example
 
 ARC_ROW = {
@@ -72,7 +73,7 @@ PARTS = [{"type": "text", "text": "What colour is this pixel?"}, {"type": "image
 
 def load(path: Path | str, **cfg) -> LoadResult:
     on_bad_row = cfg.pop("on_bad_row", "fail")
-    return load_dataset(DatasetConfig(path=str(path), **cfg), on_bad_row=on_bad_row)
+    return load_dataset(DatasetConfig(path=str(path), **cfg), schemas=TASKS, on_bad_row=on_bad_row)
 
 
 def error_of(path: Path | str, **cfg) -> str:
@@ -423,7 +424,8 @@ def test_hub_and_parquet_libraries_are_imported_lazily(tmp_path: Path) -> None:
         "import sys, runpy\n"
         "from rubricrun.config import DatasetConfig\n"
         "from rubricrun.data.loaders import load_dataset\n"
-        f"load_dataset(DatasetConfig(path={str(REPO / 'data' / 'mc_sample.jsonl')!r}))\n"
+        "from rubricrun.tasks.registry import TASKS\n"
+        f"load_dataset(DatasetConfig(path={str(REPO / 'data' / 'mc_sample.jsonl')!r}), schemas=TASKS)\n"
         "sys.argv = ['run.py', '--help']\n"
         "try:\n    runpy.run_path('run.py', run_name='__main__')\nexcept SystemExit:\n    pass\n"
         "print('HEAVY', sorted(m for m in ('datasets', 'pyarrow', 'pandas') if m in sys.modules))\n"

@@ -408,8 +408,8 @@ def test_dataset_results_on_the_sample_files(tmp_path: Path) -> None:
     from conftest import DATA
 
     from rubricrun.data.loaders import load_dataset
-    from rubricrun.judging.rubric import criteria_for
     from rubricrun.results.metrics import dataset_results
+    from rubricrun.tasks.registry import TASKS, criteria_for
 
     files = ["healthbench_sample", "prbench_sample", "mc_sample"]
     cfg_path = tmp_path / "c.yaml"
@@ -424,7 +424,7 @@ def test_dataset_results_on_the_sample_files(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     cfg = load_config(cfg_path)
-    examples = [e for d in cfg.datasets for e in load_dataset(d).examples]
+    examples = [e for d in cfg.datasets for e in load_dataset(d, schemas=TASKS).examples]
     responses, judgments = [], []
     for e in examples:  # a candidate that says nothing: every criterion (and every answer) not met
         r = resp(e.id, "silent")

@@ -27,11 +27,11 @@ from .config import Config, ModelConfig
 from .data.answers_file import load_replays
 from .judging.auto import auto_judgment
 from .judging.pairwise import PairJudging, pair_items
-from .judging.rubric import Judging, judge_items
 from .pipeline import GenTask, generate_one, synthesize, turn_task
 from .pool import GRACE_S, STOP_SIGNALS, THREAD_PREFIX, Progress, end_now, heard_stop
 from .providers.base import BaseProvider
 from .providers.cache import CachingProvider
+from .tasks import registry
 from .types import Example, Judgment, PairJudgment, Response
 
 log = logging.getLogger("rubricrun")
@@ -94,7 +94,7 @@ class Graph:
         self.cfg, self.stop, self.sink = cfg, stop, sink
         self.stack = stack
         self.replays = load_replays(cfg)
-        self.judging = Judging(cfg, stack)
+        self.judging = registry.judging_for(cfg, stack)
         self.pairing = PairJudging(cfg, stack) if cfg.judging.pairwise is not None else None
         run = cfg.run
         self.pools = {
@@ -287,7 +287,7 @@ class Graph:
             return
         ex = unit.example
         view = task.example if row.turn > 1 else ex  # what the judge sees: the conversation up to this turn
-        items = judge_items(self.cfg, {ex.id: ex}, [row], {row.id: view})
+        items = registry.judge_items(self.cfg, {ex.id: ex}, [row], {row.id: view})
         slots: list[Judgment | None] = [None] * len(items)
         with unit.lock:
             conv.rows.append(row)

@@ -20,13 +20,13 @@ from .data.loaders import iter_dataset
 from .data.readers import source_label
 from .errors import InputError
 from .judging.pairwise import PairJudging, pair_items
-from .judging.rubric import Judging, judge_items, rubric_for
+from .judging.rubric import Judging
 from .pipeline import generation_tasks, next_turn_tasks, response_row, synthesis_entry, synthesis_request
 from .providers.base import BaseProvider
 from .providers.cache import ResponseCache, cache_key
 from .providers.pricing import call_cost, estimate_prompt_tokens, max_tokens_of, price_table, unit_prices, upper_bound
 from .providers.stack import open_cache
-from .results.metrics import detect_metric
+from .tasks import registry
 from .types import Example, LLMRequest, LLMResponse, Response
 
 
@@ -52,7 +52,7 @@ class Prepared:
 
     examples: Examples
     skipped: list[str]
-    # dataset -> metric -> examples calling for it (results/metrics.detect_metric), counted in the validating pass;
+    # dataset -> metric -> examples calling for it (tasks/registry.metric_of), counted in the validating pass;
     # None when the run also synthesizes examples preflight cannot see. Lets the tally summarize as the run goes.
     metric_counts: dict[str, Counter[str]] | None = None
 
@@ -75,6 +75,7 @@ def _datasets(
         label = source_label(d)
         rows = iter_dataset(
             d,
+            schemas=registry.TASKS,
             on_bad_row=cfg.run.on_bad_row,
             max_examples=cap,
             keep=keep,
@@ -121,7 +122,7 @@ def validate_examples(
                     raise InputError(f"example id '{other.id}' also at {first}", file=other.source, key="id")
             count += 1
             if metrics is not None:
-                metrics.setdefault(ex.dataset, Counter())[detect_metric(ex)] += 1
+                metrics.setdefault(ex.dataset, Counter())[registry.metric_of(ex)] += 1
             if visit is not None:
                 visit(ex)
         scorable.check(i)
@@ -185,7 +186,7 @@ def _scorable(cfg: Config, ex: Example) -> bool:
     if cfg.judging.pairwise is not None:
         return True
     if ex.rubric or ex.kind == "open":
-        return bool(rubric_for(ex, cfg)) and bool(cfg.judge_pool)
+        return bool(registry.rubric_for(ex, cfg)) and bool(cfg.judge_pool)
     return ex.answer is not None
 
 
@@ -220,12 +221,13 @@ def check_prices(cfg: Config) -> None:
 def preflight(cfg: Config, max_examples: int | None, visit: Callable[[Example], None] | None = None) -> Prepared:
     """Every check that needs no model call, before the run folder is touched: API key variables, every
     dataset row, the judge template, the synthesis templates. Raises InputError. `visit`: see validate_examples."""
+    registry.check_config(cfg)
     check_keys(cfg)
     check_prices(cfg)
     metrics: dict[str, Counter[str]] = {}
     count, skipped = validate_examples(cfg, max_examples, visit, metrics)
     load_replays(cfg)  # a bad responses_from file is bad input, found before any call
-    Judging(cfg, BaseProvider())
+    registry.judging_for(cfg, BaseProvider())
     if cfg.judging.pairwise is not None:
         PairJudging(cfg, BaseProvider())  # reads the pairwise template
     if cfg.synthesize is not None:
@@ -333,7 +335,9 @@ class _Counter:
 
     def start(self) -> _Tally:
         if self.tally is None:
-            self.judging = Judging(self.cfg, BaseProvider())  # builds the judge requests whose keys are looked up
+            self.judging = registry.judging_for(
+                self.cfg, BaseProvider()
+            )  # builds the judge requests whose keys are looked up
             self.replays = load_replays(self.cfg)
             batched = any(m.batch for m in [*self.cfg.candidates, *self.cfg.judge_pool])
             online = price_table(self.cfg, batch=False) if batched else None
@@ -501,7 +505,7 @@ def _count_judging(
 ) -> None:
     cache = tally.cache
     views = {resp.id: view}  # the conversation up to this turn, as the task asked it
-    for item in judge_items(cfg, by_id, [resp], views):
+    for item in registry.judge_items(cfg, by_id, [resp], views):
         for ji in item.judges:
             tally.judge_calls += 1
             req = judging.request(cfg.judge_pool[ji], item, 0)

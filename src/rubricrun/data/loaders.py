@@ -22,9 +22,7 @@ from ..types import Example
 from .idset import IdHashes
 from .readers import RawRow, read_rows, source_label
 from .references import join_references, load_references
-from .schemas import BUILDERS, MISSING, Row, parse_rubric, resolve, text_value, type_name
-
-FORMATS = ("prbench", "healthbench", "mc", "qa", "mtbench", "generic")
+from .schemas import MISSING, Row, RowSchema, parse_rubric, resolve, text_value, type_name
 
 # Names `DatasetConfig.fields` may map (normalized name -> key in the row). The first group are the normalized
 # names; the rest are native keys of the benchmark schemas, mappable too when a file renames them.
@@ -48,23 +46,33 @@ class LoadResult:
 
 
 def load_dataset(
-    cfg: DatasetConfig, *, on_bad_row: str = "fail", max_examples: int | None = None, keep: Sequence[str] = ()
+    cfg: DatasetConfig,
+    *,
+    schemas: Sequence[RowSchema],
+    on_bad_row: str = "fail",
+    max_examples: int | None = None,
+    keep: Sequence[str] = (),
 ) -> LoadResult:
     """Read `cfg.path` (or the Hub dataset `cfg.hf`) into examples. Bad rows raise, or are skipped and listed with
-    on_bad_row="skip"; a source whose every row is bad raises even then.
+    on_bad_row="skip"; a source whose every row is bad raises even then. `schemas`: the row schemas, in detection
+    order (tasks.registry.TASKS).
 
     File-level problems (missing or unreadable file, bad `fields`) always raise. `cfg.limit` and `max_examples` both
     cap the number of examples; reading stops as soon as the cap is reached. `keep` names the columns (dotted paths
     allowed) that `response_column:` candidates replay: a row's values go to `Example.prefilled`.
     """
     skipped: list[str] = []
-    examples = list(iter_dataset(cfg, on_bad_row=on_bad_row, max_examples=max_examples, keep=keep, skipped=skipped))
+    rows = iter_dataset(
+        cfg, schemas=schemas, on_bad_row=on_bad_row, max_examples=max_examples, keep=keep, skipped=skipped
+    )
+    examples = list(rows)
     return LoadResult(examples, skipped)
 
 
 def iter_dataset(
     cfg: DatasetConfig,
     *,
+    schemas: Sequence[RowSchema],
     on_bad_row: str = "fail",
     max_examples: int | None = None,
     keep: Sequence[str] = (),
@@ -87,9 +95,7 @@ def iter_dataset(
         if c < 0:
             raise InputError(f"expected a number >= 0, got {c}", file=label, key="limit")
     cap = min(caps) if caps else None
-    forced = None if cfg.format == "auto" else cfg.format
-    if forced is not None and forced not in FORMATS:
-        raise InputError(f"unknown format {forced!r} (expected auto or one of {', '.join(FORMATS)})", key="format")
+    forced = None if cfg.format == "auto" else _schema(schemas, cfg.format)
     dataset = dataset_name(cfg)
     skipped = [] if skipped is None else skipped
     references = load_references(cfg.references) if cfg.references else None
@@ -99,14 +105,14 @@ def iter_dataset(
         return
     for raw in read_rows(cfg):
         try:
-            ex, id_key = _parse_row(raw, forced, dataset, fields)
+            ex, id_key = _parse_row(raw, forced, schemas, dataset, fields)
             if keep:
                 kept = {c: resolve(raw.value, c) for c in keep}
                 ex = dataclasses.replace(ex, prefilled={c: v for c, v in kept.items() if v not in (None, MISSING)})
             if check_ids:
                 h = hash(ex.id)
                 if h in seen:
-                    first = _first_seen(cfg, forced, dataset, fields, ex.id, raw)
+                    first = _first_seen(cfg, forced, schemas, dataset, fields, ex.id, raw)
                     if first is not None:
                         _duplicate(ex, id_key, raw, first)
                     if elsewhere is not None:
@@ -126,15 +132,29 @@ def iter_dataset(
         raise InputError(f"every row of {label} is bad ({bad} skipped); the first: {skipped[-bad]}")
 
 
+def _schema(schemas: Sequence[RowSchema], name: str) -> RowSchema:
+    for s in schemas:
+        if s.name == name:
+            return s
+    names = ", ".join(s.name for s in schemas)
+    raise InputError(f"unknown format {name!r} (expected auto or one of {names})", key="format")
+
+
 def _first_seen(
-    cfg: DatasetConfig, forced: str | None, dataset: str, fields: dict[str, str], example_id: str, at: RawRow
+    cfg: DatasetConfig,
+    forced: RowSchema | None,
+    schemas: Sequence[RowSchema],
+    dataset: str,
+    fields: dict[str, str],
+    example_id: str,
+    at: RawRow,
 ) -> str | None:
     """Where the first row with `example_id` is, before row `at`: "line 4" or "row 3" (None: none is)."""
     for raw in read_rows(cfg):
         if (raw.line, raw.file) == (at.line, at.file):
             return None
         try:
-            ex, _ = _parse_row(raw, forced, dataset, fields)
+            ex, _ = _parse_row(raw, forced, schemas, dataset, fields)
         except InputError:
             continue
         if ex.id == example_id:
@@ -156,24 +176,33 @@ def _check_fields(fields: dict[str, str] | None, label: str) -> dict[str, str]:
     return fields
 
 
-def detect_format(row: dict) -> str | None:
-    """The schema a row looks like, from its keys: one of FORMATS, or None when nothing fits."""
+def detect_format(row: dict, schemas: Sequence[RowSchema]) -> str | None:
+    """The schema a row looks like, from its keys: the name of the first of `schemas` that takes it, or None."""
     if not isinstance(row, dict):
         return None
-    return _detect(row, row.keys())
+    schema = _detect(Row(row, {}), row.keys(), schemas)
+    return None if schema is None else schema.name
 
 
-def normalize_row(row: dict, fmt: str, *, dataset: str, source: str, fields: dict[str, str]) -> Example:
+def normalize_row(
+    row: dict, fmt: str, *, dataset: str, source: str, fields: dict[str, str], schemas: Sequence[RowSchema]
+) -> Example:
     """One parsed row of schema `fmt` as an Example. `source` is "path:line". Raises InputError on a bad row."""
     file, line = _split_source(source)
-    return _normalize(row, fmt, dataset, source, file, line, fields or {})[0]
+    schema = next((s for s in schemas if s.name == fmt), None)
+    if schema is None:
+        names = ", ".join(s.name for s in schemas)
+        raise InputError(f"unknown format {fmt!r} (expected one of {names})", file=file, line=line)
+    return _normalize(row, schema, dataset, source, file, line, fields or {})[0]
 
 
 # --------------------------------------------------------------------------------------------------
 # Lines, detection, ids
 
 
-def _parse_row(raw: RawRow, forced: str | None, dataset: str, fields: dict[str, str]) -> tuple[Example, str | None]:
+def _parse_row(
+    raw: RawRow, forced: RowSchema | None, schemas: Sequence[RowSchema], dataset: str, fields: dict[str, str]
+) -> tuple[Example, str | None]:
     file, line = raw.file, raw.line
     if raw.error is not None:
         raise InputError(raw.error, file=file, line=line)
@@ -188,13 +217,13 @@ def _parse_row(raw: RawRow, forced: str | None, dataset: str, fields: dict[str, 
                 line=line,
                 key=path,
             )
-    fmt = forced
-    if fmt is None:
+    schema = forced
+    if schema is None:
         keys = row.keys() if not fields else set(row) | set(fields)
-        fmt = _detect(Row(row, fields), keys)
-        if fmt is None:
+        schema = _detect(Row(row, fields), keys, schemas)
+        if schema is None:
             raise InputError(_unknown_schema(row), file=file, line=line)
-    return _normalize(row, fmt, dataset, _where(raw), file, line, fields)
+    return _normalize(row, schema, dataset, _where(raw), file, line, fields)
 
 
 def _where(raw: RawRow) -> str:
@@ -205,20 +234,11 @@ def _has_path(row: dict[str, Any], path: str) -> bool:
     return resolve(row, path) is not MISSING
 
 
-def _detect(row: Any, keys: Any) -> str | None:
+def _detect(row: Row, keys: Any, schemas: Sequence[RowSchema]) -> RowSchema | None:
     """`row` answers .get(name) for normalized names; `keys` holds the names present (after the fields mapping)."""
-    if "prompt_0" in keys:
-        return "prbench"
-    if "rubrics" in keys or ("prompt_id" in keys and isinstance(row.get("prompt"), list)):
-        return "healthbench"
-    if isinstance(row.get("turns"), list):
-        return "mtbench"
-    if "question" in keys and ("choices" in keys or "option_a" in keys):
-        return "mc"
-    if "question" in keys and "answer" in keys:
-        return "qa"
-    if "prompt" in keys or "messages" in keys:
-        return "generic"
+    for schema in schemas:
+        if schema.detect(row, keys):
+            return schema
     return None
 
 
@@ -280,18 +300,21 @@ def _split_source(source: str) -> tuple[str, int | None]:
 
 
 def _normalize(
-    row: dict[str, Any], fmt: str, dataset: str, source: str, file: str, line: int | None, fields: dict[str, str]
+    row: dict[str, Any],
+    schema: RowSchema,
+    dataset: str,
+    source: str,
+    file: str,
+    line: int | None,
+    fields: dict[str, str],
 ) -> tuple[Example, str | None]:
     def fail(key: str | None, msg: str) -> NoReturn:
         raise InputError(msg, file=file, line=line, key=key)
 
     if not isinstance(row, dict):
         fail(None, f"expected a JSON object, got {type_name(row)}")
-    builder = BUILDERS.get(fmt)
-    if builder is None:
-        fail(None, f"unknown format {fmt!r} (expected one of {', '.join(FORMATS)})")
     r = Row(row, fields)
-    b = builder(r, fail)
+    b = schema.build(r, fail)
     messages = b["messages"]
     system = r.get("system")
     if system is not None:
@@ -311,7 +334,7 @@ def _normalize(
     else:
         rubric = ()
 
-    metadata: dict[str, Any] = {"format": fmt, **b.get("metadata", {})}
+    metadata: dict[str, Any] = {"format": schema.name, **b.get("metadata", {})}
     extra = r.get("metadata")
     if extra is not None:
         if not isinstance(extra, dict):
@@ -319,7 +342,8 @@ def _normalize(
         metadata.update(extra)
 
     reference = b.get("reference")
-    if r.get("reference") is not None and fmt != "mtbench":  # an explicit reference wins (mtbench picks per turn)
+    if r.get("reference") is not None and not schema.reference_per_turn:  # an explicit reference wins (else the
+        # builder picks one per turn)
         reference = text_value(r.get("reference"), r.key("reference"), fail)
     ex = Example(
         id=f"{dataset}/{native}",

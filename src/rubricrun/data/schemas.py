@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
-from typing import Any, NoReturn
+from collections.abc import Callable, Collection
+from typing import Any, NoReturn, Protocol, TypedDict
 
 from ..types import Criterion, Turn
 
@@ -65,6 +65,43 @@ class Row:
 
 
 Fail = Callable[..., NoReturn]
+
+
+class Built(TypedDict, total=False):
+    """What a schema's `build` returns; `loaders._normalize` turns it into an Example."""
+
+    messages: list[dict[str, Any]]  # required
+    messages_key: str
+    id_key: str | None  # the row key holding the native id
+    id: str  # an explicit native id
+    reference: str | None
+    choices: tuple[str, ...] | None
+    answer: str | None
+    rubric: tuple[Criterion, ...] | None
+    later_turns: tuple[Turn, ...]
+    metadata: dict[str, Any]
+    prefilled: dict[str, Any]  # replayed columns the schema supplies itself
+
+
+class RowSchema(Protocol):
+    """A row schema, as the loader uses it (tasks.spec.Task implements it)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def reference_per_turn(self) -> bool: ...  # an explicit `reference` key is per turn (the builder reads it)
+
+    @property
+    def detect(self) -> Callable[[Row, Collection[str]], bool]: ...
+
+    @property
+    def build(self) -> Callable[[Row, Fail], Built]: ...
+
+
+# A reader of criteria of one benchmark's own shape: (text, weight, tags, category) for an item it recognises,
+# else None.
+CriterionReader = Callable[[dict[str, Any], str, Fail], "tuple[str, float, list[str], str | None] | None"]
 
 
 def _messages(value: Any, key: str, fail: Fail) -> list[dict[str, Any]]:

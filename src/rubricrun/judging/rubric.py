@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,29 +14,12 @@ from ..providers.base import BaseProvider
 from ..providers.routing import model_request, route_for
 from ..types import Criterion, Example, Judgment, LLMRequest, LLMResponse, Response, Usage
 from .answers import split_reasoning
-from .ask import JUDGE_DEFAULT_PARAMS, ask_until_readable, judge_params
 from .ask import JUDGE_PARSE_ATTEMPTS as JUDGE_PARSE_ATTEMPTS  # re-exported: the tests count asks by it
+from .ask import ask_until_readable, judge_params
 from .auto import AUTO_CRITERION
-from .graded import (
-    GRADED_TEMPLATE,
-    MT_BENCH_PARAMS,
-    RATING_CRITERION,
-    ParsedScore,
-    graded_schema,
-    mt_bench_messages,
-    parse_graded_reply,
-    parse_rating,
-    verdict_for,
-)
-from .prompt import (
-    DEFAULT_TEMPLATE,
-    assign_judges,
-    judge_messages,
-    judge_schema,
-    load_template,
-    parse_judge_reply,
-    reference_for,
-)
+from .graded import ParsedScore, verdict_for
+from .prompt import DEFAULT_TEMPLATE, assign_judges, load_template, reference_for
+from .protocol import JudgeInput, JudgeProtocol
 
 VERDICTS = ("met", "not_met", "error")
 
@@ -56,6 +39,7 @@ class JudgeItem:
     example: Example
     criterion: Criterion
     judges: tuple[int, ...]
+    on_tie: str | None = None  # a split vote's rule; None: judging.on_tie
 
 
 @dataclass(frozen=True)
@@ -70,12 +54,12 @@ class Vote:
     score: float | None = None  # graded scales only
 
 
-def rubric_for(example: Example, cfg: Config) -> tuple[Criterion, ...]:
+def rubric_for(example: Example, cfg: Config, rating: Criterion | None) -> tuple[Criterion, ...]:
     """What the judge is asked about: the example's own rubric; else, for open-ended examples, the config's default
-    rubric. With judging.scale 1-10 (MT-Bench single grading) one rating of the whole answer replaces them, for
-    every example that has a rubric or is open-ended."""
-    if cfg.judging.scale == "1-10" and (example.rubric or example.kind == "open"):
-        return (RATING_CRITERION,)
+    rubric. `rating` (a protocol's rating criterion: one rating of the whole answer) replaces them, for every
+    example that has a rubric or is open-ended."""
+    if rating is not None and (example.rubric or example.kind == "open"):
+        return (rating,)
     if example.rubric:
         return example.rubric
     if example.kind == "open" and cfg.judging.default_rubric:
@@ -86,10 +70,10 @@ def rubric_for(example: Example, cfg: Config) -> tuple[Criterion, ...]:
     return ()
 
 
-def criteria_for(example: Example, cfg: Config) -> tuple[Criterion, ...]:
-    """What a response to `example` is scored on: its rubric, else the judge-free `correct` criterion for
-    multiple choice and QA; nothing for an open-ended example without a rubric."""
-    return rubric_for(example, cfg) or ((AUTO_CRITERION,) if example.kind != "open" else ())
+def criteria_for(example: Example, cfg: Config, rating: Criterion | None) -> tuple[Criterion, ...]:
+    """What a response to `example` is scored on: its rubric (see rubric_for), else the judge-free `correct`
+    criterion for multiple choice and QA; nothing for an open-ended example without a rubric."""
+    return rubric_for(example, cfg, rating) or ((AUTO_CRITERION,) if example.kind != "open" else ())
 
 
 def judge_items(
@@ -97,22 +81,30 @@ def judge_items(
     examples: dict[str, Example],
     responses: Sequence[Response],
     views: Mapping[str, Example] | None = None,
+    *,
+    per_criterion: Callable[[Example], int] | None = None,
+    rating: Criterion | None = None,
+    on_tie: Callable[[Example], str] | None = None,
 ) -> list[JudgeItem]:
     """One item per criterion of each answered response. `views` holds, by response id, a later turn's conversation
-    (graph.py: the turn's own view of the conversation): the judge sees the conversation up to and including that turn's answer."""
+    (graph.py: the turn's own view of the conversation): the judge sees the conversation up to and including that
+    turn's answer. `per_criterion` and `on_tie` (by example; None: the config's) set how many judges vote on a
+    criterion and how a split is settled; `rating` as rubric_for's."""
     pool = cfg.judge_pool
     items = []
     for r in responses:
         if r.status != "ok":
             continue
         ex = (views or {}).get(r.id) or examples[r.example_id]
-        rubric = rubric_for(ex, cfg)
+        rubric = rubric_for(ex, cfg, rating)
         if not rubric or not pool:
             continue
         offset = _stable_offset(ex.id) % len(pool)
-        assignment = assign_judges(len(rubric), len(pool), cfg.judging.judges_per_criterion, offset)
+        k = cfg.judging.judges_per_criterion if per_criterion is None else per_criterion(ex)
+        tie = None if on_tie is None else on_tie(ex)
+        assignment = assign_judges(len(rubric), len(pool), k, offset)
         for c, js in zip(rubric, assignment, strict=True):
-            items.append(JudgeItem(r, ex, c, tuple(js)))
+            items.append(JudgeItem(r, ex, c, tuple(js), tie))
     return items
 
 
@@ -129,11 +121,24 @@ def schema_mode(judge: ModelConfig, model: str) -> str | None:
     return "json_schema" if all(m.startswith(SCHEMA_PREFIXES) for m in models) else None
 
 
+def _never(example: Example) -> bool:
+    return False
+
+
 class Judging:
-    def __init__(self, cfg: Config, stack: BaseProvider):
-        self.cfg, self.stack = cfg, stack
-        self.scale = cfg.judging.scale
-        default = GRADED_TEMPLATE if self.scale == "1-5" else DEFAULT_TEMPLATE
+    """Judge requests and verdicts on one protocol (judging/protocol.py). `hidden_reference(example)`: the
+    example's reference is not shown under judging.reference auto."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        stack: BaseProvider,
+        protocol: JudgeProtocol,
+        hidden_reference: Callable[[Example], bool] = _never,
+    ):
+        self.cfg, self.stack, self.protocol, self.hidden = cfg, stack, protocol, hidden_reference
+        self.scale = protocol.scale
+        default = protocol.template if protocol.template is not None else DEFAULT_TEMPLATE
         self.template = load_template(cfg.judging.prompt_template, default)
         self.max_chars = cfg.judging.max_explanation_chars
 
@@ -142,7 +147,7 @@ class Judging:
         messages = self.messages(item)
         if judge.system_prompt:
             messages = [{"role": "system", "content": judge.system_prompt}, *messages]
-        params = judge_params(judge, attempt, MT_BENCH_PARAMS if self.scale == "1-10" else JUDGE_DEFAULT_PARAMS)
+        params = judge_params(judge, attempt, self.protocol.params)
         mode = schema_mode(judge, r.model)
         schema = self.schema() if mode else None
         if schema is not None and mode == "guided_json":
@@ -157,24 +162,15 @@ class Judging:
     def messages(self, item: JudgeItem) -> list[dict]:
         ex, text = item.example, item.response.text or ""
         reference = reference_for(ex, self.cfg.judging.reference)
-        if self.scale == "1-10":
-            return mt_bench_messages(ex, text, turn_references(ex, reference))
-        return judge_messages(self.template, ex, text, item.criterion, self.max_chars, reference)
+        return self.protocol.messages(JudgeInput(ex, text, item.criterion, reference, self.template, self.max_chars))
 
     def schema(self) -> dict[str, Any] | None:
-        """The JSON schema asked for where the judge supports one; MT-Bench's 1-10 judge answers in free text."""
-        if self.scale == "1-10":
-            return None
-        return graded_schema(self.max_chars) if self.scale == "1-5" else judge_schema(self.max_chars)
+        """The JSON schema asked for where the judge supports one (None: the protocol's judge answers free text)."""
+        return self.protocol.schema(self.max_chars)
 
     def read(self, text: str | None, finish_reason: str | None) -> tuple[str, ParsedScore]:
         """(verdict, score reading) of a judge reply on this scale; the verdict is `error` when it cannot be read."""
-        if self.scale == "binary":
-            p = parse_judge_reply(text, finish_reason)
-            verdict = "error" if p.criteria_met is None else ("met" if p.criteria_met else "not_met")
-            return verdict, ParsedScore(None, p.explanation, p.error)
-        parsed = (parse_rating if self.scale == "1-10" else parse_graded_reply)(text, finish_reason)
-        return verdict_for(parsed.score, self.scale), parsed
+        return self.protocol.read(text, finish_reason)
 
     def vote(self, judge: ModelConfig, item: JudgeItem) -> Vote | None:
         asked = ask_until_readable(self.stack, lambda attempt: self.request(judge, item, attempt), self.reading)
@@ -201,24 +197,13 @@ class Judging:
             if v is None:
                 return None
             votes.append(v)
-        on_tie = self.cfg.judging.on_tie
+        on_tie = item.on_tie if item.on_tie is not None else self.cfg.judging.on_tie
         if on_tie == "judge" and is_tie([v.verdict for v in votes]):
             v = self.vote(pool[tie_breaker(item.judges, len(pool))], item)
             if v is None:
                 return None
             votes.append(v)
         return judgment_from_votes(item, votes, on_tie, self.scale)
-
-
-def turn_references(example: Example, reference: str | None) -> list[str | None]:
-    """One reference per user turn of the example: `metadata.references` (joined from `datasets[].references`) for
-    the earlier turns, the example's own (shown) reference for the last; none at all when it is not shown."""
-    n = sum(1 for m in example.messages if m.get("role") == "user")
-    if reference is None:
-        return [None] * n
-    joined = example.metadata.get("references")
-    earlier = list(joined[: n - 1]) if isinstance(joined, list) else []
-    return [*(earlier + [None] * n)[: n - 1], reference]
 
 
 def tie_breaker(judges: Sequence[int], pool_size: int) -> int:

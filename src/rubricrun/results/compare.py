@@ -24,6 +24,7 @@ import yaml
 
 from ..errors import InputError
 from ..judging.auto import AUTO_CRITERION
+from ..tasks import registry
 from ..types import Criterion, Example, Judgment, Response, from_row, to_row
 from . import artifacts, metrics, stats
 
@@ -172,7 +173,7 @@ def _criteria(run: RunData, exs: Sequence[Example]) -> dict[str, tuple[Criterion
 
 def _result(run: RunData, name: str, exs: list[Example]) -> metrics.DatasetResult:
     recorded = run.summary["datasets"].get(name) or {}
-    metric = recorded.get("metric") if recorded.get("metric") in metrics.METRICS else metrics.dataset_metric(exs)
+    metric = recorded.get("metric") if recorded.get("metric") in registry.METRICS else metrics.dataset_metric(exs)
     on_error = recorded.get("on_error") if recorded.get("on_error") in metrics.ON_ERROR else None
     return metrics.dataset_result(
         name,
@@ -180,7 +181,7 @@ def _result(run: RunData, name: str, exs: list[Example]) -> metrics.DatasetResul
         exs,
         run.responses,
         run.judgments,
-        on_error=on_error or metrics.default_on_error(metric),
+        on_error=on_error or registry.metric(metric).on_error,
         n_boot=run.bootstrap_samples,
         seed=run.seed,
         criteria=_criteria(run, exs),

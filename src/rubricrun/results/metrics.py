@@ -30,56 +30,28 @@ import math
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Config, dataset_name
 from ..judging.auto import AUTO_CRITERION
 from ..judging.graded import SCALES
-from ..judging.rubric import criteria_for
+from ..tasks import registry
+from ..tasks.healthbench import clip01 as _clip01
+from ..tasks.healthbench import healthbench_score as healthbench_score
+from ..tasks.prbench import floor0 as _floor0
+from ..tasks.prbench import prbench_points as prbench_points
+from ..tasks.rubric import graded_normalized as graded_normalized
+from ..tasks.rubric import rubric_normalized as rubric_normalized
+from ..tasks.spec import AccSpec, CandidateResult, DatasetAccumulator, DatasetResult, Metric
 from ..types import Criterion, Example, Judgment, Response
 from . import stats
 from .accum import ExampleIds, PerExample
 
-METRICS = ("accuracy", "healthbench", "prbench", "rubric", "mt_bench", "rubric_graded")
-GRADED_METRICS = {"mt_bench": "1-10", "rubric_graded": "1-5"}  # metric -> the judging.scale it reads
+# The registry's, under their old names until every caller asks the registry (ExecPlan 016).
+METRICS = tuple(registry.METRICS)
+GRADED_METRICS = {m.name: m.scale for m in registry.METRICS.values() if m.scale in SCALES}
 ON_ERROR = ("exclude", "not_met")
-
-_FORMAT_METRIC = {"mc": "accuracy", "qa": "accuracy", "healthbench": "healthbench", "prbench": "prbench"}
-
-
-@dataclass(frozen=True)
-class CandidateResult:
-    """One candidate on one dataset.
-
-    score: the headline (None when nothing could be scored); ci: (lo, hi) percentile bootstrap over examples,
-    clipped as the headline is; std: std (ddof 0) of the bootstrap headlines; n: examples scored;
-    coverage: share of the expected responses that are fully judged (status ok, every criterion met or
-    not_met); partial: responses with status ok whose criteria are not all judged (error or missing);
-    scored: responses that entered the score; expected: responses the run should have produced;
-    extra: metric-specific fields (breakdowns are {name: {"score", "std", "n", ...}}).
-    """
-
-    score: float | None
-    ci: tuple[float | None, float | None]
-    std: float | None
-    n: int
-    coverage: float | None
-    partial: int
-    extra: dict[str, Any] = field(default_factory=dict)
-    scored: int = 0
-    expected: int = 0
-    per_example: dict[str, float] = field(default_factory=dict, repr=False)  # example id -> value, for paired diffs
-
-
-@dataclass(frozen=True)
-class DatasetResult:
-    """A dataset's metric, the judge-failure policy that applied, and one result per candidate."""
-
-    name: str
-    metric: str
-    on_error: str
-    candidates: dict[str, CandidateResult] = field(default_factory=dict)
+__all__ = ["CandidateResult", "DatasetResult", "healthbench_score", "prbench_points", "rubric_normalized"]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -87,47 +59,23 @@ class DatasetResult:
 
 
 def detect_metric(example: Example) -> str:
-    """The metric an example's schema calls for: mc/qa -> accuracy, healthbench, prbench, else rubric.
-    A multiple-choice or QA row that carries its own rubric is judged on it, so it is `rubric`."""
-    fmt = example.metadata.get("format")
-    if fmt in _FORMAT_METRIC and not (fmt in ("mc", "qa") and example.rubric):
-        return _FORMAT_METRIC[fmt]
-    if fmt is None and example.kind != "open" and not example.rubric:
-        return "accuracy"
-    return "rubric"
+    """The metric an example's schema calls for (registry.metric_of)."""
+    return registry.metric_of(example)
 
 
 def dataset_metric(examples: Iterable[Example], override: str | None = None) -> str:
     """`override` (datasets[].metric) if set; else the metric most of the rows call for (ties: METRICS order)."""
-    return metric_of_counts(Counter(detect_metric(ex) for ex in examples), override)
+    return registry.metric_of_counts(Counter(registry.metric_of(ex) for ex in examples), override)
 
 
-def metric_of_counts(counts: Mapping[str, int], override: str | None = None) -> str:
-    """dataset_metric from the count of rows calling for each metric (detect_metric), so a run can count as it goes."""
-    if override is not None:
-        if override not in METRICS:
-            raise ValueError(f"unknown metric {override!r} (expected one of {', '.join(METRICS)})")
-        return override
-    if not any(counts.values()):
-        return "rubric"
-    return max(METRICS, key=lambda m: (counts.get(m, 0), -METRICS.index(m)))
-
-
-def graded_metric(metric: str, scale: str) -> str:
-    """The metric a judged dataset gets on a graded scale (judge-free accuracy is not judged, so it stays)."""
-    if scale == "binary" or metric == "accuracy" or metric in GRADED_METRICS:
-        return metric
-    return next(m for m, s in GRADED_METRICS.items() if s == scale)
+metric_of_counts = registry.metric_of_counts
+graded_metric = registry.metric_on_scale
+on_error_for = registry.on_error_for
 
 
 def default_on_error(metric: str) -> str:
-    """PRBench's grader counts a reply it cannot read as not met; elsewhere an unjudged response is left out."""
-    return "not_met" if metric == "prbench" else "exclude"
-
-
-def on_error_for(configured: str | None, metric: str) -> str:
-    """`judging.on_error` when set, else the metric's default."""
-    return configured if configured is not None else default_on_error(metric)
+    """The metric's own judging.on_error default (PRBench's grader counts a reply it cannot read as not met)."""
+    return registry.metric(metric).on_error
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -149,43 +97,12 @@ def verdicts_for(
     return [v == "met" for v in verdicts], full
 
 
-def healthbench_score(criteria: Sequence[Criterion], met: Sequence[bool]) -> float | None:
-    """simple-evals `calculate_score`: sum of met points / sum of positive points; None when no positive points."""
-    total = math.fsum(c.weight for c in criteria if c.weight > 0)
-    if total == 0:
-        return None
-    return math.fsum(c.weight for c, m in zip(criteria, met, strict=True) if m) / total
-
-
-def prbench_points(criteria: Sequence[Criterion], met: Sequence[bool]) -> tuple[float | None, float | None]:
-    """PRBench (get_clipped_points, get_normalized_points) of one response; None where the denominator is 0."""
-    point_total = math.fsum(c.weight for c, m in zip(criteria, met, strict=True) if m)
-    max_w = math.fsum(c.weight for c in criteria if c.weight > 0)
-    min_w = math.fsum(c.weight for c in criteria if c.weight < 0)
-    clipped = point_total / max_w if max_w != 0 else None
-    normalized = (point_total - min_w) / (max_w - min_w) if max_w != min_w else None
-    return clipped, normalized
-
-
-def rubric_normalized(criteria: Sequence[Criterion], met: Sequence[bool]) -> float | None:
-    """(points - N) / (P - N), the PRBench-style normalization scoring.py reports; None when P - N is 0."""
-    return prbench_points(criteria, met)[1]
-
-
 # ---------------------------------------------------------------------------------------------------
 # Aggregation helpers
 
 
 def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values)
-
-
-def _clip01(x: float) -> float:
-    return min(1.0, max(0.0, x))
-
-
-def _floor0(x: float) -> float:
-    return max(0.0, x)
 
 
 def _boot_std(values: Sequence[float], n_boot: int, seed: int, clip: Callable[[float], float]) -> float | None:
@@ -225,106 +142,6 @@ def _example_means(rows: Mapping[str, list[dict[str, float]]]) -> dict[str, dict
                 acc[k].append(v)
         out[eid] = {k: _mean(v) for k, v in acc.items()}
     return out
-
-
-# ---------------------------------------------------------------------------------------------------
-# Per-metric response values: {name: value} for one scored response ("score" is the headline's value)
-
-
-def _values_accuracy(ex: Example, criteria: Sequence[Criterion], met: Sequence[bool]) -> dict[str, float]:
-    flags = [m for c, m in zip(criteria, met, strict=True) if c.id == AUTO_CRITERION.id]
-    return {"score": float(flags[0])} if flags else {}
-
-
-def _values_healthbench(ex: Example, criteria: Sequence[Criterion], met: Sequence[bool]) -> dict[str, float]:
-    overall = healthbench_score(criteria, met)
-    if overall is None:  # simple-evals asserts here: an example needs a positive criterion
-        return {}
-    # Same namespace and order as grade_sample's metrics: example tags, then rubric tags (which win a clash).
-    out = {"score": overall, **{f"tag:{t}": overall for t in ex.metadata.get("example_tags") or ()}}
-    tagged: dict[str, list[int]] = defaultdict(list)
-    for i, c in enumerate(criteria):
-        for t in dict.fromkeys(c.tags):
-            tagged[t].append(i)
-    for t, idx in tagged.items():
-        s = healthbench_score([criteria[i] for i in idx], [met[i] for i in idx])
-        if s is not None:
-            out[f"tag:{t}"] = s
-    return out
-
-
-def _values_prbench(ex: Example, criteria: Sequence[Criterion], met: Sequence[bool]) -> dict[str, float]:
-    clipped, normalized = prbench_points(criteria, met)
-    if clipped is None or normalized is None:
-        return {}
-    out = {"score": clipped, "normalized": normalized}
-    field_name = ex.metadata.get("field")
-    if isinstance(field_name, str) and field_name:
-        out[f"field:{field_name}"] = clipped
-        out[f"field_normalized:{field_name}"] = normalized
-    out.update(_by_category(criteria, met, lambda cs, ms: prbench_points(cs, ms)[0]))
-    return out
-
-
-def _values_rubric(ex: Example, criteria: Sequence[Criterion], met: Sequence[bool]) -> dict[str, float]:
-    value = rubric_normalized(criteria, met)
-    if value is None:
-        return {}
-    return {"score": value, **_by_category(criteria, met, rubric_normalized)}
-
-
-def _by_category(criteria: Sequence[Criterion], met: Sequence[bool], fn: Callable) -> dict[str, float]:
-    groups: dict[str, list[int]] = defaultdict(list)
-    for i, c in enumerate(criteria):
-        if c.category:
-            groups[c.category].append(i)
-    out = {}
-    for cat, idx in groups.items():
-        v = fn([criteria[i] for i in idx], [met[i] for i in idx])
-        if v is not None:
-            out[f"category:{cat}"] = v
-    return out
-
-
-def graded_normalized(criteria: Sequence[Criterion], shares: Sequence[float]) -> float | None:
-    """(sum of w * x - N) / (P - N) with x in [0, 1] the share of each criterion met (binary: 0 or 1, where it is
-    rubric_normalized); None when P - N is 0."""
-    max_w = math.fsum(c.weight for c in criteria if c.weight > 0)
-    min_w = math.fsum(c.weight for c in criteria if c.weight < 0)
-    if max_w == min_w:
-        return None
-    return (math.fsum(c.weight * x for c, x in zip(criteria, shares, strict=True)) - min_w) / (max_w - min_w)
-
-
-def graded_values(
-    metric: str, ex: Example, criteria: Sequence[Criterion], scores: Sequence[float], turn: int = 1
-) -> dict[str, float]:
-    """{name: value} of one response on a graded metric; `scores` are on the scale, in criteria order. Each value
-    is normalized to [0, 1]; `rating*` keys hold the same on the scale."""
-    lo, hi = SCALES[GRADED_METRICS[metric]]
-    shares = [(s - lo) / (hi - lo) for s in scores]
-    if metric == "mt_bench":
-        groups = {"score": shares[0], f"turn:{turn}": shares[0]}
-        category = ex.metadata.get("category")
-        if isinstance(category, str) and category:
-            groups[f"category:{category}"] = shares[0]
-    else:
-        value = graded_normalized(criteria, shares)
-        if value is None:
-            return {}
-        groups = {"score": value, **_by_category(criteria, shares, graded_normalized)}
-    return {**groups, **{f"rating:{k}": lo + (hi - lo) * v for k, v in groups.items()}}
-
-
-_VALUES = {
-    "accuracy": _values_accuracy,
-    "healthbench": _values_healthbench,
-    "prbench": _values_prbench,
-    "rubric": _values_rubric,
-}
-# Graded metrics: normalized values lie in [0, 1] by construction (scores are checked on their scale).
-_CLIP = {"accuracy": float, "healthbench": _clip01, "prbench": _floor0, "rubric": float, "mt_bench": float}
-_CLIP["rubric_graded"] = float
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -407,8 +224,7 @@ class DatasetAcc:
         samples_per_prompt: Mapping[str, int] | None = None,
         ids: ExampleIds | None = None,
     ) -> None:
-        if metric not in METRICS:
-            raise ValueError(f"unknown metric {metric!r} (expected one of {', '.join(METRICS)})")
+        self.spec = registry.metric(metric)  # raises ValueError for an unknown one
         self.name, self.metric, self.on_error, self.n_boot, self.seed = name, metric, on_error, n_boot, seed
         self.samples = samples_per_prompt
         self.ids = ExampleIds() if ids is None else ids  # a store shared with the caller's (summary.SummaryAcc)
@@ -429,7 +245,7 @@ class DatasetAcc:
             pos = self.ids.add(ex.id)
         self.turns += ex.turns  # a multi-turn example expects a response per turn
         crit = expected_criteria(ex, judgments, None if criteria is None else {ex.id: criteria})
-        self.unscorable += _unscorable(self.metric, ex, crit)
+        self.unscorable += _unscorable(self.spec, ex, crit)
         got: dict[str, dict[str, str]] = defaultdict(dict)
         scores: dict[str, dict[str, float]] = defaultdict(dict)  # graded scales: response -> criterion -> score
         for j in judgments:
@@ -464,7 +280,7 @@ class DatasetAcc:
             acc.partial += not is_full
             if met is None:
                 continue
-            values = _response_values(self.metric, ex, crit, met, r, scores.get(r.id, {}))
+            values = _response_values(self.spec, ex, crit, met, r, scores.get(r.id, {}))
             if "score" in values:
                 acc.scored += 1
                 rows.append(_conversation_values(ex, r.turn, values))
@@ -481,8 +297,8 @@ class DatasetAcc:
     def _candidate(self, acc: _CandidateAcc, expected: int) -> CandidateResult:
         per_example = acc.values.column("score", self.ids)
         headline = per_example.vals
-        score, ci, std = _headline(headline, self.n_boot, self.seed, _CLIP[self.metric])
-        extra = _extra(self.metric, acc.values, self.ids, headline, self.n_boot, self.seed)
+        score, ci, std = _headline(headline, self.n_boot, self.seed, self.spec.clip)
+        extra = _extra(self.spec, acc.values, self.ids, headline, self.n_boot, self.seed)
         extra["unscorable"] = self.unscorable
         return CandidateResult(
             score=score,
@@ -499,7 +315,7 @@ class DatasetAcc:
 
 
 def _response_values(
-    metric: str,
+    metric: Metric,
     ex: Example,
     criteria: Sequence[Criterion],
     met: Sequence[bool],
@@ -508,10 +324,20 @@ def _response_values(
 ) -> dict[str, float]:
     """A scored response's values. Graded metrics read the scores; a criterion without one (judged `error`, let in
     by on_error: not_met) counts as the lowest score of the scale, as not met counts as 0 of its weight."""
-    if metric not in GRADED_METRICS:
-        return _VALUES[metric](ex, criteria, met)
-    lo = SCALES[GRADED_METRICS[metric]][0]
-    return graded_values(metric, ex, criteria, [scores.get(c.id, lo) for c in criteria], r.turn)
+    if metric.scale not in SCALES:
+        return metric.values(ex, criteria, met, r.turn)
+    lo = SCALES[metric.scale][0]
+    return _graded_values(metric, ex, criteria, [scores.get(c.id, lo) for c in criteria], r.turn)
+
+
+def _graded_values(
+    metric: Metric, ex: Example, criteria: Sequence[Criterion], scores: Sequence[float], turn: int = 1
+) -> dict[str, float]:
+    """{name: value} of one response on a graded metric; `scores` are on the scale, in criteria order. Each value
+    is normalized to [0, 1] (the metric's values of the shares); `rating:` keys hold the same on the scale."""
+    lo, hi = SCALES[metric.scale]
+    groups = metric.values(ex, criteria, [(s - lo) / (hi - lo) for s in scores], turn)
+    return {**groups, **{f"rating:{k}": lo + (hi - lo) * v for k, v in groups.items()}}
 
 
 def _conversation_values(ex: Example, turn: int, values: dict[str, float]) -> dict[str, float]:
@@ -528,20 +354,21 @@ def _conversation_values(ex: Example, turn: int, values: dict[str, float]) -> di
     return out
 
 
-def _unscorable(metric: str, ex: Example, criteria: Sequence[Criterion]) -> bool:
+def _unscorable(metric: Metric, ex: Example, criteria: Sequence[Criterion]) -> bool:
     """An example no verdict could score: no criteria, or a denominator of 0 whatever the verdicts."""
     if not criteria:
         return True
-    if metric in GRADED_METRICS:
-        hi = SCALES[GRADED_METRICS[metric]][1]
-        return "score" not in graded_values(metric, ex, criteria, [hi] * len(criteria))
-    return "score" not in _VALUES[metric](ex, criteria, [True] * len(criteria))
+    if metric.scale in SCALES:
+        hi = SCALES[metric.scale][1]
+        return "score" not in _graded_values(metric, ex, criteria, [hi] * len(criteria))
+    return "score" not in metric.values(ex, criteria, [True] * len(criteria), 1)
 
 
 def _extra(
-    metric: str, values: PerExample, ids: ExampleIds, headline: Sequence[float], n_boot: int, seed: int
+    spec: Metric, values: PerExample, ids: ExampleIds, headline: Sequence[float], n_boot: int, seed: int
 ) -> dict[str, Any]:
     extra: dict[str, Any] = {}
+    metric = spec.name
     if metric == "healthbench":
         extra["mean_unclipped"] = _mean(headline) if len(headline) else None
         extra["by_tag"] = _group(values.groups("tag:", ids), n_boot, seed, _clip01)
@@ -560,25 +387,25 @@ def _extra(
         extra["by_field"] = by_field
     elif metric == "rubric":
         extra["by_category"] = _group(values.groups("category:", ids), n_boot, seed, float)
-    elif metric in GRADED_METRICS:
-        extra.update(_graded_extra(metric, values, ids, n_boot, seed))
-    by_turn = _group(values.groups("turn:", ids), n_boot, seed, _CLIP[metric])
+    elif spec.scale in SCALES:
+        extra.update(_graded_extra(spec, values, ids, n_boot, seed))
+    by_turn = _group(values.groups("turn:", ids), n_boot, seed, spec.clip)
     if by_turn and "by_turn" not in extra:  # multi-turn datasets: turn 1, turn 2, ... beside their average
         extra["by_turn"] = by_turn
     return extra
 
 
-def _graded_extra(metric: str, values: PerExample, ids: ExampleIds, n_boot: int, seed: int) -> dict:
+def _graded_extra(spec: Metric, values: PerExample, ids: ExampleIds, n_boot: int, seed: int) -> dict:
     """The result on its own scale: `rating` with its CI, and by category (and by turn for mt_bench), each group
     with its normalized `score` and its `rating`."""
     ratings = values.values("rating:score", ids)
     ci = stats.mean_ci(ratings, n_boot=n_boot, seed=seed)
     out: dict[str, Any] = {
-        "scale": GRADED_METRICS[metric],
+        "scale": spec.scale,
         "rating": ci["mean"],
         "rating_ci": (ci["ci_low"], ci["ci_high"]),
     }
-    for kind in ("category", "turn") if metric == "mt_bench" else ("category",):
+    for kind in ("category", "turn") if spec.name == "mt_bench" else ("category",):
         groups = _group(values.groups(f"{kind}:", ids), n_boot, seed, float)
         rated = _group(values.groups(f"rating:{kind}:", ids), n_boot, seed, float)
         out[f"by_{kind}"] = {g: {**d, "rating": rated[g]["score"]} for g, d in groups.items()}
@@ -592,7 +419,7 @@ def dataset_results(
     (`datasets[].metric` or detected), its on_error policy, the config's criteria and samples per prompt."""
     counts: dict[str, Counter] = {}
     for ex in examples:
-        counts.setdefault(ex.dataset, Counter())[detect_metric(ex)] += 1
+        counts.setdefault(ex.dataset, Counter())[registry.metric_of(ex)] += 1
     accs = dataset_accs(cfg, counts)
     by_ex: dict[str, tuple[list[Response], list[Judgment]]] = {ex.id: ([], []) for ex in examples}
     for r in responses:
@@ -602,27 +429,36 @@ def dataset_results(
         if j.example_id in by_ex:
             by_ex[j.example_id][1].append(j)
     for ex in examples:
-        accs[ex.dataset].add(ex, *by_ex[ex.id], criteria_for(ex, cfg))
+        accs[ex.dataset].add(ex, *by_ex[ex.id], registry.criteria_for(ex, cfg))
     return [acc.result() for acc in accs.values()]
 
 
 def dataset_accs(
     cfg: Config, counts: Mapping[str, Mapping[str, int]], ids: ExampleIds | None = None
-) -> dict[str, DatasetAcc]:
-    """One DatasetAcc per dataset with examples (config order, then the others in `counts` order); `counts`:
-    dataset -> metric -> rows calling for it (detect_metric), which decides the metric unless the config sets it.
-    `ids`: one id store for them all (their examples are added to it by the caller), else each keeps its own."""
+) -> dict[str, DatasetAccumulator]:
+    """One accumulator per dataset with examples (config order, then the others in `counts` order): the metric's
+    own (`Metric.accumulator`), else a DatasetAcc. `counts`: dataset -> metric -> rows calling for it
+    (registry.metric_of), which decides the metric unless the config sets it. `ids`: one id store for them all
+    (their examples are added to it by the caller), else each keeps its own."""
     overrides = {dataset_name(d): d.metric for d in cfg.datasets}
     samples = {c.name: c.samples_per_prompt for c in cfg.candidates}
-    out = {}
+    out: dict[str, DatasetAccumulator] = {}
     for name in [*overrides, *(n for n in counts if n not in overrides)]:
         if not any(counts.get(name, {}).values()):
             continue
-        metric = graded_metric(metric_of_counts(counts[name], overrides.get(name)), cfg.judging.scale)
+        metric = registry.metric_on_scale(
+            registry.metric_of_counts(counts[name], overrides.get(name)), cfg.judging.scale
+        )
+        on_error = registry.on_error_for(cfg.judging.on_error, metric)
+        spec = registry.metric(metric)
+        if spec.accumulator is not None:
+            n_boot, seed = cfg.run.bootstrap_samples, cfg.run.seed
+            out[name] = spec.accumulator(AccSpec(name, spec, on_error, n_boot, seed, samples, ids))
+            continue
         out[name] = DatasetAcc(
             name,
             metric,
-            on_error=on_error_for(cfg.judging.on_error, metric),
+            on_error=on_error,
             n_boot=cfg.run.bootstrap_samples,
             seed=cfg.run.seed,
             samples_per_prompt=samples,

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from ..config import Config
-from ..judging.rubric import criteria_for
+from ..tasks import registry
 from ..types import Criterion, Example, Judgment, Response, Score
 
 
@@ -97,6 +97,6 @@ def score_all(
         if r.status != "ok" or not got:
             continue
         ex = examples[r.example_id]
-        criteria = [c for c in criteria_for(ex, cfg) if c.id in got]
+        criteria = [c for c in registry.criteria_for(ex, cfg) if c.id in got]
         scores[r.id] = score_response(criteria, [got[c.id].verdict for c in criteria])
     return scores

@@ -14,7 +14,7 @@ from itertools import combinations
 from typing import Any
 
 from ..config import Config
-from ..judging.rubric import criteria_for
+from ..tasks import registry
 from ..types import Criterion, Example, Judgment, PairJudgment, Response
 from . import agreement, metrics, stats
 from .accum import ByExample, ExampleIds
@@ -57,7 +57,7 @@ def build_summary(
     The rows go through SummaryAcc example by example, as results/tally.py feeds it during a run."""
     counts: dict[str, Counter] = {}
     for ex in examples:
-        counts.setdefault(ex.dataset, Counter())[metrics.detect_metric(ex)] += 1
+        counts.setdefault(ex.dataset, Counter())[registry.metric_of(ex)] += 1
     acc = SummaryAcc(cfg, counts)
     groups: dict[str, tuple[list[Response], list[Judgment]]] = {ex.id: ([], []) for ex in examples}
     for r in responses:
@@ -76,7 +76,7 @@ def build_summary(
 class SummaryAcc:
     """build_summary fed one example at a time: per dataset a metrics.DatasetAcc; the judges' counters and
     the agreement counts of the voted judgments (agreement.AgreementCounts). `counts`: dataset -> metric -> rows calling
-    for it (metrics.detect_metric), known before the first example (the dataset's metric is a majority vote)."""
+    for it (registry.metric_of), known before the first example (the dataset's metric is a majority vote)."""
 
     def __init__(self, cfg: Config, counts: Mapping[str, Mapping[str, int]]) -> None:
         self.cfg = cfg
@@ -106,7 +106,7 @@ class SummaryAcc:
         if isinstance(category, str) and category:
             self.category.set(pos, category)
         if ex.dataset in self.datasets:
-            self.datasets[ex.dataset].add(ex, rs, js, criteria_for(ex, self.cfg), pos)
+            self.datasets[ex.dataset].add(ex, rs, js, registry.criteria_for(ex, self.cfg), pos)
 
     def summary(
         self,
@@ -297,7 +297,7 @@ def _agreement_detail(counts: agreement.AgreementCounts) -> dict[str, Any]:
 
 def criteria_index(cfg: Config, examples: Sequence[Example]) -> dict[tuple[str, str], Criterion]:
     """(example id, criterion id) -> the criterion its responses are scored on (for categories and tags)."""
-    return {(ex.id, c.id): c for ex in examples for c in criteria_for(ex, cfg)}
+    return {(ex.id, c.id): c for ex in examples for c in registry.criteria_for(ex, cfg)}
 
 
 def _fmt(x: float | None) -> str:

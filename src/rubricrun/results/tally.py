@@ -28,10 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
-from ..judging.rubric import criteria_for
+from ..tasks import registry
 from ..types import Example, Judgment, PairJudgment, Response, Turn
 from .export import export_batches
-from .metrics import detect_metric
 from .report import REPORT_EXAMPLES, Sampler, sample_safely, write_report_safely
 from .scoring import score_all
 from .summary import SummaryAcc, criteria_index
@@ -107,7 +106,7 @@ class Tally:
         self.any_ok = self.any_ok or any(r.status == "ok" for r in responses)
         if self.first_error is None:
             self.first_error = next((r.error for r in responses if r.error), None)
-        self.metric_counts.setdefault(example.dataset, Counter())[detect_metric(example)] += 1
+        self.metric_counts.setdefault(example.dataset, Counter())[registry.metric_of(example)] += 1
         if pairs:
             self.pairs.extend(replace(p, keys=("", "")) for p in pairs)
             self.pair_examples.append(_slim_example(example))
@@ -168,7 +167,7 @@ class Tally:
 
     def _batch(self, ex: Example, rs: Sequence[Response], js: Sequence[Judgment]) -> tuple[Any, ...]:
         """One example as report.sample reads it: its rows, its criteria by (example, criterion) id, its scores."""
-        crit = {(ex.id, c.id): c for c in criteria_for(ex, self.cfg)}
+        crit = {(ex.id, c.id): c for c in registry.criteria_for(ex, self.cfg)}
         return ex, rs, js, crit, score_all(self.cfg, {ex.id: ex}, rs, js)
 
     def export(self, run_dir: Path, formats: Sequence[str]) -> dict:

@@ -1,0 +1,172 @@
+"""The benchmarks, listed: the only module that names them all. Everything that needs to know which benchmark a
+row, a metric or a judging scale belongs to asks here (the loader receives `TASKS`, `Judging` its protocol, the
+metric driver a `Metric`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..config import Config, ModelConfig
+from ..data.schemas import CriterionReader, Fail
+from ..judging import rubric as judging_rubric
+from ..judging.protocol import BINARY, GRADED_1_5, JudgeProtocol
+from ..providers.base import BaseProvider
+from ..types import Criterion, Example, Response
+from . import healthbench, mt_bench, multiple_choice, prbench, qa, rubric
+from .spec import Metric, Task, Values
+
+TASKS: tuple[Task, ...] = (prbench.TASK, healthbench.TASK, mt_bench.TASK, multiple_choice.TASK, qa.TASK, rubric.TASK)
+FORMATS: tuple[str, ...] = tuple(t.name for t in TASKS)  # detection order
+_METRIC_LIST = (
+    multiple_choice.ACCURACY,
+    healthbench.METRIC,
+    prbench.METRIC,
+    rubric.RUBRIC,
+    mt_bench.METRIC,
+    rubric.RUBRIC_GRADED,
+)
+METRICS: dict[str, Metric] = {m.name: m for m in _METRIC_LIST}  # a dataset's majority vote ties in this order
+_TASKS = {t.name: t for t in TASKS}
+_PROTOCOLS: dict[str, JudgeProtocol] = {
+    "binary": BINARY,
+    "1-5": GRADED_1_5,
+    **{scale: p for t in TASKS for scale, p in t.protocols.items()},
+}
+CRITERION_READERS: tuple[CriterionReader, ...] = tuple(t.criterion_reader for t in TASKS if t.criterion_reader)
+_PER_TASK_JUDGES = any(t.judges_per_criterion is not None or t.on_tie is not None for t in TASKS)
+
+
+def task(name: str) -> Task:
+    if name not in _TASKS:
+        raise ValueError(f"unknown format {name!r} (expected one of {', '.join(FORMATS)})")
+    return _TASKS[name]
+
+
+def task_of(ex: Example) -> Task | None:
+    """The task whose schema read the example (metadata["format"]); None for an example of no registered format."""
+    return _TASKS.get(ex.metadata.get("format"))  # type: ignore[arg-type]
+
+
+def metric(name: str) -> Metric:
+    if name not in METRICS:
+        raise ValueError(f"unknown metric {name!r} (expected one of {', '.join(METRICS)})")
+    return METRICS[name]
+
+
+def metric_of(ex: Example) -> str:
+    """The metric an example's schema calls for (its task's; a row with its own rubric may call for another). An
+    example of no registered format: accuracy for one with a choice or answer and no rubric, else rubric."""
+    fmt = ex.metadata.get("format")
+    t = _TASKS.get(fmt)  # type: ignore[arg-type]
+    if t is not None:
+        return (t.metric_with_rubric if ex.rubric and t.metric_with_rubric else t.metric).name
+    if fmt is None and ex.kind != "open" and not ex.rubric:
+        return multiple_choice.ACCURACY.name
+    return rubric.RUBRIC.name
+
+
+def metric_of_counts(counts: Mapping[str, int], override: str | None = None) -> str:
+    """`override` (datasets[].metric) if set; else the metric most rows call for (metric_of counts; ties: METRICS
+    order), so a run can count as it goes."""
+    if override is not None:
+        return metric(override).name
+    if not any(counts.values()):
+        return rubric.RUBRIC.name
+    names = list(METRICS)
+    return max(names, key=lambda m: (counts.get(m, 0), -names.index(m)))
+
+
+def metric_on_scale(name: str, scale: str) -> str:
+    """The metric a judged dataset gets on a graded scale (judge-free and graded metrics stay as they are)."""
+    if scale == "binary" or METRICS[name].scale != "binary":
+        return name
+    return next(m.name for m in METRICS.values() if m.scale == scale)
+
+
+def on_error_for(configured: str | None, metric_name: str) -> str:
+    """`judging.on_error` when set, else the metric's default."""
+    return configured if configured is not None else METRICS[metric_name].on_error
+
+
+def protocol_for(scale: str) -> JudgeProtocol:
+    return _PROTOCOLS[scale]
+
+
+def _hidden_reference(ex: Example) -> bool:
+    """judging.reference auto hides this example's reference (its task shows it only when asked)."""
+    t = task_of(ex)
+    return t is not None and not t.reference_in_auto
+
+
+def judging_for(cfg: Config, stack: BaseProvider) -> judging_rubric.Judging:
+    """The one place a Judging is built: the run's scale's protocol."""
+    return judging_rubric.Judging(cfg, stack, protocol_for(cfg.judging.scale), hidden_reference=_hidden_reference)
+
+
+def rubric_for(ex: Example, cfg: Config) -> tuple[Criterion, ...]:
+    """What the judge is asked about (judging.rubric.rubric_for with the scale's rating criterion)."""
+    return judging_rubric.rubric_for(ex, cfg, protocol_for(cfg.judging.scale).rating_criterion)
+
+
+def criteria_for(ex: Example, cfg: Config) -> tuple[Criterion, ...]:
+    """What a response to `ex` is scored on (judging.rubric.criteria_for with the scale's rating criterion)."""
+    return judging_rubric.criteria_for(ex, cfg, protocol_for(cfg.judging.scale).rating_criterion)
+
+
+def judge_items(
+    cfg: Config,
+    examples: dict[str, Example],
+    responses: Sequence[Response],
+    views: Mapping[str, Example] | None = None,
+) -> list[judging_rubric.JudgeItem]:
+    """judging.rubric.judge_items with each task's judges per criterion and tie rule."""
+    per_criterion: Callable[[Example], int] | None = None
+    on_tie: Callable[[Example], str] | None = None
+    if _PER_TASK_JUDGES:
+        per_criterion = lambda ex: _judges(cfg, ex)  # noqa: E731
+        on_tie = lambda ex: _on_tie(cfg, ex)  # noqa: E731
+    rating = protocol_for(cfg.judging.scale).rating_criterion
+    return judging_rubric.judge_items(
+        cfg, examples, responses, views, per_criterion=per_criterion, rating=rating, on_tie=on_tie
+    )
+
+
+def _judges(cfg: Config, ex: Example) -> int:
+    t = task_of(ex)
+    return t.judges_per_criterion(cfg) if t and t.judges_per_criterion else cfg.judging.judges_per_criterion
+
+
+def _on_tie(cfg: Config, ex: Example) -> str:
+    t = task_of(ex)
+    return t.on_tie if t and t.on_tie else cfg.judging.on_tie
+
+
+def candidates_for(cfg: Config, ex: Example) -> tuple[ModelConfig, ...]:
+    """Who answers `ex`: its task's own candidates (a task that replays its rows' answers), else the config's."""
+    t = task_of(ex)
+    return t.candidates(cfg) if t and t.candidates else tuple(cfg.candidates)
+
+
+def read_answers(row: Mapping[str, Any], fail: Fail) -> list[tuple[tuple[str, int], str]] | None:
+    """A responses_from row in a task's own shape, as ((id, turn), answer) pairs; None: no task knows it."""
+    for t in TASKS:
+        if t.answers is not None and (got := t.answers(row, fail)) is not None:
+            return got
+    return None
+
+
+def regroup(ex: Example, values: Values) -> Values:
+    """A response's values regrouped by its task (the example's own category), else as they are."""
+    t = task_of(ex)
+    return t.regroup(ex, values) if t and t.regroup else values
+
+
+def check_config(cfg: Config) -> None:
+    """The config's benchmark names: each dataset's format and metric are registered, and a graded metric comes
+    with its scale. Raises cfg.fail(key, ...) (file:line of the key)."""
+    for i, d in enumerate(cfg.datasets):
+        if d.format != "auto" and d.format not in _TASKS:
+            raise cfg.fail(f"datasets[{i}].format", f"expected auto or one of {', '.join(FORMATS)}, got {d.format!r}")
+        if d.metric is not None and d.metric not in METRICS:
+            raise cfg.fail(f"datasets[{i}].metric", f"expected one of {', '.join(METRICS)}, got {d.metric!r}")

@@ -1,0 +1,76 @@
+"""The generic rubric benchmark: rows with a prompt or messages (and an optional rubric or answer), judged on
+their rubric (or `judging.default_rubric`) per criterion, on the binary scale or 1-5.
+
+Metrics: `rubric`, the mean of the per-response normalized score (points - N) / (P - N), as scoring.py does; and
+`rubric_graded` (judging.scale 1-5), a score s per criterion, each counting x = (s - 1) / 4 of its weight,
+score = (sum of w * x - N) / (P - N), with `rating` = 1 + 4 * score on the 1-5 scale.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Collection, Sequence
+
+from ..data.schemas import Row, _build_generic
+from ..types import Criterion, Example
+from .spec import Marks, Metric, Task, Values
+
+SOURCE = "rubricrun results/scoring.py (PRBench-style normalization, .agent/plans/007-faithful-scores.md)"
+
+
+def by_category(criteria: Sequence[Criterion], marks: Marks, fn: Callable) -> dict[str, float]:
+    """{"category:<c>": fn(the criteria of category c, their marks)} for each criterion category."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, c in enumerate(criteria):
+        if c.category:
+            groups[c.category].append(i)
+    out = {}
+    for cat, idx in groups.items():
+        v = fn([criteria[i] for i in idx], [marks[i] for i in idx])
+        if v is not None:
+            out[f"category:{cat}"] = v
+    return out
+
+
+def graded_normalized(criteria: Sequence[Criterion], shares: Marks) -> float | None:
+    """(sum of w * x - N) / (P - N) with x in [0, 1] the share of each criterion met (binary: 0 or 1, where it is
+    rubric_normalized); None when P - N is 0."""
+    max_w = math.fsum(c.weight for c in criteria if c.weight > 0)
+    min_w = math.fsum(c.weight for c in criteria if c.weight < 0)
+    if max_w == min_w:
+        return None
+    return (math.fsum(c.weight * x for c, x in zip(criteria, shares, strict=True)) - min_w) / (max_w - min_w)
+
+
+def rubric_normalized(criteria: Sequence[Criterion], met: Sequence[bool]) -> float | None:
+    """(points - N) / (P - N), the PRBench-style normalization scoring.py reports; None when P - N is 0."""
+    point_total = math.fsum(c.weight for c, m in zip(criteria, met, strict=True) if m)
+    max_w = math.fsum(c.weight for c in criteria if c.weight > 0)
+    min_w = math.fsum(c.weight for c in criteria if c.weight < 0)
+    return (point_total - min_w) / (max_w - min_w) if max_w != min_w else None
+
+
+def _values(ex: Example, criteria: Sequence[Criterion], met: Marks, turn: int) -> Values:
+    value = rubric_normalized(criteria, met)  # type: ignore[arg-type]
+    if value is None:
+        return {}
+    return {"score": value, **by_category(criteria, met, rubric_normalized)}
+
+
+def _graded_values(ex: Example, criteria: Sequence[Criterion], shares: Marks, turn: int) -> Values:
+    value = graded_normalized(criteria, shares)
+    if value is None:
+        return {}
+    return {"score": value, **by_category(criteria, shares, graded_normalized)}
+
+
+def _detect(row: Row, keys: Collection[str]) -> bool:
+    return "prompt" in keys or "messages" in keys
+
+
+RUBRIC = Metric(name="rubric", scale="binary", source=SOURCE, values=_values)
+# Graded metrics: normalized values lie in [0, 1] by construction (scores are checked on their scale).
+RUBRIC_GRADED = Metric(name="rubric_graded", scale="1-5", source=SOURCE, values=_graded_values)
+
+TASK = Task(name="generic", detect=_detect, build=_build_generic, metric=RUBRIC)  # type: ignore[arg-type]

@@ -1,0 +1,157 @@
+"""What a benchmark module declares: its `Task` (how its rows are read, what its responses are judged on, which
+metric its rows call for) and its `Metric` (per-response values, the official aggregate, its clip, defaults, the
+source it reproduces and that source's test vectors, what its report section and console lines show).
+
+Everything here is data and signatures; the code that reads it is the loader (`data.loaders`, through
+`data.schemas.RowSchema`), the judging (`judging.rubric.Judging`, through `judging.protocol.JudgeProtocol`), the
+metric driver (`results.metrics`, which implements `Agg`) and `tasks.registry`, which lists the modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from ..config import Config, ModelConfig
+from ..data.schemas import Built, CriterionReader, Fail, Row
+from ..judging.protocol import JudgeProtocol
+from ..types import Criterion, Example, Judgment, Response
+
+Marks = Sequence[bool] | Sequence[float]  # binary: met flags; graded: each criterion's share of its scale
+Values = dict[str, float]  # "score": the headline's value; "category:<c>", "tag:<t>", "field:<f>", "turn:<n>", ...
+Clip = Callable[[float], float]
+
+
+class Agg(Protocol):
+    """One candidate's scored examples on one dataset (results/metrics.py implements it)."""
+
+    headline: Sequence[float]  # per-example "score", in example-id order
+
+    def values(self, key: str) -> Sequence[float]: ...  # per-example values of one key, in example-id order
+
+    def groups(self, prefix: str, clip: Clip = float) -> dict[str, dict[str, Any]]: ...  # {g: {score, std, n}}
+
+    def rated(self, kinds: Sequence[str]) -> dict[str, Any]: ...  # graded: scale, rating, rating_ci, by_<kind>
+
+
+@dataclass(frozen=True)
+class Vector:
+    """One test vector from the source a metric reproduces: `values(example, criteria, marks, 1)` gives `expected`
+    (a key mapped to None must be absent)."""
+
+    name: str
+    criteria: tuple[Criterion, ...]
+    marks: tuple[bool | float, ...]
+    expected: Mapping[str, float | None]
+    example: Example | None = None  # when values() reads the example (tags, field, category)
+
+
+@dataclass(frozen=True)
+class CandidateResult:
+    """One candidate on one dataset.
+
+    score: the headline (None when nothing could be scored); ci: (lo, hi) percentile bootstrap over examples,
+    clipped as the headline is; std: std (ddof 0) of the bootstrap headlines; n: examples scored;
+    coverage: share of the expected responses that are fully judged (status ok, every criterion met or
+    not_met); partial: responses with status ok whose criteria are not all judged (error or missing);
+    scored: responses that entered the score; expected: responses the run should have produced;
+    extra: metric-specific fields (breakdowns are {name: {"score", "std", "n", ...}}).
+    """
+
+    score: float | None
+    ci: tuple[float | None, float | None]
+    std: float | None
+    n: int
+    coverage: float | None
+    partial: int
+    extra: dict[str, Any] = field(default_factory=dict)
+    scored: int = 0
+    expected: int = 0
+    per_example: dict[str, float] = field(default_factory=dict, repr=False)  # example id -> value, for paired diffs
+
+
+@dataclass(frozen=True)
+class DatasetResult:
+    """A dataset's metric, the judge-failure policy that applied, one result per candidate (per leaderboard row),
+    and dataset-level figures of the metric (`extra`, empty for most)."""
+
+    name: str
+    metric: str
+    on_error: str
+    candidates: dict[str, CandidateResult] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AccSpec:
+    """What a dataset accumulator is built from."""
+
+    name: str
+    metric: Metric
+    on_error: str
+    n_boot: int
+    seed: int
+    samples: Mapping[str, int] | None
+    ids: Any  # results.accum.ExampleIds, opaque here
+
+
+class DatasetAccumulator(Protocol):
+    def add(
+        self,
+        ex: Example,
+        responses: Sequence[Response],
+        judgments: Sequence[Judgment],
+        criteria: Sequence[Criterion] | None = None,
+        pos: int | None = None,
+    ) -> None: ...
+
+    def result(self) -> DatasetResult: ...
+
+
+@dataclass(frozen=True)
+class Section:
+    """How a metric's results are shown beyond the leaderboard table."""
+
+    rows: str = "candidate"  # what a leaderboard row is ("judge" for a judge meta-evaluation)
+    template: str | None = None  # a partial in tasks/templates/, shown after the dataset's table
+    console: Callable[[str, Mapping[str, Any]], list[str]] | None = None  # (dataset, its summary dict) -> lines
+
+
+def _no_aggregate(agg: Agg) -> dict[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str  # summary.json "metric", datasets[].metric
+    scale: Literal["auto", "binary", "1-5", "1-10"]  # the judgments it reads
+    source: str  # what it reproduces: repository, file, commit
+    values: Callable[[Example, Sequence[Criterion], Marks, int], Values]  # (ex, criteria, marks, turn)
+    clip: Clip = float  # the headline's (and its CI's) clip
+    aggregate: Callable[[Agg], dict[str, Any]] = _no_aggregate  # the metric's extra fields, in order
+    on_error: Literal["exclude", "not_met"] = "exclude"  # judging.on_error default
+    vectors: tuple[Vector, ...] = ()
+    accumulator: Callable[[AccSpec], DatasetAccumulator] | None = None  # None: results' per-candidate one
+    section: Section = Section()
+
+
+@dataclass(frozen=True)
+class Task:
+    """One benchmark's rows: implements data.schemas.RowSchema (name, detect, build, reference_per_turn)."""
+
+    name: str  # datasets[].format; Example.metadata["format"]
+    detect: Callable[[Row, Collection[str]], bool]
+    build: Callable[[Row, Fail], Built]
+    metric: Metric  # the metric its rows call for
+    metric_with_rubric: Metric | None = None  # a row of it carrying its own rubric (MC, QA: the rubric metric)
+    native_fields: tuple[str, ...] = ()  # its keys `fields:` may map
+    criterion_reader: CriterionReader | None = None  # criteria of its own shape, read in any row's rubric
+    reference_in_auto: bool = True  # judging.reference auto shows the reference
+    reference_per_turn: bool = False  # an explicit `reference` key is per turn (the builder reads it)
+    regroup: Callable[[Example, Values], Values] | None = None  # the example's own breakdowns
+    answers: Callable[[Mapping[str, Any], Fail], list[tuple[tuple[str, int], str]] | None] | None = None
+    candidates: Callable[[Config], tuple[ModelConfig, ...]] | None = None  # None: cfg.candidates
+    judges_per_criterion: Callable[[Config], int] | None = None  # None: the config's
+    on_tie: str | None = None  # None: judging.on_tie
+    protocols: Mapping[str, JudgeProtocol] = field(default_factory=dict)  # scales whose protocol it owns
