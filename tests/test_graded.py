@@ -23,6 +23,7 @@ from rubricrun.judging.graded import (
 from rubricrun.judging.prompt import load_template, reference_for
 from rubricrun.judging.rubric import JUDGE_PARSE_ATTEMPTS
 from rubricrun.results.metrics import dataset_result, graded_normalized
+from rubricrun.tasks.registry import hidden_reference
 from rubricrun.types import Criterion, Example, Judgment, Response
 
 # ---------------------------------------------------------------------------------------------------
@@ -98,7 +99,9 @@ def test_reference_modes() -> None:
     qa = _ex([{"role": "user", "content": "q"}], reference="sol", metadata={"format": "qa"})
     hb = _ex([{"role": "user", "content": "q"}], reference="ideal", metadata={"format": "healthbench"})
     assert [reference_for(qa, m) for m in ("auto", "always", "never")] == ["sol", "sol", None]
-    assert [reference_for(hb, m) for m in ("auto", "always", "never")] == [None, "ideal", None]
+    assert [reference_for(hb, m, hidden_reference) for m in ("auto", "always", "never")] == [None, "ideal", None]
+    assert reference_for(hb, "auto") == "ideal"  # hidden by its task only
+    assert [reference_for(qa, m, hidden_reference) for m in ("auto", "always", "never")] == ["sol", "sol", None]
 
 
 def test_custom_template_may_use_reference(tmp_path: Path) -> None:

@@ -180,9 +180,10 @@ def _number(value: Any, key: str, fail: Fail) -> float:
     return float(value)
 
 
-def parse_rubric(items: Any, key: str, fail: Fail, *, require_weight: bool = False) -> tuple[Criterion, ...]:
+def parse_rubric(items: Any, key: str, fail: Fail, *, require_weight: str | None = None) -> tuple[Criterion, ...]:
     """A rubric list in any of three shapes: PRBench (title, annotations), HealthBench (criterion, points, tags),
-    normalized (text, weight, tags, category). `require_weight`: a missing weight/points is an error, not 1.0."""
+    normalized (text, weight, tags, category). `require_weight`: why a missing weight/points is an error (the
+    schema's own words), else it is 1.0."""
     if not isinstance(items, list):
         fail(key, f"expected a list of criteria, got {type_name(items)}")
     if not items:
@@ -204,7 +205,7 @@ def parse_rubric(items: Any, key: str, fail: Fail, *, require_weight: bool = Fal
             if weight_key in item:
                 weight = _number(item[weight_key], f"{k}.{weight_key}", fail)
             elif require_weight:
-                fail(f"{k}.points", "missing (HealthBench criteria carry points)")
+                fail(f"{k}.points", f"missing ({require_weight})")
             else:
                 weight = 1.0
             tags = item.get("tags") or []
@@ -315,33 +316,6 @@ def _with_references(refs: Any, key: str, fail: Fail) -> str:
         f"--- Reference text {n} ---\n{t.strip()}\n--- End of reference text {n} ---\n\n" for n, t in enumerate(refs, 1)
     ]
     return "".join(parts)
-
-
-def _build_healthbench(r: Row, fail: Fail) -> dict[str, Any]:
-    prompt = _required(r, "prompt", "healthbench", fail)
-    messages = _messages(prompt, r.key("prompt"), fail)
-    rubrics = r.get("rubrics")
-    rubric = parse_rubric(rubrics, r.key("rubrics"), fail, require_weight=True) if rubrics is not None else None
-    metadata: dict[str, Any] = {}
-    tags = r.get("example_tags")
-    if tags is not None:
-        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-            fail(r.key("example_tags"), f"expected a list of strings, got {type_name(tags)}")
-        metadata["example_tags"] = tags
-    if r.get("prompt_id") is not None:
-        metadata["prompt_id"] = r.get("prompt_id")
-    reference = None
-    ideal = r.row.get("ideal_completions_data")
-    if isinstance(ideal, dict) and isinstance(ideal.get("ideal_completion"), str):
-        reference = ideal["ideal_completion"]
-    return {
-        "messages": messages,
-        "messages_key": r.key("prompt"),
-        "id_key": r.key("prompt_id"),
-        "rubric": rubric,
-        "metadata": metadata,
-        "reference": reference,
-    }
 
 
 def _build_mc(r: Row, fail: Fail) -> dict[str, Any]:
@@ -509,7 +483,6 @@ def _build_generic(r: Row, fail: Fail) -> dict[str, Any]:
 
 BUILDERS: dict[str, Callable[[Row, Fail], dict[str, Any]]] = {
     "prbench": _build_prbench,
-    "healthbench": _build_healthbench,
     "mc": _build_mc,
     "qa": _build_qa,
     "mtbench": _build_mtbench,

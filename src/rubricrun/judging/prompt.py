@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,14 +169,14 @@ def content_text(content: Any) -> str:
     return "\n".join(out)
 
 
-def reference_for(example: Example, mode: str = "auto") -> str | None:
+def reference_for(example: Example, mode: str = "auto", hidden: Callable[[Example], bool] | None = None) -> str | None:
     """The reference answer the judge sees: `never` none; `always` the example's reference when it has one; `auto`
-    the same except a HealthBench ideal completion (one physician's answer, not a key: shown only when asked)."""
+    the same except where `hidden(example)` (a task whose reference is not a key: tasks.registry.hidden_reference)."""
     if mode not in REFERENCE_MODES:
         raise ValueError(f"reference mode must be one of {REFERENCE_MODES}, got {mode!r}")
     if mode == "never" or not example.reference:
         return None
-    if mode == "auto" and example.metadata.get("format") == "healthbench":
+    if mode == "auto" and hidden is not None and hidden(example):
         return None
     return example.reference
 

@@ -161,7 +161,7 @@ class Judging:
 
     def messages(self, item: JudgeItem) -> list[dict]:
         ex, text = item.example, item.response.text or ""
-        reference = reference_for(ex, self.cfg.judging.reference)
+        reference = reference_for(ex, self.cfg.judging.reference, self.hidden)
         return self.protocol.messages(JudgeInput(ex, text, item.criterion, reference, self.template, self.max_chars))
 
     def schema(self) -> dict[str, Any] | None:

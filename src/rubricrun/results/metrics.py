@@ -36,7 +36,6 @@ from ..config import Config, dataset_name
 from ..judging.auto import AUTO_CRITERION
 from ..judging.graded import SCALES
 from ..tasks import registry
-from ..tasks.healthbench import clip01 as _clip01
 from ..tasks.healthbench import healthbench_score as healthbench_score
 from ..tasks.prbench import floor0 as _floor0
 from ..tasks.prbench import prbench_points as prbench_points
@@ -298,7 +297,8 @@ class DatasetAcc:
         per_example = acc.values.column("score", self.ids)
         headline = per_example.vals
         score, ci, std = _headline(headline, self.n_boot, self.seed, self.spec.clip)
-        extra = _extra(self.spec, acc.values, self.ids, headline, self.n_boot, self.seed)
+        agg = _CandidateAgg(self.spec, acc.values, self.ids, headline, self.n_boot, self.seed)
+        extra = _extra(self.spec, agg)
         extra["unscorable"] = self.unscorable
         return CandidateResult(
             score=score,
@@ -364,15 +364,28 @@ def _unscorable(metric: Metric, ex: Example, criteria: Sequence[Criterion]) -> b
     return "score" not in metric.values(ex, criteria, [True] * len(criteria), 1)
 
 
-def _extra(
-    spec: Metric, values: PerExample, ids: ExampleIds, headline: Sequence[float], n_boot: int, seed: int
-) -> dict[str, Any]:
-    extra: dict[str, Any] = {}
+class _CandidateAgg:
+    """tasks.spec.Agg over one candidate's per-example values: what a metric's `aggregate` reads."""
+
+    def __init__(
+        self, spec: Metric, values: PerExample, ids: ExampleIds, headline: Sequence[float], n_boot: int, seed: int
+    ) -> None:
+        self.spec, self._values, self.ids, self.headline = spec, values, ids, headline
+        self.n_boot, self.seed = n_boot, seed
+
+    def values(self, key: str) -> Sequence[float]:
+        return self._values.values(key, self.ids)
+
+    def groups(self, prefix: str, clip: Callable[[float], float] = float) -> dict[str, dict[str, Any]]:
+        return _group(self._values.groups(prefix, self.ids), self.n_boot, self.seed, clip)
+
+
+def _extra(spec: Metric, agg: _CandidateAgg) -> dict[str, Any]:
+    """The metric's own fields (its aggregate), then `by_turn` for multi-turn datasets."""
+    values, ids, headline, n_boot, seed = agg._values, agg.ids, agg.headline, agg.n_boot, agg.seed
+    extra: dict[str, Any] = dict(spec.aggregate(agg))
     metric = spec.name
-    if metric == "healthbench":
-        extra["mean_unclipped"] = _mean(headline) if len(headline) else None
-        extra["by_tag"] = _group(values.groups("tag:", ids), n_boot, seed, _clip01)
-    elif metric == "prbench":
+    if metric == "prbench":
         normalized = memoryview(values.values("normalized", ids))  # Python floats, for the standard library
         points = memoryview(stats.as_floats(headline))
         extra["mean_normalized"] = _mean(normalized) if len(normalized) else None

@@ -11,12 +11,13 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Collection, Sequence
+from typing import Any
 
-from ..data.schemas import Row, _build_healthbench
+from ..data.schemas import Built, Fail, Row, _messages, _required, parse_rubric, type_name
 from ..types import Criterion, Example
-from .spec import Marks, Metric, Task, Values
+from .spec import Agg, Marks, Metric, Task, Values, Vector
 
-SOURCE = "openai/simple-evals healthbench_eval.py"
+SOURCE = "openai/simple-evals healthbench_eval.py (calculate_score, _compute_clipped_stats)"
 
 
 def healthbench_score(criteria: Sequence[Criterion], met: Sequence[bool]) -> float | None:
@@ -48,10 +49,107 @@ def _values(ex: Example, criteria: Sequence[Criterion], met: Marks, turn: int) -
     return out
 
 
+def aggregate(agg: Agg) -> dict[str, Any]:
+    """The unclipped mean beside the clipped headline, and every tag's clipped score (grade_sample's metrics)."""
+    headline = agg.headline
+    return {
+        "mean_unclipped": math.fsum(headline) / len(headline) if len(headline) else None,
+        "by_tag": agg.groups("tag:", clip01),
+    }
+
+
 def _detect(row: Row, keys: Collection[str]) -> bool:
     return "rubrics" in keys or ("prompt_id" in keys and isinstance(row.get("prompt"), list))
 
 
-METRIC = Metric(name="healthbench", scale="binary", source=SOURCE, values=_values, clip=clip01)
+def _build(r: Row, fail: Fail) -> Built:
+    prompt = _required(r, "prompt", "healthbench", fail)
+    messages = _messages(prompt, r.key("prompt"), fail)
+    rubrics = r.get("rubrics")
+    rubric = (
+        parse_rubric(rubrics, r.key("rubrics"), fail, require_weight="HealthBench criteria carry points")
+        if rubrics is not None
+        else None
+    )
+    metadata: dict[str, Any] = {}
+    tags = r.get("example_tags")
+    if tags is not None:
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            fail(r.key("example_tags"), f"expected a list of strings, got {type_name(tags)}")
+        metadata["example_tags"] = tags
+    if r.get("prompt_id") is not None:
+        metadata["prompt_id"] = r.get("prompt_id")
+    reference = None
+    ideal = r.row.get("ideal_completions_data")
+    if isinstance(ideal, dict) and isinstance(ideal.get("ideal_completion"), str):
+        reference = ideal["ideal_completion"]
+    return Built(
+        messages=messages,
+        messages_key=r.key("prompt"),
+        id_key=r.key("prompt_id"),
+        rubric=rubric,
+        metadata=metadata,
+        reference=reference,
+    )
 
-TASK = Task(name="healthbench", detect=_detect, build=_build_healthbench, metric=METRIC)  # type: ignore[arg-type]
+
+def _criterion(cid: str, weight: float, *tags: str) -> Criterion:
+    return Criterion(id=cid, text=cid, weight=weight, tags=("level:example", *tags))
+
+
+_BURN = (
+    _criterion("c1", 7, "axis:accuracy"),
+    _criterion("c2", 5, "axis:completeness"),
+    _criterion("c3", -6, "axis:accuracy"),
+    _criterion("c4", 2, "axis:communication_quality"),
+)
+_TAGGED = Example(
+    id="hb/burn",
+    dataset="hb",
+    source="vector",
+    messages=({"role": "user", "content": "q"},),
+    metadata={"format": "healthbench", "example_tags": ["theme:emergency_referrals"]},
+)
+# calculate_score by hand on data/healthbench_sample.jsonl's rubrics (tests/test_metrics.py's HealthBench cases).
+VECTORS = (
+    Vector(
+        "burn: c1 and the c3 penalty met",
+        _BURN,
+        (True, False, True, False),
+        {
+            "score": 1 / 14,  # (7 - 6) / (7 + 5 + 2)
+            "tag:theme:emergency_referrals": 1 / 14,  # an example tag carries the overall score
+            "tag:level:example": 1 / 14,
+            "tag:axis:accuracy": 1 / 7,  # (7 - 6) / 7
+            "tag:axis:completeness": 0.0,
+            "tag:axis:communication_quality": 0.0,
+        },
+        _TAGGED,
+    ),
+    Vector(
+        "fever: a negative score, unclipped per response",
+        (_criterion("c1", 6), _criterion("c2", 7), _criterion("c3", -9)),
+        (True, False, True),
+        {"score": -3 / 13},
+    ),
+    Vector("only a penalty: no positive points, unscorable", (_criterion("p", -3),), (True,), {"score": None}),
+)
+
+METRIC = Metric(
+    name="healthbench",
+    scale="binary",
+    source=SOURCE,
+    values=_values,
+    clip=clip01,
+    aggregate=aggregate,
+    vectors=VECTORS,
+)
+
+TASK = Task(
+    name="healthbench",
+    detect=_detect,
+    build=_build,
+    metric=METRIC,
+    native_fields=("rubrics", "prompt_id", "example_tags"),
+    reference_in_auto=False,  # an ideal completion is one physician's answer, not a key: shown only when asked
+)

@@ -93,7 +93,7 @@ def protocol_for(scale: str) -> JudgeProtocol:
     return _PROTOCOLS[scale]
 
 
-def _hidden_reference(ex: Example) -> bool:
+def hidden_reference(ex: Example) -> bool:
     """judging.reference auto hides this example's reference (its task shows it only when asked)."""
     t = task_of(ex)
     return t is not None and not t.reference_in_auto
@@ -101,7 +101,7 @@ def _hidden_reference(ex: Example) -> bool:
 
 def judging_for(cfg: Config, stack: BaseProvider) -> judging_rubric.Judging:
     """The one place a Judging is built: the run's scale's protocol."""
-    return judging_rubric.Judging(cfg, stack, protocol_for(cfg.judging.scale), hidden_reference=_hidden_reference)
+    return judging_rubric.Judging(cfg, stack, protocol_for(cfg.judging.scale), hidden_reference=hidden_reference)
 
 
 def rubric_for(ex: Example, cfg: Config) -> tuple[Criterion, ...]:
