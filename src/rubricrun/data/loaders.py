@@ -22,7 +22,7 @@ from ..types import Example
 from .idset import IdHashes
 from .readers import RawRow, read_rows, source_label
 from .references import join_references, load_references
-from .schemas import MISSING, Row, RowSchema, parse_rubric, resolve, text_value, type_name
+from .schemas import MISSING, CriterionReader, Row, RowSchema, resolve, rubric_of, text_value, type_name
 
 # Names `DatasetConfig.fields` may map (normalized name -> key in the row). The first group are the normalized
 # names; the rest are native keys of the benchmark schemas, mappable too when a file renames them.
@@ -193,7 +193,7 @@ def normalize_row(
     if schema is None:
         names = ", ".join(s.name for s in schemas)
         raise InputError(f"unknown format {fmt!r} (expected one of {names})", file=file, line=line)
-    return _normalize(row, schema, dataset, source, file, line, fields or {})[0]
+    return _normalize(row, schema, _readers(schemas), dataset, source, file, line, fields or {})[0]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -223,7 +223,12 @@ def _parse_row(
         schema = _detect(Row(row, fields), keys, schemas)
         if schema is None:
             raise InputError(_unknown_schema(row), file=file, line=line)
-    return _normalize(row, schema, dataset, _where(raw), file, line, fields)
+    return _normalize(row, schema, _readers(schemas), dataset, _where(raw), file, line, fields)
+
+
+def _readers(schemas: Sequence[RowSchema]) -> tuple[CriterionReader, ...]:
+    """The schemas' own criterion readers: a rubric of any row is read with all of them."""
+    return tuple(s.criterion_reader for s in schemas if s.criterion_reader is not None)
 
 
 def _where(raw: RawRow) -> str:
@@ -302,6 +307,7 @@ def _split_source(source: str) -> tuple[str, int | None]:
 def _normalize(
     row: dict[str, Any],
     schema: RowSchema,
+    readers: Sequence[CriterionReader],
     dataset: str,
     source: str,
     file: str,
@@ -313,7 +319,7 @@ def _normalize(
 
     if not isinstance(row, dict):
         fail(None, f"expected a JSON object, got {type_name(row)}")
-    r = Row(row, fields)
+    r = Row(row, fields, readers)
     b = schema.build(r, fail)
     messages = b["messages"]
     system = r.get("system")
@@ -327,12 +333,9 @@ def _normalize(
         fail(b.get("messages_key"), f"the last message must be a user turn, got role '{messages[-1]['role']}'")
 
     id_key, native = _native_id(row, r, b, messages, fail)
-    if b.get("rubric") is not None:
-        rubric = b["rubric"]
-    elif r.get("rubric") is not None:
-        rubric = parse_rubric(r.get("rubric"), r.key("rubric"), fail)
-    else:
-        rubric = ()
+    rubric = b.get("rubric")
+    if rubric is None:
+        rubric = rubric_of(r, "rubric", fail) or ()
 
     metadata: dict[str, Any] = {"format": schema.name, **b.get("metadata", {})}
     extra = r.get("metadata")

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, NoReturn, Protocol, TypedDict
 
 from ..types import Criterion, Turn
 
-_PRBENCH_PROMPT = re.compile(r"prompt_(\d+)$")
 _MC_METADATA = ("language", "country", "domain", "subject", "regional_feature", "level")
-_PRBENCH_METADATA = ("id", "task", "field", "topic", "title", "turns")
 _NUMBER = re.compile(r"-?[\d,]*\.?\d+")
 _PART_TYPES = ("text", "image_url", "input_audio", "file")
 MISSING = object()  # what `resolve` gives for a path the row does not have
@@ -46,12 +44,13 @@ def type_name(v: Any) -> str:
 
 
 class Row:
-    """A row seen through the `fields` mapping: .get('prompt') reads the row key mapped to 'prompt'."""
+    """A row seen through the `fields` mapping: .get('prompt') reads the row key mapped to 'prompt'. `readers`: the
+    criterion readers a rubric in it is read with (parse_rubric's; the loader passes its schemas')."""
 
-    __slots__ = ("row", "fields")
+    __slots__ = ("row", "fields", "readers")
 
-    def __init__(self, row: dict[str, Any], fields: dict[str, str]):
-        self.row, self.fields = row, fields
+    def __init__(self, row: dict[str, Any], fields: dict[str, str], readers: Sequence[CriterionReader] = ()):
+        self.row, self.fields, self.readers = row, fields, readers
 
     def key(self, name: str) -> str:
         return self.fields.get(name, name)
@@ -98,10 +97,21 @@ class RowSchema(Protocol):
     @property
     def build(self) -> Callable[[Row, Fail], Built]: ...
 
+    @property
+    def criterion_reader(self) -> CriterionReader | None: ...  # criteria of its own shape, in any row's rubric
+
 
 # A reader of criteria of one benchmark's own shape: (text, weight, tags, category) for an item it recognises,
 # else None.
 CriterionReader = Callable[[dict[str, Any], str, Fail], "tuple[str, float, list[str], str | None] | None"]
+
+
+def rubric_of(r: Row, name: str, fail: Fail, *, require_weight: str | None = None) -> tuple[Criterion, ...] | None:
+    """The rubric under the row's `name` key (read with the row's criterion readers), None when it has none."""
+    items = r.get(name)
+    if items is None:
+        return None
+    return parse_rubric(items, r.key(name), fail, require_weight=require_weight, readers=r.readers)
 
 
 def _messages(value: Any, key: str, fail: Fail) -> list[dict[str, Any]]:
@@ -180,10 +190,17 @@ def _number(value: Any, key: str, fail: Fail) -> float:
     return float(value)
 
 
-def parse_rubric(items: Any, key: str, fail: Fail, *, require_weight: str | None = None) -> tuple[Criterion, ...]:
-    """A rubric list in any of three shapes: PRBench (title, annotations), HealthBench (criterion, points, tags),
-    normalized (text, weight, tags, category). `require_weight`: why a missing weight/points is an error (the
-    schema's own words), else it is 1.0."""
+def parse_rubric(
+    items: Any,
+    key: str,
+    fail: Fail,
+    *,
+    require_weight: str | None = None,
+    readers: Sequence[CriterionReader] = (),
+) -> tuple[Criterion, ...]:
+    """A rubric list: items of a benchmark's own shape (one of `readers` recognises them), HealthBench's
+    (criterion, points, tags) or normalized (text, weight, tags, category). `require_weight`: why a missing
+    weight/points is an error (the schema's own words), else it is 1.0."""
     if not isinstance(items, list):
         fail(key, f"expected a list of criteria, got {type_name(items)}")
     if not items:
@@ -195,8 +212,9 @@ def parse_rubric(items: Any, key: str, fail: Fail, *, require_weight: str | None
         if not isinstance(item, dict):
             fail(k, f"expected a criterion object, got {type_name(item)}")
         category = item.get("category")
-        if "annotations" in item:
-            text, weight, tags, native_category = _prbench_criterion(item, k, fail)
+        native = next((got for read in readers if (got := read(item, k, fail)) is not None), None)
+        if native is not None:
+            text, weight, tags, native_category = native
             category = category if category is not None else native_category
         else:
             text_key = "criterion" if "criterion" in item and "text" not in item else "text"
@@ -232,90 +250,9 @@ def parse_rubric(items: Any, key: str, fail: Fail, *, require_weight: str | None
     return tuple(out)
 
 
-def _prbench_criterion(item: dict[str, Any], k: str, fail: Fail) -> tuple[str, float, list[str], str | None]:
-    ann = item["annotations"]
-    if not isinstance(ann, dict):
-        fail(f"{k}.annotations", f"expected an object, got {type_name(ann)}")
-    text = item.get("title")
-    if not isinstance(text, str) or not text.strip():
-        text = ann.get("criteria_description")
-        if not isinstance(text, str) or not text.strip():
-            fail(f"{k}.title", "missing criterion text (title or annotations.criteria_description)")
-    weight_class = ann.get("weight_class")
-    if "weight" in item:
-        weight = _number(item["weight"], f"{k}.weight", fail)
-    else:
-        if not isinstance(weight_class, str) or not weight_class.strip():
-            fail(f"{k}.annotations.weight_class", "missing (it names the <class>_weight annotation to use)")
-        wkey = weight_class.strip().replace(" ", "_") + "_weight"
-        if wkey not in ann:
-            fail(f"{k}.annotations.{wkey}", f"missing (weight_class is '{weight_class}')")
-        weight = _number(ann[wkey], f"{k}.annotations.{wkey}", fail)
-    category = next((v for a, v in ann.items() if "criteria_category" in a and isinstance(v, str) and v), None)
-    tags = [f"weight_class:{weight_class.strip().replace(' ', '_')}"] if isinstance(weight_class, str) else []
-    if isinstance(ann.get("field_for_category"), str) and ann["field_for_category"]:
-        tags.append(f"field_for_category:{ann['field_for_category']}")
-    return text, weight, tags, category
-
-
 # --------------------------------------------------------------------------------------------------
 # One builder per schema: a dict with messages (required), messages_key, id_key, reference, choices, answer,
 # rubric (already parsed, for native rubric keys) and metadata.
-
-
-def _build_prbench(r: Row, fail: Fail) -> dict[str, Any]:
-    row = r.row
-    indices = sorted({int(m.group(1)) for k in row if (m := _PRBENCH_PROMPT.match(k))})
-    messages: list[dict[str, Any]] = []
-    last_prompt = None
-    for i in range(indices[-1] + 1 if indices else 0):
-        prompt = row.get(f"prompt_{i}")
-        if prompt is not None and not isinstance(prompt, str):
-            fail(f"prompt_{i}", f"expected a string, got {type_name(prompt)}")
-        if prompt and prompt.strip():
-            refs = row.get(f"reference_texts_{i}")
-            if refs is not None:
-                prompt = _with_references(refs, f"reference_texts_{i}", fail) + prompt
-            messages.append({"role": "user", "content": prompt})
-            last_prompt = i
-        response = row.get(f"response_{i}")
-        if response is not None and not isinstance(response, str):
-            fail(f"response_{i}", f"expected a string, got {type_name(response)}")
-        if response and response.strip():
-            if not messages:
-                fail(f"response_{i}", "an assistant response comes before any prompt")
-            messages.append({"role": "assistant", "content": response})
-    if last_prompt is None:
-        fail("prompt_0", "missing prompt (no non-empty prompt_N)")
-    if messages[-1]["role"] != "user":
-        fail(
-            f"response_{last_prompt}",
-            f"the last prompt (prompt_{last_prompt}) already has a response; nothing to answer",
-        )
-    rubric = parse_rubric(r.get("rubric"), r.key("rubric"), fail) if r.get("rubric") is not None else None
-    metadata = {k: row[k] for k in _PRBENCH_METADATA if row.get(k) is not None}
-    return {
-        "messages": messages,
-        "messages_key": f"prompt_{last_prompt}",
-        "id_key": _prbench_id_key(row),
-        "rubric": rubric,
-        "metadata": metadata,
-    }
-
-
-def _prbench_id_key(row: dict[str, Any]) -> str | None:
-    return "id" if row.get("id") is not None else ("task" if row.get("task") is not None else None)
-
-
-def _with_references(refs: Any, key: str, fail: Fail) -> str:
-    if isinstance(refs, str):
-        refs = [refs]
-    if not isinstance(refs, list) or not all(isinstance(t, str) for t in refs):
-        fail(key, f"expected a string or a list of strings, got {type_name(refs)}")
-    parts = [
-        f"--- Reference text {n} ---\n{t.strip()}\n--- End of reference text {n} ---\n\n" for n, t in enumerate(refs, 1)
-    ]
-    return "".join(parts)
 
 
 def _build_mc(r: Row, fail: Fail) -> dict[str, Any]:
@@ -482,7 +419,6 @@ def _build_generic(r: Row, fail: Fail) -> dict[str, Any]:
 
 
 BUILDERS: dict[str, Callable[[Row, Fail], dict[str, Any]]] = {
-    "prbench": _build_prbench,
     "mc": _build_mc,
     "qa": _build_qa,
     "mtbench": _build_mtbench,

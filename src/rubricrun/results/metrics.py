@@ -37,7 +37,6 @@ from ..judging.auto import AUTO_CRITERION
 from ..judging.graded import SCALES
 from ..tasks import registry
 from ..tasks.healthbench import healthbench_score as healthbench_score
-from ..tasks.prbench import floor0 as _floor0
 from ..tasks.prbench import prbench_points as prbench_points
 from ..tasks.rubric import graded_normalized as graded_normalized
 from ..tasks.rubric import rubric_normalized as rubric_normalized
@@ -370,7 +369,7 @@ class _CandidateAgg:
     def __init__(
         self, spec: Metric, values: PerExample, ids: ExampleIds, headline: Sequence[float], n_boot: int, seed: int
     ) -> None:
-        self.spec, self._values, self.ids, self.headline = spec, values, ids, headline
+        self.spec, self._values, self.ids, self.headline = spec, values, ids, stats.as_floats(headline)
         self.n_boot, self.seed = n_boot, seed
 
     def values(self, key: str) -> Sequence[float]:
@@ -382,23 +381,10 @@ class _CandidateAgg:
 
 def _extra(spec: Metric, agg: _CandidateAgg) -> dict[str, Any]:
     """The metric's own fields (its aggregate), then `by_turn` for multi-turn datasets."""
-    values, ids, headline, n_boot, seed = agg._values, agg.ids, agg.headline, agg.n_boot, agg.seed
+    values, ids, n_boot, seed = agg._values, agg.ids, agg.n_boot, agg.seed
     extra: dict[str, Any] = dict(spec.aggregate(agg))
     metric = spec.name
-    if metric == "prbench":
-        normalized = memoryview(values.values("normalized", ids))  # Python floats, for the standard library
-        points = memoryview(stats.as_floats(headline))
-        extra["mean_normalized"] = _mean(normalized) if len(normalized) else None
-        extra["mean_clipped_unfloored"] = _mean(points) if len(points) else None
-        # evals.py's std_clipped / std_normalized: np.std (ddof 0) of the per-example points.
-        extra["std_clipped"] = statistics.pstdev(points) if len(points) else None
-        extra["std_normalized"] = statistics.pstdev(normalized) if len(normalized) else None
-        extra["by_category"] = _group(values.groups("category:", ids), n_boot, seed, _floor0)
-        by_field = _group(values.groups("field:", ids), n_boot, seed, _floor0)
-        for f, d in _group(values.groups("field_normalized:", ids), n_boot, seed, float).items():
-            by_field[f]["mean_normalized"] = d["score"]
-        extra["by_field"] = by_field
-    elif metric == "rubric":
+    if metric == "rubric":
         extra["by_category"] = _group(values.groups("category:", ids), n_boot, seed, float)
     elif spec.scale in SCALES:
         extra.update(_graded_extra(spec, values, ids, n_boot, seed))

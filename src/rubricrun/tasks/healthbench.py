@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from ..data.schemas import Built, Fail, Row, _messages, _required, parse_rubric, type_name
+from ..data.schemas import Built, Fail, Row, _messages, _required, rubric_of, type_name
 from ..types import Criterion, Example
 from .spec import Agg, Marks, Metric, Task, Values, Vector
 
@@ -65,12 +65,7 @@ def _detect(row: Row, keys: Collection[str]) -> bool:
 def _build(r: Row, fail: Fail) -> Built:
     prompt = _required(r, "prompt", "healthbench", fail)
     messages = _messages(prompt, r.key("prompt"), fail)
-    rubrics = r.get("rubrics")
-    rubric = (
-        parse_rubric(rubrics, r.key("rubrics"), fail, require_weight="HealthBench criteria carry points")
-        if rubrics is not None
-        else None
-    )
+    rubric = rubric_of(r, "rubrics", fail, require_weight="HealthBench criteria carry points")
     metadata: dict[str, Any] = {}
     tags = r.get("example_tags")
     if tags is not None:

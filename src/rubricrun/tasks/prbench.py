@@ -9,14 +9,19 @@ averaged as `mean_normalized` beside it. PRBench's grader counts a reply it cann
 from __future__ import annotations
 
 import math
+import re
+import statistics
 from collections.abc import Collection, Sequence
+from typing import Any
 
-from ..data.schemas import Row, _build_prbench
+from ..data.schemas import Built, Fail, Row, _number, rubric_of, type_name
 from ..types import Criterion, Example
 from .rubric import by_category, rubric_normalized
-from .spec import Marks, Metric, Task, Values
+from .spec import Agg, Marks, Metric, Task, Values, Vector
 
-SOURCE = "scaleapi/PRBench evals.py"
+SOURCE = "scaleapi/PRBench evals.py (get_clipped_points, get_normalized_points, mean_clipped)"
+_PROMPT = re.compile(r"prompt_(\d+)$")
+_METADATA = ("id", "task", "field", "topic", "title", "turns")
 
 
 def prbench_points(criteria: Sequence[Criterion], met: Sequence[bool]) -> tuple[float | None, float | None]:
@@ -44,10 +49,160 @@ def _values(ex: Example, criteria: Sequence[Criterion], met: Marks, turn: int) -
     return out
 
 
+def aggregate(agg: Agg) -> dict[str, Any]:
+    """evals.py's mean_normalized, the unfloored mean, std_clipped / std_normalized (np.std, ddof 0, of the
+    per-example points), and the floored score by criterion category and by the row's field."""
+    normalized = memoryview(agg.values("normalized"))  # Python floats, for the standard library
+    points = memoryview(agg.headline)
+    by_field = agg.groups("field:", floor0)
+    for f, d in agg.groups("field_normalized:").items():
+        by_field[f]["mean_normalized"] = d["score"]
+    return {
+        "mean_normalized": math.fsum(normalized) / len(normalized) if len(normalized) else None,
+        "mean_clipped_unfloored": math.fsum(points) / len(points) if len(points) else None,
+        "std_clipped": statistics.pstdev(points) if len(points) else None,
+        "std_normalized": statistics.pstdev(normalized) if len(normalized) else None,
+        "by_category": agg.groups("category:", floor0),
+        "by_field": by_field,
+    }
+
+
 def _detect(row: Row, keys: Collection[str]) -> bool:
     return "prompt_0" in keys
 
 
-METRIC = Metric(name="prbench", scale="binary", source=SOURCE, values=_values, clip=floor0, on_error="not_met")
+def _build(r: Row, fail: Fail) -> Built:
+    row = r.row
+    indices = sorted({int(m.group(1)) for k in row if (m := _PROMPT.match(k))})
+    messages: list[dict[str, Any]] = []
+    last_prompt = None
+    for i in range(indices[-1] + 1 if indices else 0):
+        prompt = row.get(f"prompt_{i}")
+        if prompt is not None and not isinstance(prompt, str):
+            fail(f"prompt_{i}", f"expected a string, got {type_name(prompt)}")
+        if prompt and prompt.strip():
+            refs = row.get(f"reference_texts_{i}")
+            if refs is not None:
+                prompt = _with_references(refs, f"reference_texts_{i}", fail) + prompt
+            messages.append({"role": "user", "content": prompt})
+            last_prompt = i
+        response = row.get(f"response_{i}")
+        if response is not None and not isinstance(response, str):
+            fail(f"response_{i}", f"expected a string, got {type_name(response)}")
+        if response and response.strip():
+            if not messages:
+                fail(f"response_{i}", "an assistant response comes before any prompt")
+            messages.append({"role": "assistant", "content": response})
+    if last_prompt is None:
+        fail("prompt_0", "missing prompt (no non-empty prompt_N)")
+    if messages[-1]["role"] != "user":
+        fail(
+            f"response_{last_prompt}",
+            f"the last prompt (prompt_{last_prompt}) already has a response; nothing to answer",
+        )
+    rubric = rubric_of(r, "rubric", fail)
+    metadata = {k: row[k] for k in _METADATA if row.get(k) is not None}
+    return {
+        "messages": messages,
+        "messages_key": f"prompt_{last_prompt}",
+        "id_key": _id_key(row),
+        "rubric": rubric,
+        "metadata": metadata,
+    }
 
-TASK = Task(name="prbench", detect=_detect, build=_build_prbench, metric=METRIC)  # type: ignore[arg-type]
+
+def _id_key(row: dict[str, Any]) -> str | None:
+    return "id" if row.get("id") is not None else ("task" if row.get("task") is not None else None)
+
+
+def _with_references(refs: Any, key: str, fail: Fail) -> str:
+    if isinstance(refs, str):
+        refs = [refs]
+    if not isinstance(refs, list) or not all(isinstance(t, str) for t in refs):
+        fail(key, f"expected a string or a list of strings, got {type_name(refs)}")
+    parts = [
+        f"--- Reference text {n} ---\n{t.strip()}\n--- End of reference text {n} ---\n\n" for n, t in enumerate(refs, 1)
+    ]
+    return "".join(parts)
+
+
+def criterion_reader(item: dict[str, Any], k: str, fail: Fail) -> tuple[str, float, list[str], str | None] | None:
+    """A PRBench criterion (title, annotations: weight_class, <class>_weight, criteria_category, ...), in any row's
+    rubric; None for an item without `annotations`."""
+    if "annotations" not in item:
+        return None
+    ann = item["annotations"]
+    if not isinstance(ann, dict):
+        fail(f"{k}.annotations", f"expected an object, got {type_name(ann)}")
+    text = item.get("title")
+    if not isinstance(text, str) or not text.strip():
+        text = ann.get("criteria_description")
+        if not isinstance(text, str) or not text.strip():
+            fail(f"{k}.title", "missing criterion text (title or annotations.criteria_description)")
+    weight_class = ann.get("weight_class")
+    if "weight" in item:
+        weight = _number(item["weight"], f"{k}.weight", fail)
+    else:
+        if not isinstance(weight_class, str) or not weight_class.strip():
+            fail(f"{k}.annotations.weight_class", "missing (it names the <class>_weight annotation to use)")
+        wkey = weight_class.strip().replace(" ", "_") + "_weight"
+        if wkey not in ann:
+            fail(f"{k}.annotations.{wkey}", f"missing (weight_class is '{weight_class}')")
+        weight = _number(ann[wkey], f"{k}.annotations.{wkey}", fail)
+    category = next((v for a, v in ann.items() if "criteria_category" in a and isinstance(v, str) and v), None)
+    tags = [f"weight_class:{weight_class.strip().replace(' ', '_')}"] if isinstance(weight_class, str) else []
+    if isinstance(ann.get("field_for_category"), str) and ann["field_for_category"]:
+        tags.append(f"field_for_category:{ann['field_for_category']}")
+    return text, weight, tags, category
+
+
+_FIN = (
+    Criterion("r1", "r1", 10, category="Financial Accuracy"),
+    Criterion("r2", "r2", 5, category="Process Transparency"),
+    Criterion("r3", "r3", 2, category="Supplemental Insight"),
+    Criterion("r4", "r4", -5, category="Financial Accuracy"),
+)
+_FINANCE = Example(
+    id="pr/fin",
+    dataset="pr",
+    source="vector",
+    messages=({"role": "user", "content": "q"},),
+    metadata={"format": "prbench", "field": "Finance"},
+)
+# get_clipped_points and get_normalized_points by hand (tests/test_metrics.py's PRBench cases).
+VECTORS = (
+    Vector(
+        "fin: r1 and the r3 bonus met",
+        _FIN,
+        (True, False, True, False),
+        {
+            "score": 12 / 17,  # (10 + 2) / (10 + 5 + 2)
+            "normalized": 17 / 22,  # (12 + 5) / (17 + 5)
+            "field:Finance": 12 / 17,
+            "field_normalized:Finance": 17 / 22,
+            "category:Financial Accuracy": 1.0,  # 10 / 10
+            "category:Process Transparency": 0.0,
+            "category:Supplemental Insight": 1.0,
+        },
+        _FINANCE,
+    ),
+    Vector(
+        "law: only the penalty met, no per-response clip",
+        (Criterion("r1", "r1", 9), Criterion("r2", "r2", 4), Criterion("r3", "r3", -8)),
+        (False, False, True),
+        {"score": -8 / 13, "normalized": 0.0},  # (-8 + 8) / (13 + 8)
+    ),
+)
+
+METRIC = Metric(
+    name="prbench",
+    scale="binary",
+    source=SOURCE,
+    values=_values,
+    clip=floor0,
+    aggregate=aggregate,
+    on_error="not_met",  # PRBench's grader counts a reply it cannot read as not met
+    vectors=VECTORS,
+)
+
+TASK = Task(name="prbench", detect=_detect, build=_build, metric=METRIC, criterion_reader=criterion_reader)

@@ -26,7 +26,7 @@ Clip = Callable[[float], float]
 class Agg(Protocol):
     """One candidate's scored examples on one dataset (results/metrics.py implements it)."""
 
-    headline: Sequence[float]  # per-example "score", in example-id order
+    headline: Sequence[float]  # per-example "score", in example-id order (a float64 buffer: memoryview takes it)
 
     def values(self, key: str) -> Sequence[float]: ...  # per-example values of one key, in example-id order
 
