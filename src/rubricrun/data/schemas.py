@@ -9,13 +9,11 @@ in data/README.md.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, NoReturn, Protocol, TypedDict
 
 from ..types import Criterion, Turn
 
-_NUMBER = re.compile(r"-?[\d,]*\.?\d+")
 _PART_TYPES = ("text", "image_url", "input_audio", "file")
 MISSING = object()  # what `resolve` gives for a path the row does not have
 
@@ -254,29 +252,6 @@ def parse_rubric(
 # rubric (already parsed, for native rubric keys) and metadata.
 
 
-def _build_qa(r: Row, fail: Fail) -> dict[str, Any]:
-    question = _required(r, "question", "qa", fail)
-    if not isinstance(question, str) or not question.strip():
-        fail(r.key("question"), f"expected a non-empty string, got {question!r}")
-    raw = _required(r, "answer", "qa", fail)
-    if isinstance(raw, list):
-        fail(r.key("answer"), "expected a string, got a list")
-    full = text_value(raw, r.key("answer"), fail)
-    answer = full.strip()
-    if "####" in full:  # GSM8K: worked solution, then "#### <final answer>"
-        answer = full.rsplit("####", 1)[1].strip()
-        if _NUMBER.fullmatch(answer):
-            answer = answer.replace(",", "")
-        if not answer:
-            fail(r.key("answer"), "nothing after '####' (GSM8K-style answers end with '#### <final answer>')")
-    return {
-        "messages": [{"role": "user", "content": question}],
-        "messages_key": r.key("question"),
-        "reference": full,
-        "answer": answer,
-    }
-
-
 def _build_mtbench(r: Row, fail: Fail) -> dict[str, Any]:
     """Every user turn is asked, each after the candidate's own answer to the one before (data/turns.py). A row's
     pre-written `answers` are not a context: a candidate with `response_column: answers` replays them."""
@@ -332,7 +307,6 @@ def _build_generic(r: Row, fail: Fail) -> dict[str, Any]:
 
 
 BUILDERS: dict[str, Callable[[Row, Fail], dict[str, Any]]] = {
-    "qa": _build_qa,
     "mtbench": _build_mtbench,
     "generic": _build_generic,
 }
