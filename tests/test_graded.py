@@ -13,16 +13,11 @@ from conftest import model_entry, read_jsonl, write_jsonl
 from factories import example, judgment, one_candidate, response
 from fakeserver import FakeOpenAIServer, default_reply, message_text
 
-from rubricrun.judging.graded import (
-    RATING_CRITERION,
-    mt_bench_messages,
-    parse_graded_reply,
-    parse_rating,
-    verdict_for,
-)
+from rubricrun.judging.graded import parse_graded_reply, verdict_for
 from rubricrun.judging.prompt import load_template, reference_for
 from rubricrun.judging.rubric import JUDGE_PARSE_ATTEMPTS
 from rubricrun.results.metrics import dataset_result, graded_normalized
+from rubricrun.tasks.mt_bench import RATING_CRITERION, mt_bench_messages, parse_rating
 from rubricrun.tasks.registry import hidden_reference
 from rubricrun.types import Criterion, Example, Judgment, Response
 

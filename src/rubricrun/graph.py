@@ -93,7 +93,7 @@ class Graph:
     def __init__(self, cfg: Config, stack: BaseProvider, stop: threading.Event, sink: Sink) -> None:
         self.cfg, self.stop, self.sink = cfg, stop, sink
         self.stack = stack
-        self.replays = load_replays(cfg)
+        self.replays = load_replays(cfg, registry.ANSWER_READERS)
         self.judging = registry.judging_for(cfg, stack)
         self.pairing = PairJudging(cfg, stack) if cfg.judging.pairwise is not None else None
         run = cfg.run

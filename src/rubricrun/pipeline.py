@@ -20,6 +20,7 @@ from .pool import Interrupted, Progress, run_pool
 from .providers.base import BaseProvider
 from .providers.cache import cache_key
 from .providers.routing import model_request, route_for
+from .tasks import registry
 from .types import Example, LLMRequest, LLMResponse, Response, Usage, to_row
 
 log = logging.getLogger("rubricrun")
@@ -75,7 +76,7 @@ def turn_task(
 
 def generation_tasks(cfg: Config, examples: Sequence[Example], replays: Replays | None = None) -> list[GenTask]:
     """Every conversation's first turn, in input order (later turns: next_turn_tasks)."""
-    replays = load_replays(cfg) if replays is None else replays
+    replays = load_replays(cfg, registry.ANSWER_READERS) if replays is None else replays
     pairs = [(ex, cand, s) for ex in examples for cand in cfg.candidates for s in range(cand.samples_per_prompt)]
     return [turn_task(cfg, ex, cand, s, (), i, replays) for i, (ex, cand, s) in enumerate(pairs)]
 

@@ -226,7 +226,7 @@ def preflight(cfg: Config, max_examples: int | None, visit: Callable[[Example], 
     check_prices(cfg)
     metrics: dict[str, Counter[str]] = {}
     count, skipped = validate_examples(cfg, max_examples, visit, metrics)
-    load_replays(cfg)  # a bad responses_from file is bad input, found before any call
+    load_replays(cfg, registry.ANSWER_READERS)  # a bad responses_from file is bad input, found before any call
     registry.judging_for(cfg, BaseProvider())
     if cfg.judging.pairwise is not None:
         PairJudging(cfg, BaseProvider())  # reads the pairwise template
@@ -338,7 +338,7 @@ class _Counter:
             self.judging = registry.judging_for(
                 self.cfg, BaseProvider()
             )  # builds the judge requests whose keys are looked up
-            self.replays = load_replays(self.cfg)
+            self.replays = load_replays(self.cfg, registry.ANSWER_READERS)
             batched = any(m.batch for m in [*self.cfg.candidates, *self.cfg.judge_pool])
             online = price_table(self.cfg, batch=False) if batched else None
             self.tally = _Tally(open_cache(self.cfg), price_table(self.cfg), online_prices=online)

@@ -10,72 +10,72 @@ own column (PRBench's `final_response`): a string for turn 1, or a list with one
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn
 
 from ..config import Config, DatasetConfig, ModelConfig
 from ..errors import InputError
 from ..types import Example
 from .readers import read_rows
-from .schemas import type_name
+from .schemas import Fail, type_name
 
 Answers = dict[tuple[str, int], str]  # (id, 1-based turn) -> answer text
+# Answer rows of one task's own shape: ((id, turn), answer) pairs, or None for a row it does not know.
+AnswerReader = Callable[[Mapping[str, Any], Fail], "list[tuple[tuple[str, int], str]] | None"]
 
 
-def load_answers(path: str) -> Answers:
-    """Every answer in the file. A bad file or row is an InputError naming the file, line and key."""
+def load_answers(path: str, readers: Sequence[tuple[str, AnswerReader]] = ()) -> Answers:
+    """Every answer in the file. `readers`: (what rows it reads, reader) for answer rows of a task's own shape
+    (tasks.registry.ANSWER_READERS), tried before generic {id, response} rows. A bad file or row is an InputError
+    naming the file, line and key."""
     answers: Answers = {}
     for raw in read_rows(DatasetConfig(path=path)):
         if raw.error is not None:
             raise InputError(raw.error, file=raw.file, line=raw.line)
-        for (id_, turn), text in _row_answers(raw.value, raw.file, raw.line):
+        for (id_, turn), text in _row_answers(raw.value, raw.file, raw.line, readers):
             if (id_, turn) in answers:
                 raise InputError(f"a second answer for id {id_!r} turn {turn}", file=raw.file, line=raw.line)
             answers[(id_, turn)] = text
     return answers
 
 
-def _row_answers(row: Any, file: str, line: int | None) -> list[tuple[tuple[str, int], str]]:
-    def fail(key: str | None, msg: str) -> InputError:
-        return InputError(msg, file=file, line=line, key=key)
+def _row_answers(
+    row: Any, file: str, line: int | None, readers: Sequence[tuple[str, AnswerReader]]
+) -> list[tuple[tuple[str, int], str]]:
+    def fail(key: str | None, msg: str) -> NoReturn:
+        raise InputError(msg, file=file, line=line, key=key)
 
     if not isinstance(row, dict):
-        raise fail(None, f"expected a JSON object, got {type_name(row)}")
-    if "question_id" in row and "choices" in row:  # MT-Bench model_answer
-        choices = row["choices"]
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise fail("choices", f"expected a non-empty list of {{index, turns}}, got {type_name(choices)}")
-        turns = choices[0].get("turns")
-        if not isinstance(turns, list) or not all(isinstance(t, str) for t in turns):
-            raise fail("choices[0].turns", f"expected a list of strings, got {type_name(turns)}")
-        id_ = _id(row["question_id"], "question_id", fail)
-        return [((id_, k), t) for k, t in enumerate(turns, 1)]
+        fail(None, f"expected a JSON object, got {type_name(row)}")
+    for _, read in readers:
+        got = read(row, fail)
+        if got is not None:
+            return got
     if "id" in row and "response" in row:
         if not isinstance(row["response"], str):
-            raise fail("response", f"expected a string, got {type_name(row['response'])}")
+            fail("response", f"expected a string, got {type_name(row['response'])}")
         turn = row.get("turn", 1)
         if isinstance(turn, bool) or not isinstance(turn, int) or turn < 1:
-            raise fail("turn", f"expected a turn number >= 1, got {turn!r}")
-        return [((_id(row["id"], "id", fail), turn), row["response"])]
+            fail("turn", f"expected a turn number >= 1, got {turn!r}")
+        return [((answer_id(row["id"], "id", fail), turn), row["response"])]
     shown = ", ".join(sorted(map(str, row))) or "none"
-    raise fail(
-        None,
-        f"expected MT-Bench model_answer rows {{question_id, choices: [{{turns: [...]}}]}} or {{id, response}} "
-        f"rows; this row has keys: {shown}",
-    )
+    shapes = [shape for shape, _ in readers] + ["{id, response} rows"]
+    fail(None, f"expected {' or '.join(shapes)}; this row has keys: {shown}")
 
 
-def _id(value: Any, key: str, fail: Any) -> str:
+def answer_id(value: Any, key: str, fail: Fail) -> str:
+    """An answer row's id as a string: a non-empty string or an integer."""
     if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
-        raise fail(key, f"expected a non-empty string or integer id, got {value!r}")
+        fail(key, f"expected a non-empty string or integer id, got {value!r}")
     return str(value)
 
 
-def load_replays(cfg: Config) -> dict[str, Answers]:
-    """The answers file of every `responses_from` candidate, by candidate name."""
+def load_replays(cfg: Config, readers: Sequence[tuple[str, AnswerReader]] = ()) -> dict[str, Answers]:
+    """The answers file of every `responses_from` candidate, by candidate name (`readers` as load_answers')."""
     out: dict[str, Answers] = {}
     for c in cfg.candidates:
         if c.responses_from:
-            out[c.name] = load_answers(c.responses_from)
+            out[c.name] = load_answers(c.responses_from, readers)
     return out
 
 

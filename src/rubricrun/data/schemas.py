@@ -252,41 +252,6 @@ def parse_rubric(
 # rubric (already parsed, for native rubric keys) and metadata.
 
 
-def _build_mtbench(r: Row, fail: Fail) -> dict[str, Any]:
-    """Every user turn is asked, each after the candidate's own answer to the one before (data/turns.py). A row's
-    pre-written `answers` are not a context: a candidate with `response_column: answers` replays them."""
-    tkey = r.key("turns")
-    turns = _required(r, "turns", "mtbench", fail)
-    if not isinstance(turns, list) or not turns:
-        fail(tkey, f"expected a non-empty list of user turns, got {type_name(turns)}")
-    for i, t in enumerate(turns):
-        if not isinstance(t, str) or not t.strip():
-            fail(f"{tkey}[{i}]", f"expected a non-empty string, got {t!r}")
-    answers = r.get("answers")
-    if answers is not None and (not isinstance(answers, list) or not all(isinstance(a, str) for a in answers)):
-        fail(r.key("answers"), f"expected a list of assistant answers (strings), got {type_name(answers)}")
-    refs: list[str | None] = [None] * len(turns)
-    ref = r.get("reference")
-    if isinstance(ref, list):
-        if not all(isinstance(x, str) for x in ref):
-            fail(r.key("reference"), "expected a list of strings (one per turn)")
-        refs = [ref[i] if i < len(ref) else None for i in range(len(turns))]
-    elif ref is not None:
-        refs[0] = text_value(ref, r.key("reference"), fail)
-    metadata: dict[str, Any] = {}
-    if r.get("category") is not None:
-        metadata["category"] = r.get("category")
-    later = tuple(Turn({"role": "user", "content": t}, refs[i]) for i, t in enumerate(turns[1:], 1))
-    return {
-        "messages": [{"role": "user", "content": turns[0]}],
-        "messages_key": tkey,
-        "id_key": r.key("question_id"),
-        "reference": refs[0],
-        "later_turns": later,
-        "metadata": metadata,
-    }
-
-
 def _build_generic(r: Row, fail: Fail) -> dict[str, Any]:
     if r.get("messages") is not None:
         messages = _messages(r.get("messages"), r.key("messages"), fail)
@@ -307,6 +272,5 @@ def _build_generic(r: Row, fail: Fail) -> dict[str, Any]:
 
 
 BUILDERS: dict[str, Callable[[Row, Fail], dict[str, Any]]] = {
-    "mtbench": _build_mtbench,
     "generic": _build_generic,
 }

@@ -1,67 +1,16 @@
-"""Graded scales: MT-Bench single-answer grading (1-10, one judge call per response) and a 1-5 score per rubric
-criterion with reasoning (as VellumForge2 scores its rubric).
-
-The 1-10 prompts are MT-Bench's own (lm-sys/FastChat, fastchat/llm_judge/data/judge_prompts.jsonl, Apache-2.0:
-single-v1, single-math-v1 when the example has a reference, and their -multi-turn variants when the judged answer
-follows earlier turns), and the rating is read as FastChat's `run_judge_single` reads it: the first `[[N]]`, else
-the first `[N]`. A reply with neither is an error verdict (re-asked once, then left out), where FastChat records -1.
-"""
+"""Graded scales: a 1-5 score per rubric criterion with reasoning (as VellumForge2 scores its rubric), the score
+reading both graded scales share (`ParsedScore`), and the binary reading of a graded score. The 1-10 protocol
+(MT-Bench single-answer grading, one rating per response) is its task's: tasks/mt_bench.py."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from ..data.jsonread import repaired_values, strict_values, walk
-from ..types import Criterion, Example
-from .prompt import DATA_NOTICE, content_text, defuse_markers
-
-# The one criterion of a 1-10 judgment: MT-Bench rates the whole answer, not rubric items.
-RATING_CRITERION = Criterion(id="rating", text="MT-Bench single-answer rating (1-10)", weight=1.0)
+from .prompt import DATA_NOTICE
 
 SCALES: dict[str, tuple[float, float]] = {"1-5": (1.0, 5.0), "1-10": (1.0, 10.0)}
-
-MT_BENCH_PARAMS = {"temperature": 0.0, "max_tokens": 2048}  # FastChat's judge: temperature 0, max_tokens 2048
-
-_RATING_ASK = (
-    "After providing your explanation, you must rate the response on a scale of 1 to 10 by strictly following this "
-    'format: "[[rating]]", for example: "Rating: [[5]]".'
-)
-_SINGLE_V1 = (
-    "[Instruction]\nPlease act as an impartial judge and evaluate the quality of the response provided by an AI "
-    "assistant to the user question displayed below. Your evaluation should consider factors such as the helpfulness, "
-    "relevance, accuracy, depth, creativity, and level of detail of the response. Begin your evaluation by providing "
-    f"a short explanation. Be as objective as possible. {_RATING_ASK}\n\n"
-    "[Question]\n{question}\n\n[The Start of Assistant's Answer]\n{answer}\n[The End of Assistant's Answer]"
-)
-_SINGLE_MATH_V1 = (
-    "[Instruction]\nPlease act as an impartial judge and evaluate the quality of the response provided by an AI "
-    "assistant to the user question displayed below. Your evaluation should consider correctness and helpfulness. "
-    "You will be given a reference answer and the assistant's answer. Begin your evaluation by comparing the "
-    "assistant's answer with the reference answer. Identify and correct any mistakes. Be as objective as possible. "
-    f"{_RATING_ASK}\n\n"
-    "[Question]\n{question}\n\n[The Start of Reference Answer]\n{ref_answer_1}\n[The End of Reference Answer]\n\n"
-    "[The Start of Assistant's Answer]\n{answer}\n[The End of Assistant's Answer]"
-)
-_MULTI_SYSTEM = (
-    "Please act as an impartial judge and evaluate the quality of the response provided by an AI assistant to the "
-    "user question displayed below. Your evaluation should consider factors such as the helpfulness, relevance, "
-    "accuracy, depth, creativity, and level of detail of the response. You evaluation should focus on the "
-    "assistant's answer to the second user question. Begin your evaluation by providing a short explanation. Be as "
-    f"objective as possible. {_RATING_ASK}\n\n"
-)
-_MULTI_MATH_SYSTEM = (
-    "Please act as an impartial judge and evaluate the quality of the response provided by an AI assistant to the "
-    "user question. Your evaluation should consider correctness and helpfulness. You will be given a reference "
-    "answer and the assistant's answer. You evaluation should focus on the assistant's answer to the second question. "
-    "Begin your evaluation by comparing the assistant's answer with the reference answer. Identify and correct any "
-    f"mistakes. Be as objective as possible. {_RATING_ASK}\n\n"
-)
-_SINGLE_SYSTEM = "You are a helpful assistant."
-
-_RATING = re.compile(r"\[\[(\d+\.?\d*)\]\]")  # FastChat one_score_pattern
-_RATING_BACKUP = re.compile(r"\[(\d+\.?\d*)\]")  # FastChat one_score_pattern_backup
 
 
 @dataclass(frozen=True)
@@ -69,68 +18,6 @@ class ParsedScore:
     score: float | None  # None: could not be read
     explanation: str | None
     error: str | None
-
-
-# ---------------------------------------------------------------------------------------------------
-# 1-10: MT-Bench single-answer grading
-
-
-def _turns(example: Example, answer: str) -> list[tuple[str, str]]:
-    """(question, answer) per user turn of the conversation, the judged answer last. A user turn without an
-    assistant reply after it (other than the last) is shown with an empty answer."""
-    pairs: list[tuple[str, str]] = []
-    for m in example.messages:
-        role, text = m.get("role"), content_text(m.get("content"))
-        if role == "user":
-            pairs.append((text, ""))
-        elif role == "assistant" and pairs:
-            pairs[-1] = (pairs[-1][0], text)
-    pairs[-1] = (pairs[-1][0], answer)
-    return [(q, defuse_markers(a)) for q, a in pairs]  # the answers are the judged model's text
-
-
-def mt_bench_messages(example: Example, answer: str, references: list[str | None]) -> list[dict[str, str]]:
-    """MT-Bench's judge messages for `answer` to the example's last user turn. `references`: one reference answer
-    per user turn (None where absent); the math (reference) variant is used when the judged turn has one."""
-    pairs = _turns(example, answer)
-    refs = (list(references) + [None] * len(pairs))[: len(pairs)]
-    with_ref = refs[-1] is not None
-    if len(pairs) == 1:
-        template = _SINGLE_MATH_V1 if with_ref else _SINGLE_V1
-        prompt = template.format(question=pairs[0][0], answer=pairs[0][1], ref_answer_1=refs[0])
-        return [{"role": "system", "content": _SINGLE_SYSTEM}, {"role": "user", "content": prompt}]
-    # FastChat's multi-turn templates hold two turns; longer conversations repeat the same blocks.
-    blocks = []
-    if with_ref:
-        ref_turns = "".join(
-            f"### User:\n{q}\n\n### Reference answer:\n{r if r is not None else '(none)'}\n\n"
-            for (q, _), r in zip(pairs, refs, strict=True)
-        )
-        blocks.append(f"<|The Start of Reference Answer|>\n\n{ref_turns}<|The End of Reference Answer|>\n\n\n")
-    convo = "".join(f"### User:\n{q}\n\n### Assistant A:\n{a}\n\n" for q, a in pairs)
-    blocks.append(
-        "<|The Start of Assistant A's Conversation with User|>\n\n"
-        f"{convo}<|The End of Assistant A's Conversation with User|>"
-    )
-    system = _MULTI_MATH_SYSTEM if with_ref else _MULTI_SYSTEM
-    return [{"role": "system", "content": system}, {"role": "user", "content": "".join(blocks)}]
-
-
-def parse_rating(text: str | None, finish_reason: str | None = None) -> ParsedScore:
-    """FastChat's reading of a single-answer judgment: the first `[[N]]`, else the first `[N]`; the rating must lie
-    on the 1-10 scale (FastChat keeps any number; a rating of 0 or 42 is a misread here, an error)."""
-    if not text or not text.strip():
-        return ParsedScore(None, None, "empty judge reply")
-    match = _RATING.search(text) or _RATING_BACKUP.search(text)
-    if match is None:
-        if finish_reason == "length":
-            return ParsedScore(None, None, "judge reply cut off at max_tokens before the rating")
-        tail = text.strip().replace("\n", " ")[-120:]
-        return ParsedScore(None, None, f"no 'Rating: [[N]]' in the judge reply: {tail!r}")
-    score = float(match.group(1))
-    if not 1.0 <= score <= 10.0:
-        return ParsedScore(None, None, f"rating {match.group(1)} is outside the 1-10 scale")
-    return ParsedScore(score, text[: match.start()].strip() or None, None)
 
 
 # ---------------------------------------------------------------------------------------------------

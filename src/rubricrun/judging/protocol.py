@@ -15,17 +15,7 @@ from typing import Any
 
 from ..types import Criterion, Example
 from .ask import JUDGE_DEFAULT_PARAMS
-from .graded import (
-    GRADED_TEMPLATE,
-    MT_BENCH_PARAMS,
-    RATING_CRITERION,
-    ParsedScore,
-    graded_schema,
-    mt_bench_messages,
-    parse_graded_reply,
-    parse_rating,
-    verdict_for,
-)
+from .graded import GRADED_TEMPLATE, ParsedScore, graded_schema, parse_graded_reply, verdict_for
 from .prompt import DEFAULT_TEMPLATE, judge_messages, judge_schema, parse_judge_reply
 
 
@@ -87,37 +77,4 @@ GRADED_1_5 = JudgeProtocol(
     schema=graded_schema,
     read=_read_1_5,
     dry_reply='{"score": 3}',
-)
-
-
-def turn_references(example: Example, reference: str | None) -> list[str | None]:
-    """One reference per user turn of the example: `metadata.references` (joined from `datasets[].references`) for
-    the earlier turns, the example's own (shown) reference for the last; none at all when it is not shown."""
-    n = sum(1 for m in example.messages if m.get("role") == "user")
-    if reference is None:
-        return [None] * n
-    joined = example.metadata.get("references")
-    earlier = list(joined[: n - 1]) if isinstance(joined, list) else []
-    return [*(earlier + [None] * n)[: n - 1], reference]
-
-
-def _rating_messages(j: JudgeInput) -> list[dict[str, Any]]:
-    return mt_bench_messages(j.example, j.text, turn_references(j.example, j.reference))
-
-
-def _read_1_10(text: str | None, finish_reason: str | None) -> tuple[str, ParsedScore]:
-    parsed = parse_rating(text, finish_reason)
-    return verdict_for(parsed.score, "1-10"), parsed
-
-
-# The 1-10 protocol of one benchmark (single-answer rating); registered by its task module.
-RATING_1_10 = JudgeProtocol(
-    scale="1-10",
-    params=MT_BENCH_PARAMS,
-    template=None,
-    messages=_rating_messages,
-    schema=lambda max_chars: None,
-    read=_read_1_10,
-    rating_criterion=RATING_CRITERION,
-    dry_reply="[[5]]",
 )

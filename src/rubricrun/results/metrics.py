@@ -340,17 +340,12 @@ def _graded_values(
 
 
 def _conversation_values(ex: Example, turn: int, values: dict[str, float]) -> dict[str, float]:
-    """MT-Bench's breakdowns: the response's score under its turn (multi-turn examples), and under the example's
-    own category (MT-Bench rows: writing, math, ...) in place of criterion categories. The example's value, the
-    mean over its turns, is MT-Bench's "average"."""
+    """The response's score under its turn (multi-turn examples), then its task's regrouping (an example's own
+    category in place of criterion categories). The example's value, the mean over its turns, is the average."""
     out = dict(values)
     if ex.turns > 1:
         out[f"turn:{turn}"] = values["score"]
-    category = ex.metadata.get("category")
-    if ex.metadata.get("format") == "mtbench" and isinstance(category, str) and category:
-        out = {k: v for k, v in out.items() if not k.startswith("category:")}
-        out[f"category:{category}"] = values["score"]
-    return out
+    return registry.regroup(ex, out)
 
 
 def _unscorable(metric: Metric, ex: Example, criteria: Sequence[Criterion]) -> bool:
@@ -378,6 +373,21 @@ class _CandidateAgg:
     def groups(self, prefix: str, clip: Callable[[float], float] = float) -> dict[str, dict[str, Any]]:
         return _group(self._values.groups(prefix, self.ids), self.n_boot, self.seed, clip)
 
+    def rated(self, kinds: Sequence[str]) -> dict[str, Any]:
+        """A graded result on its own scale: `rating` with its CI, and by each kind (category, turn), each group
+        with its normalized `score` and its `rating`."""
+        ci = stats.mean_ci(self.values("rating:score"), n_boot=self.n_boot, seed=self.seed)
+        out: dict[str, Any] = {
+            "scale": self.spec.scale,
+            "rating": ci["mean"],
+            "rating_ci": (ci["ci_low"], ci["ci_high"]),
+        }
+        for kind in kinds:
+            groups = self.groups(f"{kind}:")
+            rated = self.groups(f"rating:{kind}:")
+            out[f"by_{kind}"] = {g: {**d, "rating": rated[g]["score"]} for g, d in groups.items()}
+        return out
+
 
 def _extra(spec: Metric, agg: _CandidateAgg) -> dict[str, Any]:
     """The metric's own fields (its aggregate), then `by_turn` for multi-turn datasets."""
@@ -386,29 +396,10 @@ def _extra(spec: Metric, agg: _CandidateAgg) -> dict[str, Any]:
     metric = spec.name
     if metric == "rubric":
         extra["by_category"] = _group(values.groups("category:", ids), n_boot, seed, float)
-    elif spec.scale in SCALES:
-        extra.update(_graded_extra(spec, values, ids, n_boot, seed))
     by_turn = _group(values.groups("turn:", ids), n_boot, seed, spec.clip)
     if by_turn and "by_turn" not in extra:  # multi-turn datasets: turn 1, turn 2, ... beside their average
         extra["by_turn"] = by_turn
     return extra
-
-
-def _graded_extra(spec: Metric, values: PerExample, ids: ExampleIds, n_boot: int, seed: int) -> dict:
-    """The result on its own scale: `rating` with its CI, and by category (and by turn for mt_bench), each group
-    with its normalized `score` and its `rating`."""
-    ratings = values.values("rating:score", ids)
-    ci = stats.mean_ci(ratings, n_boot=n_boot, seed=seed)
-    out: dict[str, Any] = {
-        "scale": spec.scale,
-        "rating": ci["mean"],
-        "rating_ci": (ci["ci_low"], ci["ci_high"]),
-    }
-    for kind in ("category", "turn") if spec.name == "mt_bench" else ("category",):
-        groups = _group(values.groups(f"{kind}:", ids), n_boot, seed, float)
-        rated = _group(values.groups(f"rating:{kind}:", ids), n_boot, seed, float)
-        out[f"by_{kind}"] = {g: {**d, "rating": rated[g]["score"]} for g, d in groups.items()}
-    return out
 
 
 def dataset_results(

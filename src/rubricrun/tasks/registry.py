@@ -34,6 +34,8 @@ _PROTOCOLS: dict[str, JudgeProtocol] = {
     **{scale: p for t in TASKS for scale, p in t.protocols.items()},
 }
 CRITERION_READERS: tuple[CriterionReader, ...] = tuple(t.criterion_reader for t in TASKS if t.criterion_reader)
+# responses_from rows of a task's own shape (data.answers_file.load_answers' readers).
+ANSWER_READERS = tuple((t.answers_shape, t.answers) for t in TASKS if t.answers is not None)
 _PER_TASK_JUDGES = any(t.judges_per_criterion is not None or t.on_tie is not None for t in TASKS)
 
 

@@ -71,6 +71,12 @@ def _detect(row: Row, keys: Collection[str]) -> bool:
 
 RUBRIC = Metric(name="rubric", scale="binary", source=SOURCE, values=_values)
 # Graded metrics: normalized values lie in [0, 1] by construction (scores are checked on their scale).
-RUBRIC_GRADED = Metric(name="rubric_graded", scale="1-5", source=SOURCE, values=_graded_values)
+RUBRIC_GRADED = Metric(
+    name="rubric_graded",
+    scale="1-5",
+    source=SOURCE,
+    values=_graded_values,
+    aggregate=lambda agg: agg.rated(("category",)),  # the result on the 1-5 scale, by criterion category
+)
 
 TASK = Task(name="generic", detect=_detect, build=_build_generic, metric=RUBRIC)  # type: ignore[arg-type]

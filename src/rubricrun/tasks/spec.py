@@ -151,6 +151,7 @@ class Task:
     reference_per_turn: bool = False  # an explicit `reference` key is per turn (the builder reads it)
     regroup: Callable[[Example, Values], Values] | None = None  # the example's own breakdowns
     answers: Callable[[Mapping[str, Any], Fail], list[tuple[tuple[str, int], str]] | None] | None = None
+    answers_shape: str = ""  # what rows `answers` reads, for the error on a row nothing reads
     candidates: Callable[[Config], tuple[ModelConfig, ...]] | None = None  # None: cfg.candidates
     judges_per_criterion: Callable[[Config], int] | None = None  # None: the config's
     on_tie: str | None = None  # None: judging.on_tie
