@@ -16,9 +16,10 @@ from fakeserver import FakeOpenAIServer, default_reply, message_text
 from rubricrun.judging.graded import parse_graded_reply, verdict_for
 from rubricrun.judging.prompt import load_template, reference_for
 from rubricrun.judging.rubric import JUDGE_PARSE_ATTEMPTS
-from rubricrun.results.metrics import dataset_result, graded_normalized
+from rubricrun.results.metrics import dataset_result
 from rubricrun.tasks.mt_bench import RATING_CRITERION, mt_bench_messages, parse_rating
 from rubricrun.tasks.registry import hidden_reference
+from rubricrun.tasks.rubric import graded_normalized
 from rubricrun.types import Criterion, Example, Judgment, Response
 
 # ---------------------------------------------------------------------------------------------------

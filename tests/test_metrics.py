@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import typing
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -20,18 +21,12 @@ from factories import example, response
 from rubricrun.config import DatasetConfig, load_config
 from rubricrun.errors import InputError
 from rubricrun.results import stats
-from rubricrun.results.metrics import (
-    METRICS,
-    CandidateResult,
-    DatasetResult,
-    dataset_metric,
-    dataset_result,
-    default_on_error,
-    detect_metric,
-    healthbench_score,
-    prbench_points,
-)
+from rubricrun.results.metrics import dataset_result
 from rubricrun.results.scoring import score_response
+from rubricrun.tasks import registry
+from rubricrun.tasks.healthbench import healthbench_score
+from rubricrun.tasks.prbench import prbench_points
+from rubricrun.tasks.spec import CandidateResult, DatasetResult
 from rubricrun.types import Criterion, Example, Judgment, Response, Turn
 
 TOL = 1e-9
@@ -360,6 +355,18 @@ def test_result_types_are_frozen() -> None:
 # Detection and config
 
 
+def default_on_error(metric: str) -> str:
+    return registry.on_error_for(None, metric)
+
+
+def detect_metric(example: Example) -> str:
+    return registry.metric_of(example)
+
+
+def dataset_metric(examples, override=None) -> str:
+    return registry.metric_of_counts(Counter(registry.metric_of(e) for e in examples), override)
+
+
 def test_detect_metric_from_schema() -> None:
     assert detect_metric(ex("a", "mc")) == "accuracy"
     assert detect_metric(ex("a", "qa")) == "accuracy"
@@ -374,10 +381,23 @@ def test_detect_metric_from_schema() -> None:
         dataset_metric(HB, "bleu")
 
 
-def test_config_metric_literal_is_metrics() -> None:
+def test_config_metric_is_checked_against_the_registry(tmp_path: Path) -> None:
     tp = typing.get_type_hints(DatasetConfig)["metric"]
-    (lit, _none) = typing.get_args(tp)
-    assert typing.get_args(lit) == METRICS
+    assert typing.get_args(tp) == (str, type(None))  # no second list of metric names in the config
+    for name in registry.METRICS:
+        registry.check_config(
+            load_config(
+                _config(
+                    tmp_path,
+                    {"metric": name},
+                    {
+                        "scale": registry.METRICS[name].scale
+                        if registry.METRICS[name].scale in ("1-5", "1-10")
+                        else "binary"
+                    },
+                )
+            )
+        )
 
 
 def _config(tmp_path: Path, dataset: dict, judging: dict | None = None) -> Path:
@@ -395,7 +415,7 @@ def test_config_metric_and_on_error_keys(tmp_path: Path) -> None:
     cfg = load_config(_config(tmp_path, {}))
     assert cfg.datasets[0].metric is None and cfg.judging.on_error is None
     with pytest.raises(InputError, match=r"c\.yaml:6: key 'datasets\[0\]\.metric': expected one of 'accuracy'"):
-        load_config(_config(tmp_path, {"metric": "bleu"}))
+        registry.check_config(load_config(_config(tmp_path, {"metric": "bleu"})))
     with pytest.raises(InputError, match=r"c\.yaml:\d+: key 'judging\.on_error': expected one of 'exclude'"):
         load_config(_config(tmp_path, {}, {"on_error": "skip"}))
 

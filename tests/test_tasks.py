@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,88 @@ def test_imports_one_way() -> None:
             if LEVELS[target] > LEVELS[wing]:
                 wrong.append(f"{path.relative_to(SRC)} imports {target}")
     assert not wrong
+
+
+# Benchmark names, as they are spelled in code (`mc`/`qa` name row shapes, Example.kind: not benchmarks).
+BENCHMARK = re.compile(r"healthbench|prbench|mt[-_ ]?bench|gsm8k|meta_eval", re.IGNORECASE)
+# Modules that still name a benchmark, with the step of ExecPlan 016 that moves it out.
+NOT_YET = {"data/meta_rows.py": "step 10 (the meta-eval key map moves to tasks/meta_eval.py)"}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the string constants that are docstrings (module, class, function)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def benchmark_names(path: Path, label: str | None = None) -> list[str]:
+    """ "file:line: text" for every string constant (not a docstring), name or attribute naming a benchmark."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = _docstrings(tree)
+    label = label or path.relative_to(SRC).as_posix()
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            text = node.value
+        elif isinstance(node, ast.Name):
+            text = node.id
+        elif isinstance(node, ast.Attribute):
+            text = node.attr
+        elif isinstance(node, ast.alias):
+            text = node.name
+        else:
+            continue
+        if BENCHMARK.search(text):
+            found.append(f"{label}:{getattr(node, 'lineno', '?')}: {text[:60]!r}")
+    return found
+
+
+def test_no_benchmark_named_outside_tasks() -> None:
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        if rel.startswith("tasks/") or rel in NOT_YET:
+            continue
+        found += benchmark_names(path)
+    assert not found, "\n".join(found)
+
+
+def test_the_guard_sees_a_benchmark_name(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        '"""HealthBench in a docstring is fine."""\n# PRBench in a comment too\nx = "mtbench"\n'
+        "from .x import MT_BENCH_PARAMS\ny = gsm8k.answer\n",
+        encoding="utf-8",
+    )
+    assert benchmark_names(probe, "probe.py") == [
+        "probe.py:3: 'mtbench'",
+        "probe.py:4: 'MT_BENCH_PARAMS'",
+        "probe.py:5: 'gsm8k'",
+    ]
+
+
+def test_check_config_names_the_key(tmp_path: Path) -> None:
+    from rubricrun.config import load_config
+    from rubricrun.errors import InputError
+
+    def cfg(dataset: dict, judging: dict | None = None):
+        doc = {"candidates": [{"name": "a", "model": "openai/x"}], "datasets": [{"path": "d.jsonl", **dataset}]}
+        path = tmp_path / "c.yaml"
+        path.write_text(json.dumps({**doc, "judging": judging or {}}), encoding="utf-8")
+        return load_config(path)
+
+    registry.check_config(cfg({"format": "mtbench", "metric": "mt_bench"}, {"scale": "1-10"}))
+    with pytest.raises(InputError, match=r"c\.yaml:\d+: key 'datasets\[0\]\.format': expected one of 'auto' \| 'prb"):
+        registry.check_config(cfg({"format": "csv"}))
+    with pytest.raises(InputError, match=r"key 'datasets\[0\]\.metric': mt_bench reads graded .* judging.scale 1-10"):
+        registry.check_config(cfg({"metric": "mt_bench"}))
+    with pytest.raises(InputError, match=r"key 'datasets\[0\]\.metric': rubric_graded .* judging.scale 1-5"):
+        registry.check_config(cfg({"metric": "rubric_graded"}, {"scale": "1-10"}))
+    (tmp_path / "t.txt").write_text("{conversation} {criterion}", encoding="utf-8")
+    with pytest.raises(InputError, match=r"judging.prompt_template': scale 1-10 judges with MT-Bench's own prompts"):
+        registry.check_config(cfg({}, {"scale": "1-10", "prompt_template": str(tmp_path / "t.txt")}))

@@ -58,11 +58,12 @@ class DatasetConfig:
     config: str | None = None  # the Hub dataset's config (subset), e.g. `main` for openai/gsm8k
     split: str | None = None  # the Hub dataset's split, e.g. `test`; may be left out when it has only one
     name: str = ""
-    format: Literal["auto", "prbench", "healthbench", "mc", "qa", "mtbench", "generic"] = "auto"
+    format: str = "auto"  # auto or a registered task's name (tasks.registry.check_config checks it)
     fields: dict[str, str] = field(default_factory=dict)  # normalized field -> key in the row
     limit: int | None = None
-    # None: detected from the rows; mt_bench / rubric_graded go with judging.scale 1-10 / 1-5 (which imply them).
-    metric: Literal["accuracy", "healthbench", "prbench", "rubric", "mt_bench", "rubric_graded"] | None = None
+    # None: detected from the rows; a registered metric's name otherwise (tasks.registry.check_config checks it, and
+    # that a graded metric comes with its judging.scale).
+    metric: str | None = None
     references: str | None = None  # MT-Bench reference answers (`{question_id, choices: [{turns}]}`), joined by id
 
 
@@ -627,9 +628,6 @@ def _check_datasets(cfg: Config, b: _Builder) -> None:
         for k in ("config", "split"):
             if getattr(d, k) is not None and not d.hf:
                 raise b.fail(f"datasets[{i}].{k}", "only applies to a Hugging Face dataset (`hf:`)")
-        needs = {"mt_bench": "1-10", "rubric_graded": "1-5"}.get(d.metric or "")
-        if needs and cfg.judging.scale != needs:
-            raise b.fail(f"datasets[{i}].metric", f"{d.metric} reads graded judgments: it needs judging.scale {needs}")
         name = dataset_name(d)
         if name in names:
             raise b.fail(f"datasets[{i}].name", f"duplicate dataset name '{name}'")
@@ -644,8 +642,6 @@ def _check_judging(cfg: Config, b: _Builder) -> None:
             "judging.judges_per_criterion",
             f"is {cfg.judging.judges_per_criterion} but the pool has {len(cfg.judge_pool)} judges",
         )
-    if cfg.judging.scale == "1-10" and cfg.judging.prompt_template:
-        raise b.fail("judging.prompt_template", "scale 1-10 judges with MT-Bench's own prompts; drop one of the two")
     if cfg.judging.on_tie == "judge" and len(cfg.judge_pool) <= cfg.judging.judges_per_criterion:
         raise b.fail(
             "judging.on_tie",

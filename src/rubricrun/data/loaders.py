@@ -24,12 +24,9 @@ from .readers import RawRow, read_rows, source_label
 from .references import join_references, load_references
 from .schemas import MISSING, CriterionReader, Row, RowSchema, resolve, rubric_of, text_value, type_name
 
-# Names `DatasetConfig.fields` may map (normalized name -> key in the row). The first group are the normalized
-# names; the rest are native keys of the benchmark schemas, mappable too when a file renames them.
-FIELD_NAMES = tuple(
-    "id prompt messages system question choices answer reference rubric metadata"  # normalized names
-    " rubrics prompt_id example_tags turns answers question_id category task field".split()  # native keys
-)
+# The normalized names `DatasetConfig.fields` may map (normalized name -> key in the row); a schema's own keys
+# (RowSchema.native_fields) are mappable too, when a file renames them.
+NORMALIZED_FIELDS = tuple("id prompt messages system question choices answer reference rubric metadata".split())
 
 _PROMPT_GUESSES = ("instruction", "input", "query", "question", "problem", "text", "content", "user", "request")
 _MAX_KEYS_SHOWN = 20
@@ -89,7 +86,7 @@ def iter_dataset(
     if on_bad_row not in ("fail", "skip"):
         raise InputError(f"expected 'fail' or 'skip', got {on_bad_row!r}", key="run.on_bad_row")
     label = source_label(cfg)
-    fields = _check_fields(cfg.fields, label)
+    fields = _check_fields(cfg.fields, label, schemas)
     caps = [c for c in (cfg.limit, max_examples) if c is not None]
     for c in caps:
         if c < 0:
@@ -162,13 +159,16 @@ def _first_seen(
     return None
 
 
-def _check_fields(fields: dict[str, str] | None, label: str) -> dict[str, str]:
+def field_names(schemas: Sequence[RowSchema]) -> tuple[str, ...]:
+    """The names `DatasetConfig.fields` may map: the normalized names, then the schemas' own keys."""
+    return tuple(dict.fromkeys([*NORMALIZED_FIELDS, *(k for s in schemas for k in s.native_fields)]))
+
+
+def _check_fields(fields: dict[str, str] | None, label: str, schemas: Sequence[RowSchema]) -> dict[str, str]:
     fields = dict(fields or {})
     for name, key in fields.items():
-        if name not in FIELD_NAMES:
-            raise InputError(
-                f"unknown field name (accepted: {', '.join(FIELD_NAMES)})", file=label, key=f"fields.{name}"
-            )
+        if name not in (names := field_names(schemas)):
+            raise InputError(f"unknown field name (accepted: {', '.join(names)})", file=label, key=f"fields.{name}")
         if not isinstance(key, str) or not key or any(not part for part in key.split(".")):
             raise InputError(
                 f"expected a row key or a dotted path (a.b), got {key!r}", file=label, key=f"fields.{name}"

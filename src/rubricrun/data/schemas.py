@@ -97,6 +97,9 @@ class RowSchema(Protocol):
     @property
     def criterion_reader(self) -> CriterionReader | None: ...  # criteria of its own shape, in any row's rubric
 
+    @property
+    def native_fields(self) -> tuple[str, ...]: ...  # its own keys, which `fields:` may map too
+
 
 # A reader of criteria of one benchmark's own shape: (text, weight, tags, category) for an item it recognises,
 # else None.
@@ -250,27 +253,3 @@ def parse_rubric(
 # --------------------------------------------------------------------------------------------------
 # One builder per schema: a dict with messages (required), messages_key, id_key, reference, choices, answer,
 # rubric (already parsed, for native rubric keys) and metadata.
-
-
-def _build_generic(r: Row, fail: Fail) -> dict[str, Any]:
-    if r.get("messages") is not None:
-        messages = _messages(r.get("messages"), r.key("messages"), fail)
-        mkey = r.key("messages")
-    else:
-        prompt = r.get("prompt")
-        if prompt is None:
-            fail(
-                r.key("prompt"),
-                "missing prompt (give 'prompt' or 'messages', or map a key with fields: {prompt: <key>})",
-            )
-        messages = _messages(prompt, r.key("prompt"), fail)
-        mkey = r.key("prompt")
-    answer = r.get("answer")
-    if answer is not None:
-        answer = text_value(answer, r.key("answer"), fail).strip()
-    return {"messages": messages, "messages_key": mkey, "answer": answer}
-
-
-BUILDERS: dict[str, Callable[[Row, Fail], dict[str, Any]]] = {
-    "generic": _build_generic,
-}

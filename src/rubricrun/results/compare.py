@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ import yaml
 from ..errors import InputError
 from ..judging.auto import AUTO_CRITERION
 from ..tasks import registry
+from ..tasks.spec import CandidateResult, DatasetResult
 from ..types import Criterion, Example, Judgment, Response, from_row, to_row
 from . import artifacts, metrics, stats
 
@@ -171,9 +173,11 @@ def _criteria(run: RunData, exs: Sequence[Example]) -> dict[str, tuple[Criterion
     return {ex.id: run.default_rubric for ex in exs if not ex.rubric and ex.kind == "open" and run.default_rubric}
 
 
-def _result(run: RunData, name: str, exs: list[Example]) -> metrics.DatasetResult:
+def _result(run: RunData, name: str, exs: list[Example]) -> DatasetResult:
     recorded = run.summary["datasets"].get(name) or {}
-    metric = recorded.get("metric") if recorded.get("metric") in registry.METRICS else metrics.dataset_metric(exs)
+    metric = recorded.get("metric")
+    if metric not in registry.METRICS:
+        metric = registry.metric_of_counts(Counter(registry.metric_of(ex) for ex in exs))
     on_error = recorded.get("on_error") if recorded.get("on_error") in metrics.ON_ERROR else None
     return metrics.dataset_result(
         name,
@@ -227,8 +231,8 @@ def _texts(runs: Sequence[RunData]) -> dict[tuple[str, str], str]:
 
 def _candidate_change(
     cand: str,
-    ra: metrics.CandidateResult | None,
-    rb: metrics.CandidateResult | None,
+    ra: CandidateResult | None,
+    rb: CandidateResult | None,
     flips: Sequence[Flip],
     n_boot: int,
     seed: int,

@@ -1,27 +1,14 @@
-"""One headline metric per dataset, computed as the benchmark's own code computes it (pure functions).
+"""One headline metric per dataset, computed as the benchmark's own code computes it: the driver.
 
-Metrics (`METRICS`), each over the per-example score (an example's samples are averaged first):
-- accuracy:    fraction of `correct` verdicts met (judge-free multiple choice and QA).
-- healthbench: openai/simple-evals healthbench_eval.py. Per response `calculate_score`:
-               achieved points (met weights, negatives included) / total positive points (may be negative);
-               headline `_compute_clipped_stats(values, "mean")` = clip(mean, 0, 1); rubric tags (axis:*,
-               level:*) and example tags (theme:*, physician_agreed_category:*) scored the same way; std is
-               the std (ddof 0) of the clipped means of bootstrap resamples.
-- prbench:     scaleapi/PRBench. Per response `get_clipped_points` = point_total / sum of positive weights
-               (no per-response clip), headline `mean_clipped` = max(0, mean) (evals.py), and
-               `get_normalized_points` = (point_total - N) / (P - N) averaged as `mean_normalized` beside it.
-- rubric:      mean of the per-response normalized score (point_total - N) / (P - N), as scoring.py does.
-- mt_bench:    judging.scale 1-10, MT-Bench single-answer grading: one rating per response. Reported on its own
-               scale (`rating`, `rating_ci`, by category and by turn, as FastChat's show_result.py averages the
-               judgments) and, as `score`, normalized (rating - 1) / 9, which is what enters leaderboards.
-- rubric_graded: judging.scale 1-5, a score s per criterion; each criterion counts x = (s - 1) / 4 of its weight,
-               score = (sum of w * x - N) / (P - N) (the rubric metric with x in place of met / not met), and
-               `rating` = 1 + 4 * score on the 1-5 scale (the mean criterion score when all weights are equal).
-Formulas, sources and every deviation are quoted in .agent/plans/007-faithful-scores.md.
+Each metric is a `tasks.spec.Metric` of its benchmark's module (tasks/, listed by tasks/registry.py): its
+per-response values, its clip, its official aggregate and the source it reproduces. This module feeds it: the
+verdicts (or graded scores) of each response, the example means, the bootstrap headline with its CI and std, and
+the `Agg` its aggregate reads (`_CandidateAgg`). Formulas, sources and every deviation are quoted in
+.agent/plans/007-faithful-scores.md.
 
 Judge failures follow `on_error` (`ON_ERROR`): `exclude` leaves a response whose criteria are not all judged
-out of the score (it is counted as `partial`); `not_met` counts an error (or missing) verdict as not met,
-as PRBench's own grader does with a reply it cannot read.
+out of the score (it is counted as `partial`); `not_met` counts an error (or missing) verdict as not met (a
+metric's default: `Metric.on_error`).
 """
 
 from __future__ import annotations
@@ -29,51 +16,19 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..config import Config, dataset_name
 from ..judging.auto import AUTO_CRITERION
 from ..judging.graded import SCALES
 from ..tasks import registry
-from ..tasks.healthbench import healthbench_score as healthbench_score
-from ..tasks.prbench import prbench_points as prbench_points
-from ..tasks.rubric import graded_normalized as graded_normalized
-from ..tasks.rubric import rubric_normalized as rubric_normalized
 from ..tasks.spec import AccSpec, CandidateResult, DatasetAccumulator, DatasetResult, Metric
 from ..types import Criterion, Example, Judgment, Response
 from . import stats
 from .accum import ExampleIds, PerExample
 
-# The registry's, under their old names until every caller asks the registry (ExecPlan 016).
-METRICS = tuple(registry.METRICS)
-GRADED_METRICS = {m.name: m.scale for m in registry.METRICS.values() if m.scale in SCALES}
 ON_ERROR = ("exclude", "not_met")
-__all__ = ["CandidateResult", "DatasetResult", "healthbench_score", "prbench_points", "rubric_normalized"]
-
-
-# ---------------------------------------------------------------------------------------------------
-# Which metric, which policy
-
-
-def detect_metric(example: Example) -> str:
-    """The metric an example's schema calls for (registry.metric_of)."""
-    return registry.metric_of(example)
-
-
-def dataset_metric(examples: Iterable[Example], override: str | None = None) -> str:
-    """`override` (datasets[].metric) if set; else the metric most of the rows call for (ties: METRICS order)."""
-    return registry.metric_of_counts(Counter(registry.metric_of(ex) for ex in examples), override)
-
-
-metric_of_counts = registry.metric_of_counts
-graded_metric = registry.metric_on_scale
-on_error_for = registry.on_error_for
-
-
-def default_on_error(metric: str) -> str:
-    """The metric's own judging.on_error default (PRBench's grader counts a reply it cannot read as not met)."""
-    return registry.metric(metric).on_error
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -391,12 +346,8 @@ class _CandidateAgg:
 
 def _extra(spec: Metric, agg: _CandidateAgg) -> dict[str, Any]:
     """The metric's own fields (its aggregate), then `by_turn` for multi-turn datasets."""
-    values, ids, n_boot, seed = agg._values, agg.ids, agg.n_boot, agg.seed
     extra: dict[str, Any] = dict(spec.aggregate(agg))
-    metric = spec.name
-    if metric == "rubric":
-        extra["by_category"] = _group(values.groups("category:", ids), n_boot, seed, float)
-    by_turn = _group(values.groups("turn:", ids), n_boot, seed, spec.clip)
+    by_turn = agg.groups("turn:", spec.clip)
     if by_turn and "by_turn" not in extra:  # multi-turn datasets: turn 1, turn 2, ... beside their average
         extra["by_turn"] = by_turn
     return extra

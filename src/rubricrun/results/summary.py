@@ -15,6 +15,7 @@ from typing import Any
 
 from ..config import Config
 from ..tasks import registry
+from ..tasks.spec import DatasetResult
 from ..types import Criterion, Example, Judgment, PairJudgment, Response
 from . import agreement, metrics, stats
 from .accum import ByExample, ExampleIds
@@ -130,7 +131,7 @@ class SummaryAcc:
         )
 
 
-def _dataset(cfg: Config, result: metrics.DatasetResult, category: Categories) -> DatasetSummary:
+def _dataset(cfg: Config, result: DatasetResult, category: Categories) -> DatasetSummary:
     """One dataset's headline per candidate (full precision: the official formulas are matched to 1e-9) and its
     leaderboard, whose noise relation is a paired bootstrap over the dataset's examples, one per pair.
     `category` (each example's `category`, if any) gives the per-category scores the radar draws."""

@@ -142,6 +142,7 @@ METRIC = Metric(
 
 TASK = Task(
     name="healthbench",
+    title="HealthBench",
     detect=_detect,
     build=_build,
     metric=METRIC,

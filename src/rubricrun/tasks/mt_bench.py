@@ -264,6 +264,7 @@ METRIC = Metric(name="mt_bench", scale="1-10", source=SOURCE, values=_values, ag
 
 TASK = Task(
     name="mtbench",
+    title="MT-Bench",
     detect=_detect,
     build=_build,
     metric=RUBRIC,

@@ -129,6 +129,7 @@ ACCURACY = Metric(
 
 TASK = Task(
     name="mc",
+    title="multiple choice",
     detect=_detect,
     build=_build,
     metric=ACCURACY,

@@ -205,4 +205,12 @@ METRIC = Metric(
     vectors=VECTORS,
 )
 
-TASK = Task(name="prbench", detect=_detect, build=_build, metric=METRIC, criterion_reader=criterion_reader)
+TASK = Task(
+    name="prbench",
+    title="PRBench",
+    detect=_detect,
+    build=_build,
+    metric=METRIC,
+    native_fields=("task", "field"),
+    criterion_reader=criterion_reader,
+)

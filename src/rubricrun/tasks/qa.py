@@ -41,4 +41,4 @@ def _build(r: Row, fail: Fail) -> Built:
     )
 
 
-TASK = Task(name="qa", detect=_detect, build=_build, metric=ACCURACY, metric_with_rubric=RUBRIC)
+TASK = Task(name="qa", title="QA", detect=_detect, build=_build, metric=ACCURACY, metric_with_rubric=RUBRIC)

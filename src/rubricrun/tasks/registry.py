@@ -165,10 +165,29 @@ def regroup(ex: Example, values: Values) -> Values:
 
 
 def check_config(cfg: Config) -> None:
-    """The config's benchmark names: each dataset's format and metric are registered, and a graded metric comes
-    with its scale. Raises cfg.fail(key, ...) (file:line of the key)."""
+    """What the config says of benchmarks: each dataset's format and metric are registered (the message a Literal
+    gave), a graded metric comes with its judging.scale, and a protocol with its own prompts takes no
+    prompt_template. Raises cfg.fail(key, ...), which names the file and the key's line."""
     for i, d in enumerate(cfg.datasets):
-        if d.format != "auto" and d.format not in _TASKS:
-            raise cfg.fail(f"datasets[{i}].format", f"expected auto or one of {', '.join(FORMATS)}, got {d.format!r}")
-        if d.metric is not None and d.metric not in METRICS:
-            raise cfg.fail(f"datasets[{i}].metric", f"expected one of {', '.join(METRICS)}, got {d.metric!r}")
+        if d.format not in ("auto", *FORMATS):
+            raise cfg.fail(f"datasets[{i}].format", f"expected one of {_choices(('auto', *FORMATS))}, got {d.format!r}")
+        if d.metric is None:
+            continue
+        if d.metric not in METRICS:
+            raise cfg.fail(f"datasets[{i}].metric", f"expected one of {_choices(METRICS)}, got {d.metric!r}")
+        needs = METRICS[d.metric].scale
+        if needs in _PROTOCOLS and needs != "binary" and cfg.judging.scale != needs:
+            raise cfg.fail(
+                f"datasets[{i}].metric", f"{d.metric} reads graded judgments: it needs judging.scale {needs}"
+            )
+    scale = cfg.judging.scale
+    owner = next((t for t in TASKS if scale in t.protocols and t.protocols[scale].template is None), None)
+    if owner is not None and cfg.judging.prompt_template:
+        raise cfg.fail(
+            "judging.prompt_template",
+            f"scale {scale} judges with {owner.title or owner.name}'s own prompts; drop one of the two",
+        )
+
+
+def _choices(names: Sequence[str]) -> str:
+    return " | ".join(repr(n) for n in names)

@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
-from ..data.schemas import Row, _build_generic
+from ..data.schemas import Built, Fail, Row, _messages, text_value
 from ..types import Criterion, Example
-from .spec import Marks, Metric, Task, Values
+from .spec import Agg, Marks, Metric, Task, Values, Vector
 
 SOURCE = "rubricrun results/scoring.py (PRBench-style normalization, .agent/plans/007-faithful-scores.md)"
 
@@ -52,7 +53,7 @@ def rubric_normalized(criteria: Sequence[Criterion], met: Sequence[bool]) -> flo
 
 
 def _values(ex: Example, criteria: Sequence[Criterion], met: Marks, turn: int) -> Values:
-    value = rubric_normalized(criteria, met)  # type: ignore[arg-type]
+    value = rubric_normalized(criteria, met)
     if value is None:
         return {}
     return {"score": value, **by_category(criteria, met, rubric_normalized)}
@@ -69,7 +70,57 @@ def _detect(row: Row, keys: Collection[str]) -> bool:
     return "prompt" in keys or "messages" in keys
 
 
-RUBRIC = Metric(name="rubric", scale="binary", source=SOURCE, values=_values)
+def _build(r: Row, fail: Fail) -> Built:
+    if r.get("messages") is not None:
+        messages = _messages(r.get("messages"), r.key("messages"), fail)
+        mkey = r.key("messages")
+    else:
+        prompt = r.get("prompt")
+        if prompt is None:
+            fail(
+                r.key("prompt"),
+                "missing prompt (give 'prompt' or 'messages', or map a key with fields: {prompt: <key>})",
+            )
+        messages = _messages(prompt, r.key("prompt"), fail)
+        mkey = r.key("prompt")
+    answer = r.get("answer")
+    if answer is not None:
+        answer = text_value(answer, r.key("answer"), fail).strip()
+    return Built(messages=messages, messages_key=mkey, answer=answer)
+
+
+_WEIGHTED = (
+    Criterion("a", "a", 2.0, category="style"),
+    Criterion("b", "b", 1.0, category="facts"),
+    Criterion("pen", "a penalty", -1.0, category="facts"),
+)
+VECTORS = (
+    # (points - N) / (P - N): (2 - (-1)) / (3 - (-1)) = 3/4; facts: (0 - (-1)) / (1 - (-1)) = 1/2.
+    Vector(
+        "a met, b not, no penalty",
+        _WEIGHTED,
+        (True, False, False),
+        {"score": 0.75, "category:style": 1.0, "category:facts": 0.5},
+    ),
+    Vector("only the penalty met", _WEIGHTED, (False, False, True), {"score": 0.0, "category:facts": 0.0}),
+    Vector("no weight at all: unscorable", (Criterion("z", "z", 0.0),), (True,), {"score": None}),
+)
+GRADED_VECTORS = (
+    # shares x of each criterion's weight: (2 * 0.5 + 1 * 1 - 1 * 0.25 - (-1)) / 4 = 2.75 / 4.
+    Vector(
+        "halves and quarters",
+        _WEIGHTED,
+        (0.5, 1.0, 0.25),
+        {"score": 2.75 / 4, "category:style": 0.5, "category:facts": (1.0 - 0.25 + 1) / 2},
+    ),
+)
+
+
+def aggregate(agg: Agg) -> dict[str, Any]:
+    return {"by_category": agg.groups("category:")}
+
+
+RUBRIC = Metric(name="rubric", scale="binary", source=SOURCE, values=_values, aggregate=aggregate, vectors=VECTORS)
 # Graded metrics: normalized values lie in [0, 1] by construction (scores are checked on their scale).
 RUBRIC_GRADED = Metric(
     name="rubric_graded",
@@ -77,6 +128,7 @@ RUBRIC_GRADED = Metric(
     source=SOURCE,
     values=_graded_values,
     aggregate=lambda agg: agg.rated(("category",)),  # the result on the 1-5 scale, by criterion category
+    vectors=GRADED_VECTORS,
 )
 
-TASK = Task(name="generic", detect=_detect, build=_build_generic, metric=RUBRIC)  # type: ignore[arg-type]
+TASK = Task(name="generic", title="rubric", detect=_detect, build=_build, metric=RUBRIC)

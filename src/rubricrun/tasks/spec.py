@@ -156,3 +156,4 @@ class Task:
     judges_per_criterion: Callable[[Config], int] | None = None  # None: the config's
     on_tie: str | None = None  # None: judging.on_tie
     protocols: Mapping[str, JudgeProtocol] = field(default_factory=dict)  # scales whose protocol it owns
+    title: str = ""  # how messages name the benchmark ("MT-Bench"); "": its name
