@@ -186,8 +186,10 @@ def regroup(ex: Example, values: Values) -> Values:
     category = ex.metadata.get("category")
     if not (isinstance(category, str) and category):
         return values
-    out = {k: v for k, v in values.items() if not k.startswith("category:")}
+    out = {k: v for k, v in values.items() if not k.startswith(("category:", "rating:category:"))}
     out[f"category:{category}"] = values["score"]
+    if "rating:score" in values:  # a graded metric: the same regrouping on its own scale
+        out[f"rating:category:{category}"] = values["rating:score"]
     return out
 
 
