@@ -105,7 +105,8 @@ def iter_dataset(
             ex, id_key = _parse_row(raw, forced, schemas, dataset, fields)
             if keep:
                 kept = {c: resolve(raw.value, c) for c in keep}
-                ex = dataclasses.replace(ex, prefilled={c: v for c, v in kept.items() if v not in (None, MISSING)})
+                kept = {c: v for c, v in kept.items() if v not in (None, MISSING)}
+                ex = dataclasses.replace(ex, prefilled={**ex.prefilled, **kept})
             if check_ids:
                 h = hash(ex.id)
                 if h in seen:
@@ -267,6 +268,8 @@ def _native_id(
 ) -> tuple[str | None, Any]:
     """(the key the id came from, the id): the row's native id (the builder names its key), else `id`, else a
     content hash of the messages (key None)."""
+    if b.get("id") is not None:  # the builder's own id (a judge meta-evaluation: completion and criterion)
+        return b.get("id_key"), b["id"]
     id_key = next((k for k in (b.get("id_key"), r.key("id")) if k and resolve(row, k) not in (None, MISSING)), None)
     if id_key is None:
         return None, _content_id(messages)
@@ -359,5 +362,6 @@ def _normalize(
         rubric=rubric,
         metadata=metadata,
         later_turns=b.get("later_turns", ()),
+        prefilled=b.get("prefilled", {}),
     )
     return ex, id_key
