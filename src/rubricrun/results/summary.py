@@ -137,6 +137,7 @@ def _dataset(cfg: Config, result: DatasetResult, category: Categories) -> Datase
     `category` (each example's `category`, if any) gives the per-category scores the radar draws."""
     cands = result.candidates
     separated = _separated(cfg, cands)
+    per_example = _rows_are_candidates(result.metric)  # a meta-evaluation's judges have no per-example values
     cis = {n: {"mean": c.score, "ci_low": c.ci[0], "ci_high": c.ci[1], "n": c.n} for n, c in cands.items()}
     board = tuple(
         DatasetRankRow(
@@ -160,8 +161,8 @@ def _dataset(cfg: Config, result: DatasetResult, category: Categories) -> Datase
             c.partial,
             c.scored,
             c.expected,
-            histogram=tuple(histogram_bins(c.per_example.values())) if c.per_example else (),
-            by_example_category=_category_means(c.per_example, category) if c.per_example else {},
+            histogram=tuple(histogram_bins(c.per_example.values())) if per_example else (),
+            by_example_category=_category_means(c.per_example, category) if per_example else {},
             extra=dict(c.extra),
         )
         for n, c in cands.items()
