@@ -5,13 +5,16 @@ call; the console lines, summary.json and report.html; --validate's count; a bad
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DATA, DELETE, model_entry, write_jsonl
+from conftest import DATA, DELETE, REPO, model_entry, write_jsonl
 from fakeserver import FakeOpenAIServer, message_text
 
+from rubricrun.config import load_config
+from rubricrun.plan import count_calls
 from rubricrun.tasks.judge_eval import judge_meta_eval
 
 SAMPLE = DATA / "meta_eval_demo.jsonl"
@@ -207,3 +210,34 @@ def test_what_a_meta_eval_needs_is_checked_before_any_call(
     cfg = make_config(None, **{**{"candidates": [], "datasets": [{"path": str(SAMPLE)}]}, **overrides})
     rc, _, err = cli_main(["--config", str(cfg), "--validate"])
     assert rc == 2 and f"key '{key}'" in err and words in err, err
+
+
+def test_the_shipped_meta_eval_config_counts_judges_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)  # its paths are relative to the repository root
+    cfg = load_config("config.meta_eval.yaml")
+    cfg = replace(cfg, cache=replace(cfg.cache, dir=str(tmp_path / "cache")))  # nothing written into the repo
+    counted = count_calls(cfg, None)
+    assert (counted["examples"], counted["candidate_calls"], counted["judge_calls"]) == (8, 0, 16)
+    assert cfg.candidates == [] and len(cfg.judge_pool) == 2
+
+
+def test_a_judge_that_always_says_met_has_no_balanced_f1_and_says_why(
+    tmp_path: Path, make_config: Any, cli_main: Any
+) -> None:
+    """As the demo's 135M judge does: the not-met class has no pair, so HealthBench gives no balanced F1."""
+    always = json.dumps({"explanation": "fine", "criteria_met": True})
+    with FakeOpenAIServer(responder=lambda body: always) as server:
+        cfg = make_config(
+            server,
+            candidates=[],
+            judges=[model_entry("yes", "openai/judge-yes", server)],
+            datasets=[{"name": "meta", "path": str(SAMPLE)}],
+            judging={"default_rubric": DELETE},
+        )
+        rc, _, err = cli_main(["--config", str(cfg), "--run-id", "y"])
+        assert rc == 0, err
+    d = json.loads((tmp_path / "outputs" / "y" / "summary.json").read_text())["datasets"]["meta"]["candidates"]["yes"]
+    assert (d["score"], d["kappa"], d["judge_met"]) == (None, 0.0, 1.0)
+    assert d["leniency"] == pytest.approx(1 - 23 / 48, abs=1e-12)
+    assert "judge yes: balanced F1 – [–, –] (n=8; the judge said met on every row), kappa 0.0000" in err
+    assert "the judge said met on every row" in (tmp_path / "outputs" / "y" / "report.html").read_text()

@@ -179,11 +179,21 @@ def _judge_result(e: JudgeEval, by_category_rows: Mapping[str, int]) -> Candidat
             "human_met": e.leniency.human_met,
             "failures": e.failures,
             "no_labels": e.no_labels,
+            "f1_note": _why_none(e, rows) if a.f1_balanced.value is None else None,
             "by_category": {c: _agreement(x, by_category_rows[c]) for c, x in e.by_category.items()},
         },
         scored=rows,
         expected=e.rows,
     )
+
+
+def _why_none(e: JudgeEval, rows: int) -> str:
+    """Why a judge has no balanced F1 (HealthBench gives none when a class has no pair to measure it)."""
+    if rows == 0:
+        return "no row judged"
+    if e.leniency.judge_met in (0.0, 1.0):
+        return f"the judge said {'met' if e.leniency.judge_met else 'not met'} on every row"
+    return "the humans' labels are all of one kind"
 
 
 def _f(x: float | None, signed: bool = False) -> str:
@@ -201,7 +211,8 @@ def console_lines(name: str, d: Mapping[str, Any]) -> list[str]:
     for row in d.get("leaderboard") or ():
         c = d["candidates"][row["candidate"]]
         out.append(
-            f"{name}  judge {row['candidate']}: balanced F1 {_f(c['score'])} {_ci(c['ci'])} (n={c['n']}), kappa "
+            f"{name}  judge {row['candidate']}: balanced F1 {_f(c['score'])} {_ci(c['ci'])} (n={c['n']}"
+            f"{'; ' + c['f1_note'] if c.get('f1_note') else ''}), kappa "
             f"{_f(c.get('kappa'))}, leniency {_f(c.get('leniency'), True)} ({_f(c.get('judge_met'))} vs humans "
             f"{_f(c.get('human_met'))}), failures {c.get('failures', 0)}"
         )
