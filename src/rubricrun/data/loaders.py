@@ -103,10 +103,7 @@ def iter_dataset(
     for raw in read_rows(cfg):
         try:
             ex, id_key = _parse_row(raw, forced, schemas, dataset, fields)
-            if keep:
-                kept = {c: resolve(raw.value, c) for c in keep}
-                kept = {c: v for c, v in kept.items() if v not in (None, MISSING)}
-                ex = dataclasses.replace(ex, prefilled={**ex.prefilled, **kept})
+            ex = _with_kept(ex, raw.value, keep) if keep else ex
             if check_ids:
                 h = hash(ex.id)
                 if h in seen:
@@ -128,6 +125,12 @@ def iter_dataset(
             break
     if bad and not n:  # `skip` is for a few bad rows; a file of bad rows is the wrong file or mapping
         raise InputError(f"every row of {label} is bad ({bad} skipped); the first: {skipped[-bad]}")
+
+
+def _with_kept(ex: Example, row: Any, keep: Sequence[str]) -> Example:
+    """The example with the `keep` columns of its row in `prefilled` (beside what its schema put there)."""
+    kept = {c: v for c in keep if (v := resolve(row, c)) not in (None, MISSING)}
+    return dataclasses.replace(ex, prefilled={**ex.prefilled, **kept})
 
 
 def _schema(schemas: Sequence[RowSchema], name: str) -> RowSchema:
