@@ -11,11 +11,14 @@ from typing import Any
 
 import pytest
 from conftest import DATA, DELETE, REPO, model_entry, write_jsonl
+from factories import example, judgment, response
 from fakeserver import FakeOpenAIServer, message_text
 
 from rubricrun.config import load_config
 from rubricrun.plan import count_calls
+from rubricrun.tasks import meta_eval
 from rubricrun.tasks.judge_eval import judge_meta_eval
+from rubricrun.tasks.spec import AccSpec
 
 SAMPLE = DATA / "meta_eval_demo.jsonl"
 ROWS = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -241,3 +244,23 @@ def test_a_judge_that_always_says_met_has_no_balanced_f1_and_says_why(
     assert d["leniency"] == pytest.approx(1 - 23 / 48, abs=1e-12)
     assert "judge yes: balanced F1 – [–, –] (n=8; the judge said met on every row), kappa 0.0000" in err
     assert "the judge said met on every row" in (tmp_path / "outputs" / "y" / "report.html").read_text()
+
+
+def test_a_verdict_never_given_counts_as_a_failure_of_that_judge_only() -> None:
+    """MetaEvalAcc on rows fed directly: a judge missing from a row (its call never made: a stop, the budget) is
+    a failure of its own on that row, and a judge that appears only on later rows gets None before them."""
+    acc = meta_eval.MetaEvalAcc(AccSpec("m", meta_eval.METRIC, "exclude", 100, 0, None, None))
+    labels = [[True, True], [False, False], [True, False, True]]
+    for i, hs in enumerate(labels):
+        ex = example(f"m/{i}", metadata={"labels": hs, "rater_ids": [f"r{k}" for k in range(len(hs))]})
+        r = response(ex.id, "completion")
+        votes = [{"judge": "a", "verdict": "met" if i != 1 else "not_met"}] + (
+            [{"judge": "b", "verdict": "error"}] if i == 2 else []
+        )
+        acc.add(ex, [r], [judgment(r, "c1", votes=tuple(votes), judge="+".join(v["judge"] for v in votes))])
+    assert acc.verdicts == {"a": [True, False, True], "b": [None, None, None]}
+    result = acc.result()
+    a, b = result.candidates["a"], result.candidates["b"]
+    assert (a.n, a.partial, a.extra["failures"]) == (3, 0, 0)
+    assert (b.score, b.n, b.partial, b.extra["f1_note"]) == (None, 0, 3, "no row judged")
+    assert result.extra["human_baseline"]["raters"] == 3
