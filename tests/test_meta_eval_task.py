@@ -150,6 +150,9 @@ def test_a_bad_row_is_one_line_naming_file_line_and_key(tmp_path: Path, make_con
     assert rc == 2
     (line,) = [x for x in err.splitlines() if x.strip()]
     assert f"{bad}:3: key 'binary_labels[1]'" in line and "'maybe'" in line
+    twice = write_jsonl(tmp_path / "twice.jsonl", [*ROWS, ROWS[4]])  # the same completion and criterion again
+    rc, _, err = cli_main(["--config", str(meta_config(tmp_path, None, make_config, twice)), "--validate"])
+    assert rc == 2 and f"{twice}:9: key 'completion_id': duplicate id 'demo-c5/" in err and "first on line 5" in err
 
 
 def test_beside_other_datasets_candidates_answer_only_theirs(tmp_path: Path, make_config: Any, cli_main: Any) -> None:

@@ -51,16 +51,18 @@ def _build(row: Row, fail: Fail) -> Built:
     shaped = "binary_labels" in native or "completion" in native  # HealthBench's keys, else the generic names
     fields = {**(KEYS if shaped else {}), **row.fields}
     m = meta_row(native, fields=fields, fail=fail)
-    named = Row(native, fields).get("completion_id") is not None
+    r = Row(native, fields)
+    named = r.get("completion_id") is not None
     completion_id = m.completion_id if named else _hash(m.messages, m.completion)
     return Built(
         messages=list(m.messages),
         id=f"{completion_id}/{_hash(m.criterion)}",
+        id_key=r.key("completion_id") if named else None,  # a duplicate is named by it
         rubric=(Criterion(id="c1", text=m.criterion, weight=1.0, category=m.category or None),),
         prefilled={COMPLETION.response_column: m.completion},
         metadata={
-            "prompt_id": m.prompt_id,
-            "completion_id": m.completion_id,
+            "prompt_id": m.prompt_id if r.get("prompt_id") is not None else None,
+            "completion_id": completion_id,
             "category": m.category,
             "labels": list(m.labels),
             "rater_ids": list(m.rater_ids),
