@@ -140,7 +140,7 @@ def c_config_is_a_list(c: Ctx) -> CaseResult:
 
 def c_config_empty(c: Ctx) -> CaseResult:
     p = c.config(text="")
-    return c.args(p), [str(p), _key("candidates")], {}
+    return c.args(p), [str(p), _key("datasets")], {}  # nothing to run on (candidates are optional)
 
 
 def c_config_not_found(c: Ctx) -> CaseResult:

@@ -69,8 +69,8 @@ def wrong_type(tmp: Path, srv: FakeOpenAIServer) -> Case:
 
 
 def missing_candidates(tmp: Path, srv: FakeOpenAIServer) -> Case:
-    cfg = _cfg(tmp, srv, candidates=DELETE)
-    return Case(["--config", str(cfg)], "config.yaml", None, "candidates", ["missing"])
+    cfg = _cfg(tmp, srv, candidates=DELETE)  # the rows need candidates (a judge meta-evaluation's would not)
+    return Case(["--config", str(cfg)], "config.yaml", None, "candidates", ["at least one candidate is required"])
 
 
 def missing_dataset_file(tmp: Path, srv: FakeOpenAIServer) -> Case:

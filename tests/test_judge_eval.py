@@ -1,4 +1,4 @@
-"""results/judge_eval.py: HealthBench's own test vectors (openai/simple-evals healthbench_meta_eval_test.py at
+"""tasks/judge_eval.py: HealthBench's own test vectors (openai/simple-evals healthbench_meta_eval_test.py at
 ee3b0318, unchanged since 5e623c2b), and kappa, leniency, the leave-one-out human baseline and failures against
 numbers computed by hand."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rubricrun.results.judge_eval import (
+from rubricrun.tasks.judge_eval import (
     agreement_of,
     balanced_f1_ci,
     human_baseline,

@@ -1,4 +1,5 @@
-"""data/meta_rows.py: HealthBench meta-eval rows and generic rows (with `fields`) as MetaRows; bad rows named."""
+"""data/meta_rows.py: HealthBench meta-eval rows (with tasks/meta_eval.py's key map) and generic rows (with
+`fields`) as MetaRows; bad rows named."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import pytest
 
 from rubricrun.data.meta_rows import MetaRow, meta_row, meta_rows
 from rubricrun.errors import InputError
+from rubricrun.tasks.meta_eval import KEYS
 
 # A row shaped like HealthBench's 2025-05-07-06-14-12_oss_meta_eval.jsonl (the keys healthbench_meta_eval.py reads).
 HB_ROW = {
@@ -21,7 +23,7 @@ HB_ROW = {
 
 
 def test_healthbench_row() -> None:
-    row = meta_row(HB_ROW, "healthbench")
+    row = meta_row(HB_ROW, fields=KEYS)
     assert row == MetaRow(
         prompt_id="abc",
         completion_id="abc-2",
@@ -40,7 +42,7 @@ def test_generic_rows_with_fields() -> None:
         {"q": "Hi", "a": "Hello", "rule": "Greets back.", "votes": 1},
     ]
     fields = {"prompt": "q", "response": "a", "criterion": "rule", "labels": "votes", "category": "meta.c"}
-    first, second = meta_rows(rows, "generic", fields=fields, file="m.jsonl")
+    first, second = meta_rows(rows, fields=fields, file="m.jsonl")
     assert first.messages == ({"role": "user", "content": "What is 2+2?"},) and first.category == "math"
     assert first.labels == (True, True, False) and first.rater_ids == ()
     assert (first.prompt_id, second.prompt_id) == ("1", "2")  # no ids: the row's number
@@ -56,7 +58,7 @@ def test_generic_messages_and_ids() -> None:
         "rater_ids": [7, 8],
         "prompt_id": 12,
     }
-    r = meta_row(row, "generic")
+    r = meta_row(row)
     assert len(r.messages) == 2 and r.labels == (True, False) and r.rater_ids == ("7", "8") and r.prompt_id == "12"
 
 
@@ -75,14 +77,12 @@ def test_generic_messages_and_ids() -> None:
 )
 def test_bad_rows_are_named(change: dict, message: str) -> None:
     with pytest.raises(InputError, match=message) as err:
-        meta_rows([HB_ROW, {**HB_ROW, **change}], "healthbench", file="meta.jsonl")
+        meta_rows([HB_ROW, {**HB_ROW, **change}], fields=KEYS, file="meta.jsonl")
     assert str(err.value).startswith("meta.jsonl:2")
 
 
-def test_bad_format_and_fields() -> None:
-    with pytest.raises(InputError, match="unknown meta-eval format"):
-        meta_row(HB_ROW, "mtbench")
+def test_bad_fields_and_rows() -> None:
     with pytest.raises(InputError, match="key 'fields.answer': unknown field name"):
-        meta_row(HB_ROW, "generic", fields={"answer": "completion"})
+        meta_row(HB_ROW, fields={"answer": "completion"})
     with pytest.raises(InputError, match="expected a JSON object"):
-        meta_row(["not", "a", "row"], "generic")  # type: ignore[arg-type]
+        meta_row(["not", "a", "row"])  # type: ignore[arg-type]

@@ -19,10 +19,14 @@ SRC = REPO / "src" / "rubricrun"
 
 
 def test_registry_names_are_unique_and_ordered() -> None:
-    # Detection order (a row is read by the first task that takes it), as loaders._detect had it at 626391e.
-    assert registry.FORMATS == ("prbench", "healthbench", "mtbench", "mc", "qa", "generic")
-    # A dataset's majority vote breaks ties in this order (results/metrics.METRICS at 626391e).
-    assert list(registry.METRICS) == ["accuracy", "healthbench", "prbench", "rubric", "mt_bench", "rubric_graded"]
+    # Detection order (a row is read by the first task that takes it), as loaders._detect had it at 626391e, with
+    # the judge meta-evaluation before HealthBench (its rows carry prompt_id and a list prompt too).
+    assert registry.FORMATS == ("prbench", "meta_eval", "healthbench", "mtbench", "mc", "qa", "generic")
+    # A dataset's majority vote breaks ties in this order (results/metrics.METRICS at 626391e, then the new ones).
+    assert list(registry.METRICS) == [
+        *("accuracy", "healthbench", "prbench", "rubric", "mt_bench", "rubric_graded"),
+        "judge_meta_eval",
+    ]
     assert len(set(registry.FORMATS)) == len(registry.TASKS)
     assert all(isinstance(t, Task) and isinstance(t.metric, Metric) for t in registry.TASKS)
     for t in registry.TASKS:  # every metric a task calls for is registered, under its own name

@@ -231,7 +231,8 @@ class ExportConfig:
 
 @dataclass(frozen=True)
 class Config:
-    candidates: list[ModelConfig]
+    # Required unless every row is answered by its task (a judge meta-evaluation): tasks.registry.check_example.
+    candidates: list[ModelConfig] = field(default_factory=list)
     datasets: list[DatasetConfig] = field(default_factory=list)
     judges: list[ModelConfig] = field(default_factory=list)
     judge: ModelConfig | None = None  # a single judge, accepted for convenience
@@ -418,8 +419,6 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         key, line = lines.duplicates[0]
         raise InputError("duplicate key (YAML would silently keep the last one)", file=file, line=line, key=key)
     b = _Builder(file, lines)
-    if "candidates" not in raw and "synthesize" not in raw:
-        raise InputError("missing required key", file=file, key="candidates")
     cfg: Config = b.build_dataclass(Config, raw, "")
     cfg = dataclasses.replace(cfg, path=file, lines=dict(lines.lines))
     _check(cfg, b)
@@ -460,8 +459,6 @@ def _check_replay(b: _Builder, m: ModelConfig, key: str) -> None:
 
 def _check(cfg: Config, b: _Builder) -> None:
     """Cross-field checks that types alone cannot express."""
-    if not cfg.candidates:
-        raise b.fail("candidates", "at least one candidate is required")
     if cfg.run.concurrency < 1:
         raise b.fail("run.concurrency", "must be at least 1")
     if cfg.run.judge_parallel_workers < 1:

@@ -186,7 +186,7 @@ class Graph:
 
     def _admit(self, ex: Example, *, calls: bool = True) -> Unit:
         self.sink.admit(ex)
-        cands = [(c, s) for c in self.cfg.candidates for s in range(c.samples_per_prompt)]
+        cands = [(c, s) for c in registry.candidates_for(self.cfg, ex) for s in range(c.samples_per_prompt)]
         unit = Unit(ex, [_Conversation(c, s) for c, s in cands])
         with self.lock:
             self.expected += len(cands) * ex.turns

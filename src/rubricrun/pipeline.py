@@ -77,7 +77,12 @@ def turn_task(
 def generation_tasks(cfg: Config, examples: Sequence[Example], replays: Replays | None = None) -> list[GenTask]:
     """Every conversation's first turn, in input order (later turns: next_turn_tasks)."""
     replays = load_replays(cfg, registry.ANSWER_READERS) if replays is None else replays
-    pairs = [(ex, cand, s) for ex in examples for cand in cfg.candidates for s in range(cand.samples_per_prompt)]
+    pairs = [
+        (ex, cand, s)
+        for ex in examples
+        for cand in registry.candidates_for(cfg, ex)
+        for s in range(cand.samples_per_prompt)
+    ]
     return [turn_task(cfg, ex, cand, s, (), i, replays) for i, (ex, cand, s) in enumerate(pairs)]
 
 

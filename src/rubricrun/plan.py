@@ -120,6 +120,7 @@ def validate_examples(
             while elsewhere:
                 if (first := _first_source(cfg, max_examples, other := elsewhere.pop(), i)) is not None:
                     raise InputError(f"example id '{other.id}' also at {first}", file=other.source, key="id")
+            registry.check_example(cfg, ex)
             count += 1
             if metrics is not None:
                 metrics.setdefault(ex.dataset, Counter())[registry.metric_of(ex)] += 1

@@ -103,9 +103,7 @@ def iter_dataset(
     for raw in read_rows(cfg):
         try:
             ex, id_key = _parse_row(raw, forced, schemas, dataset, fields)
-            if keep:
-                kept = {c: resolve(raw.value, c) for c in keep}
-                ex = dataclasses.replace(ex, prefilled={c: v for c, v in kept.items() if v not in (None, MISSING)})
+            ex = _with_kept(ex, raw.value, keep) if keep else ex
             if check_ids:
                 h = hash(ex.id)
                 if h in seen:
@@ -127,6 +125,12 @@ def iter_dataset(
             break
     if bad and not n:  # `skip` is for a few bad rows; a file of bad rows is the wrong file or mapping
         raise InputError(f"every row of {label} is bad ({bad} skipped); the first: {skipped[-bad]}")
+
+
+def _with_kept(ex: Example, row: Any, keep: Sequence[str]) -> Example:
+    """The example with the `keep` columns of its row in `prefilled` (beside what its schema put there)."""
+    kept = {c: v for c in keep if (v := resolve(row, c)) not in (None, MISSING)}
+    return dataclasses.replace(ex, prefilled={**ex.prefilled, **kept})
 
 
 def _schema(schemas: Sequence[RowSchema], name: str) -> RowSchema:
@@ -267,6 +271,8 @@ def _native_id(
 ) -> tuple[str | None, Any]:
     """(the key the id came from, the id): the row's native id (the builder names its key), else `id`, else a
     content hash of the messages (key None)."""
+    if b.get("id") is not None:  # the builder's own id (a judge meta-evaluation: completion and criterion)
+        return b.get("id_key"), b["id"]
     id_key = next((k for k in (b.get("id_key"), r.key("id")) if k and resolve(row, k) not in (None, MISSING)), None)
     if id_key is None:
         return None, _content_id(messages)
@@ -359,5 +365,6 @@ def _normalize(
         rubric=rubric,
         metadata=metadata,
         later_turns=b.get("later_turns", ()),
+        prefilled=b.get("prefilled", {}),
     )
     return ex, id_key

@@ -1,41 +1,25 @@
-"""Rows for a judge meta-evaluation (results/judge_eval.py): one conversation, one completion, one rubric criterion
-and the human labels (met / not met) of that criterion on that completion. Pure: rows in, `MetaRow`s out.
+"""Rows for a judge meta-evaluation (tasks/meta_eval.py, figures in tasks/judge_eval.py): one conversation, one
+completion, one rubric criterion and the human labels (met / not met) of that criterion on that completion. Pure:
+rows in, `MetaRow`s out.
 
-Two row formats:
-
-- `healthbench`: HealthBench's meta-eval file (openai/simple-evals healthbench_meta_eval.py reads `prompt`,
-  `completion`, `rubric`, `category`, `binary_labels`, `anonymized_physician_ids`; rows also carry `prompt_id`,
-  `completion_id`).
-- `generic`: `messages` (or `prompt`, a string or a message list), `response`, `criterion`, `labels` (a list of
-  human labels, or one), and optionally `category`, `rater_ids`, `prompt_id`, `completion_id`.
-
-`fields` maps these names (the generic ones: messages, prompt, response, criterion, labels, category, rater_ids,
-prompt_id, completion_id) to the row's own keys or dotted paths, as a dataset's `fields:` does. A bad row raises
-InputError naming the file, line and key.
+The names read: `messages` (or `prompt`, a string or a message list), `response`, `criterion`, `labels` (a list of
+human labels, or one), and optionally `category`, `rater_ids`, `prompt_id`, `completion_id`. `fields` maps these
+names to the row's own keys or dotted paths, as a dataset's `fields:` does (tasks/meta_eval.py holds the map for
+HealthBench's meta-eval rows). A bad row raises InputError naming the file, line and key (or calls `fail`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from ..errors import InputError
 from .schemas import Row, _messages, type_name
 
-META_FORMATS = ("healthbench", "generic")
-META_FIELDS = (
+META_FIELDS = tuple(
     "messages prompt response criterion labels category rater_ids prompt_id completion_id".split()  # generic names
 )
-
-# The generic names as HealthBench's meta-eval rows spell them.
-_HEALTHBENCH_KEYS = {
-    "prompt": "prompt",
-    "response": "completion",
-    "criterion": "rubric",
-    "labels": "binary_labels",
-    "rater_ids": "anonymized_physician_ids",
-}
 _LABEL_WORDS = {"met": True, "not met": False, "not_met": False, "true": True, "false": False}
 
 
@@ -87,22 +71,26 @@ def _text(r: Row, name: str, fail: Any, *, required: bool = True) -> str:
 
 
 def meta_row(
-    row: Mapping[str, Any], fmt: str, *, fields: Mapping[str, str] | None = None, file: str = "", line: int = 0
+    row: Mapping[str, Any],
+    *,
+    fields: Mapping[str, str] | None = None,
+    fail: Callable[[str | None, str], NoReturn] | None = None,
+    file: str = "",
+    line: int = 0,
 ) -> MetaRow:
-    """One row in `fmt` (healthbench or generic) as a MetaRow; InputError names what is wrong and where."""
+    """One row as a MetaRow (its names mapped by `fields`); a problem calls `fail(key, message)`, by default an
+    InputError naming `file`, `line` and the key."""
 
-    def fail(key: str | None, msg: str) -> NoReturn:
+    def fail_here(key: str | None, msg: str) -> NoReturn:
         raise InputError(msg, file=file or None, line=line or None, key=key)
 
-    if fmt not in META_FORMATS:
-        fail(None, f"unknown meta-eval format {fmt!r} (expected one of {', '.join(META_FORMATS)})")
+    fail = fail or fail_here
     if not isinstance(row, Mapping):
         fail(None, f"expected a JSON object, got {type_name(row)}")
     for name in fields or {}:
         if name not in META_FIELDS:
             fail(f"fields.{name}", f"unknown field name (accepted: {', '.join(META_FIELDS)})")
-    base = dict(_HEALTHBENCH_KEYS) if fmt == "healthbench" else {}
-    r = Row(dict(row), {**base, **(fields or {})})
+    r = Row(dict(row), dict(fields or {}))
     name = "messages" if r.get("messages") is not None else "prompt"
     prompt = r.get(name)
     if prompt is None:
@@ -121,7 +109,7 @@ def meta_row(
 
 
 def meta_rows(
-    rows: Iterable[Mapping[str, Any]], fmt: str, *, fields: Mapping[str, str] | None = None, file: str = ""
+    rows: Iterable[Mapping[str, Any]], *, fields: Mapping[str, str] | None = None, file: str = ""
 ) -> list[MetaRow]:
     """Every row (numbered from 1, as the lines of a JSONL file) as a MetaRow."""
-    return [meta_row(row, fmt, fields=fields, file=file, line=i) for i, row in enumerate(rows, start=1)]
+    return [meta_row(row, fields=fields, file=file, line=i) for i, row in enumerate(rows, start=1)]

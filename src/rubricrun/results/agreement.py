@@ -20,6 +20,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from itertools import combinations
 from typing import Any
 
+from ..tasks.judge_eval import cohen_kappa_counts as cohen_kappa_counts  # the one definition (re-exported)
 from ..types import Criterion, Judgment
 from .stats import Composition, composition, krippendorff_alpha_counts, percent_agreement_counts
 
@@ -32,23 +33,6 @@ def cohen_kappa(pairs: Sequence[tuple[Hashable, Hashable]]) -> float | None:
 
     None when undefined: no unit, or p_e == 1 (both raters put every unit in the same single category)."""
     return cohen_kappa_counts(Counter(pairs))
-
-
-def cohen_kappa_counts(pairs: Mapping[tuple[Hashable, Hashable], int]) -> float | None:
-    """`cohen_kappa` of units given as counts: (verdict a, verdict b) -> units."""
-    n = sum(pairs.values())
-    if n == 0:
-        return None
-    p_o = sum(k for (a, b), k in pairs.items() if a == b) / n
-    ca: Counter[Hashable] = Counter()
-    cb: Counter[Hashable] = Counter()
-    for (a, b), k in pairs.items():
-        ca[a] += k
-        cb[b] += k
-    p_e = sum(ca[c] * cb[c] for c in ca) / (n * n)
-    if 1.0 - p_e <= 1e-12:
-        return None
-    return (p_o - p_e) / (1.0 - p_e)
 
 
 def _r(x: float | None) -> float | None:

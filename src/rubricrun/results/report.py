@@ -30,6 +30,8 @@ import jinja2
 import yaml
 from markupsafe import Markup
 
+from ..tasks import registry
+from ..tasks.spec import Section
 from ..types import Criterion, Example, Judgment, Response, Score, from_row
 from . import artifacts
 from .charts import dataset_radar, histogram_svg
@@ -41,6 +43,7 @@ REPORT_EXAMPLES = 200  # examples the page embeds at most: the first half in inp
 NAV = ("Datasets", "Pairwise", "Judges", "Costs", "Failures", "Examples")
 AUTO_TEXT = {"correct": "The response gives the correct final answer."}
 TEMPLATES = Path(__file__).parent / "templates"
+TASK_TEMPLATES = Path(registry.__file__).parent / "templates"
 
 log = logging.getLogger("rubricrun")
 
@@ -81,10 +84,16 @@ def _extras_of(d: DatasetSummary) -> tuple[list[str], dict[str, list[str]]]:
     return scalars, breakdowns
 
 
+def section_of(metric: str) -> Section:
+    """How a dataset of this metric is shown (its task's `Section`; a metric this version does not know, as in an
+    older run folder: the candidates' leaderboard)."""
+    return registry.METRICS[metric].section if metric in registry.METRICS else Section()
+
+
 @cache
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
+        loader=jinja2.FileSystemLoader([TEMPLATES, TASK_TEMPLATES]),  # a task's partial (tasks/templates/) too
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -96,6 +105,7 @@ def _env() -> jinja2.Environment:
     env.globals.update(
         xpos=_xpos, extras_of=_extras_of, nav=NAV, cap=FAILURE_CAP, radar=dataset_radar, histogram=histogram_svg
     )
+    env.globals.update(section_of=section_of)
     return env
 
 
@@ -238,7 +248,8 @@ def _candidates(s: Summary) -> list[str]:
     """The run's candidates in config order (the overall table lists them all), else as the datasets name them."""
     if s.overall is not None:
         return list(s.overall.candidates)
-    return list(dict.fromkeys(c for d in s.datasets.values() for c in d.candidates))
+    rows = (d.candidates for d in s.datasets.values() if section_of(d.metric).rows == "candidate")
+    return list(dict.fromkeys(c for cands in rows for c in cands))
 
 
 def _facts(s: Summary, rows: Mapping[str, int], failed: Mapping[str, int]) -> list[tuple[str, Any]]:

@@ -16,7 +16,7 @@ from typing import Any
 from ..config import Config
 from ..tasks import registry
 from ..tasks.spec import DatasetResult
-from ..types import Criterion, Example, Judgment, PairJudgment, Response
+from ..types import Criterion, Example, Judgment, PairJudgment, Response, summary_row
 from . import agreement, metrics, stats
 from .accum import ByExample, ExampleIds
 from .charts import histogram_bins
@@ -136,13 +136,8 @@ def _dataset(cfg: Config, result: DatasetResult, category: Categories) -> Datase
     leaderboard, whose noise relation is a paired bootstrap over the dataset's examples, one per pair.
     `category` (each example's `category`, if any) gives the per-category scores the radar draws."""
     cands = result.candidates
-    separated = set()
-    for a, b in combinations(cands, 2):
-        d = stats.paired_diff(
-            cands[a].per_example, cands[b].per_example, n_boot=cfg.run.bootstrap_samples, seed=cfg.run.seed
-        )
-        if d["significant"]:
-            separated.add(frozenset((a, b)))
+    separated = _separated(cfg, cands)
+    per_example = _rows_are_candidates(result.metric)  # a meta-evaluation's judges have no per-example values
     cis = {n: {"mean": c.score, "ci_low": c.ci[0], "ci_high": c.ci[1], "n": c.n} for n, c in cands.items()}
     board = tuple(
         DatasetRankRow(
@@ -166,13 +161,32 @@ def _dataset(cfg: Config, result: DatasetResult, category: Categories) -> Datase
             c.partial,
             c.scored,
             c.expected,
-            histogram=tuple(histogram_bins(c.per_example.values())),
-            by_example_category=_category_means(c.per_example, category),
+            histogram=tuple(histogram_bins(c.per_example.values())) if per_example else (),
+            by_example_category=_category_means(c.per_example, category) if per_example else {},
             extra=dict(c.extra),
         )
         for n, c in cands.items()
     }
-    return DatasetSummary(metric=result.metric, on_error=result.on_error, candidates=rows, leaderboard=board)
+    extra = dict(result.extra) or None
+    return DatasetSummary(result.metric, result.on_error, rows, board, extra)
+
+
+def _separated(cfg: Config, cands: Mapping[str, metrics.CandidateResult]) -> set[frozenset[str]]:
+    """The pairs of leaderboard rows told apart: a paired bootstrap over the examples both have; rows without
+    per-example values (a judge meta-evaluation's judges) by their CIs not overlapping."""
+    out = set()
+    for a, b in combinations(cands, 2):
+        ca, cb = cands[a], cands[b]
+        if not ca.per_example and not cb.per_example:
+            (lo_a, hi_a), (lo_b, hi_b) = ca.ci, cb.ci
+            apart = None not in (lo_a, hi_a, lo_b, hi_b) and (hi_a < lo_b or hi_b < lo_a)  # type: ignore[operator]
+        else:
+            apart = stats.paired_diff(
+                ca.per_example, cb.per_example, n_boot=cfg.run.bootstrap_samples, seed=cfg.run.seed
+            )["significant"]
+        if apart:
+            out.add(frozenset((a, b)))
+    return out
 
 
 class Categories:
@@ -213,16 +227,25 @@ def _category_means(per_example: ByExample, category: Categories) -> dict[str, f
     return {cat: math.fsum(vs) / len(vs) for cat, vs in sorted(groups.items())}
 
 
-def _overall(datasets: Mapping[str, DatasetSummary], names: Sequence[str]) -> Overall:
+def _overall(datasets: Mapping[str, DatasetSummary], names: Sequence[str]) -> Overall | None:
     """The macro average of each candidate's per-dataset headlines; None for a candidate missing a headline on
-    some dataset (an average over fewer datasets would not compare)."""
+    some dataset (an average over fewer datasets would not compare). Datasets whose rows are judges (a judge
+    meta-evaluation) are not averaged; with no other dataset there is no overall."""
     out = {}
+    datasets = {n: d for n, d in datasets.items() if _rows_are_candidates(d.metric)}  # not a judge meta-evaluation
+    if not datasets:
+        return None
     for name in names:
         got = [d.candidates[name].score for d in datasets.values() if name in d.candidates]
         values = [v for v in got if v is not None]
         score = math.fsum(values) / len(values) if values and len(values) == len(datasets) else None
         out[name] = MacroScore(score=score, datasets=len(values))
     return Overall(datasets=tuple(datasets), candidates=out)
+
+
+def _rows_are_candidates(metric: str) -> bool:
+    """Whether a dataset's leaderboard rows are candidates (a metric this version does not know: as before)."""
+    return metric not in registry.METRICS or registry.METRICS[metric].section.rows == "candidate"
 
 
 def judge_stats(
@@ -314,6 +337,11 @@ def log_summary(summary: Summary) -> None:
         c = summary.calls
         log.info("calls: %d made, %d from cache, %d failed attempts", c.made, c.cache_hits, c.errors)
     for name, d in summary.datasets.items():
+        console = registry.METRICS[d.metric].section.console if d.metric in registry.METRICS else None
+        if console is not None:  # the metric's own lines (a judge meta-evaluation: one per judge)
+            for line in console(name, summary_row(d)):
+                log.info("%s", line)
+            continue
         for cand, r in d.candidates.items():
             if summary.note and not r.scored:  # a generation run: a score line of dashes would read as a failure
                 log.info("%-20s %-16s not scored", name, cand)
@@ -341,6 +369,11 @@ def log_summary(summary: Summary) -> None:
                     _fmt(lo),
                     _fmt(hi),
                 )
+    _log_pairwise(summary)
+
+
+def _log_pairwise(summary: Summary) -> None:
+    """One line per pair of candidates and dataset, and the dataset's position bias."""
     for name, pj in (summary.pairwise_judging or {}).items():
         for p in pj.pairs:
             log.info(

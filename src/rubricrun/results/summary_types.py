@@ -141,12 +141,16 @@ class DatasetRankRow:
 
 @dataclass(frozen=True)
 class DatasetSummary:
-    """One dataset: its metric, the judge-failure policy that applied, its candidates and leaderboard."""
+    """One dataset: its metric, the judge-failure policy that applied, its candidates and leaderboard (a judge
+    meta-evaluation: its judges), and the metric's dataset-level figures (`extra`, left out when it has none)."""
+
+    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset({"extra"})
 
     metric: str = "rubric"
     on_error: str = "exclude"
     candidates: dict[str, DatasetCandidate] = field(default_factory=dict)
     leaderboard: tuple[DatasetRankRow, ...] = ()
+    extra: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -139,8 +139,11 @@ class Tally:
             self._spool.seek(0, 2)  # further adds append
 
     def _scored(self) -> Iterator[tuple[Example, tuple[Response, ...], tuple[Judgment, ...], dict[str, Any]]]:
+        """The examples the export reads, with their scores. Not a row whose task answers it itself (a judge
+        meta-evaluation's completion, there to grade the judges): no candidate wrote it."""
         for ex, rs, js, _ in self.rows():
-            yield ex, rs, js, score_all(self.cfg, {ex.id: ex}, rs, js)
+            if not registry.answers_itself(ex):
+                yield ex, rs, js, score_all(self.cfg, {ex.id: ex}, rs, js)
 
     def summary(self) -> Summary:
         """summary.SummaryAcc fed from the spool one example at a time: equal to build_summary over the rows

@@ -13,10 +13,18 @@ from ..judging import rubric as judging_rubric
 from ..judging.protocol import BINARY, GRADED_1_5, JudgeProtocol
 from ..providers.base import BaseProvider
 from ..types import Criterion, Example, Response
-from . import healthbench, mt_bench, multiple_choice, prbench, qa, rubric
+from . import healthbench, meta_eval, mt_bench, multiple_choice, prbench, qa, rubric
 from .spec import Metric, Task, Values
 
-TASKS: tuple[Task, ...] = (prbench.TASK, healthbench.TASK, mt_bench.TASK, multiple_choice.TASK, qa.TASK, rubric.TASK)
+TASKS: tuple[Task, ...] = (
+    prbench.TASK,
+    meta_eval.TASK,  # before HealthBench: its rows carry prompt_id and a list prompt too
+    healthbench.TASK,
+    mt_bench.TASK,
+    multiple_choice.TASK,
+    qa.TASK,
+    rubric.TASK,
+)
 FORMATS: tuple[str, ...] = tuple(t.name for t in TASKS)  # detection order
 _METRIC_LIST = (
     multiple_choice.ACCURACY,
@@ -25,6 +33,7 @@ _METRIC_LIST = (
     rubric.RUBRIC,
     mt_bench.METRIC,
     rubric.RUBRIC_GRADED,
+    meta_eval.METRIC,
 )
 METRICS: dict[str, Metric] = {m.name: m for m in _METRIC_LIST}  # a dataset's majority vote ties in this order
 _TASKS = {t.name: t for t in TASKS}
@@ -150,6 +159,12 @@ def candidates_for(cfg: Config, ex: Example) -> tuple[ModelConfig, ...]:
     return t.candidates(cfg) if t and t.candidates else tuple(cfg.candidates)
 
 
+def answers_itself(ex: Example) -> bool:
+    """Whether the example's task replays its own answer (a judge meta-evaluation row): no candidate answers it."""
+    t = task_of(ex)
+    return t is not None and t.candidates is not None
+
+
 def read_answers(row: Mapping[str, Any], fail: Fail) -> list[tuple[tuple[str, int], str]] | None:
     """A responses_from row in a task's own shape, as ((id, turn), answer) pairs; None: no task knows it."""
     for t in TASKS:
@@ -187,6 +202,24 @@ def check_config(cfg: Config) -> None:
             "judging.prompt_template",
             f"scale {scale} judges with {owner.title or owner.name}'s own prompts; drop one of the two",
         )
+    if cfg.synthesize is not None and not cfg.candidates:
+        raise cfg.fail("candidates", "at least one candidate is required: synthesized prompts are answered by them")
+
+
+def check_example(cfg: Config, ex: Example) -> None:
+    """What the config must hold for this example's task, checked as preflight reads it: candidates to answer it
+    (unless its task replays its own answers), and for a task that computes its own results (a judge
+    meta-evaluation) judges and the scale its metric reads. Raises cfg.fail(key, ...)."""
+    t = task_of(ex)
+    if t is None or t.candidates is None:
+        if not cfg.candidates:
+            raise cfg.fail("candidates", f"at least one candidate is required: {ex.source} is answered by them")
+        return
+    m = t.metric
+    if m.accumulator is not None and not cfg.judge_pool:
+        raise cfg.fail("judges", f"{m.name} ({ex.source}) has every judge grade every row: add judges")
+    if m.accumulator is not None and m.scale != cfg.judging.scale:
+        raise cfg.fail("judging.scale", f"{m.name} ({ex.source}) reads {m.scale} verdicts: set judging.scale {m.scale}")
 
 
 def _choices(names: Sequence[str]) -> str:

@@ -27,13 +27,11 @@ statistics (as results/stats.py), drawn from np.random.Generator(np.random.PCG64
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-
-from .agreement import cohen_kappa_counts
 
 _CHUNK = 16  # bootstrap resamples drawn at a time (a chunk holds _CHUNK x rows indices)
 
@@ -199,6 +197,25 @@ def _by_category(
     for i, c in enumerate(categories):
         groups[c].append(i)
     return {c: _with_ci(row_counts[idx], n_boot, seed, level) for c, idx in sorted(groups.items())}
+
+
+def cohen_kappa_counts(pairs: Mapping[tuple[Hashable, Hashable], int]) -> float | None:
+    """Cohen's kappa of two raters over units given as counts: (verdict a, verdict b) -> units. (p_o - p_e) /
+    (1 - p_e), p_o the share of units they agree on, p_e = sum over categories c of p_a(c) * p_b(c), each rater's own
+    share of c. None when undefined: no unit, or p_e == 1 (both put every unit in one category)."""
+    n = sum(pairs.values())
+    if n == 0:
+        return None
+    p_o = sum(k for (a, b), k in pairs.items() if a == b) / n
+    ca: Counter[Hashable] = Counter()
+    cb: Counter[Hashable] = Counter()
+    for (a, b), k in pairs.items():
+        ca[a] += k
+        cb[b] += k
+    p_e = sum(ca[c] * cb[c] for c in ca) / (n * n)
+    if 1.0 - p_e <= 1e-12:
+        return None
+    return (p_o - p_e) / (1.0 - p_e)
 
 
 def majority(labels: Sequence[bool]) -> bool | None:

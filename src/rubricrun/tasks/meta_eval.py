@@ -1,0 +1,259 @@
+"""The judge meta-evaluation (issue 22): how well each judge of the pool agrees with human labels of the same rows,
+beside how well the humans agree with each other. Source: openai/simple-evals `healthbench_meta_eval.py`; the
+figures are tasks/judge_eval.py's, checked against that file's own function (.agent/plans/015-judge-meta-eval.md).
+
+A row is one (conversation, completion, rubric criterion) with the humans' met / not-met labels of it, read by
+data/meta_rows.py: HealthBench's meta-eval keys (`KEYS`), or any file mapped with `fields:` to the generic names.
+No candidate is called: the row's completion is the response, replayed by the synthetic candidate `completion` as a
+`response_column:` candidate replays a column. Every judge of the pool grades every row (`judges_per_criterion`);
+each judge's own verdict is read from the judgment's votes. The combined verdict of a tie is an error (`on_tie`):
+nothing here reads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from ..config import Config, ModelConfig
+from ..data.meta_rows import META_FIELDS, meta_row
+from ..data.schemas import Built, Fail, Row
+from ..types import Criterion, Example, Judgment, Response
+from .judge_eval import Agreement, JudgeEval, human_baseline, judge_meta_eval
+from .judge_eval import Metric as Figure
+from .spec import AccSpec, CandidateResult, DatasetResult, Metric, Section, Task
+
+SOURCE = "openai/simple-evals healthbench_meta_eval.py (5e623c2b)"
+# HealthBench's meta-eval keys for data/meta_rows.py's generic names (a dataset's `fields:` overrides them).
+KEYS = {
+    "prompt": "prompt",
+    "response": "completion",
+    "criterion": "rubric",
+    "labels": "binary_labels",
+    "rater_ids": "anonymized_physician_ids",
+}
+COMPLETION = ModelConfig(name="completion", response_column="completion")  # replays the row's completion
+_VERDICT = {"met": True, "not_met": False}  # error (or no verdict): None
+
+
+def _detect(row: Row, keys: Collection[str]) -> bool:
+    return "binary_labels" in keys and "completion" in keys
+
+
+def _build(row: Row, fail: Fail) -> Built:
+    """The row as an example: its conversation, one criterion, the completion to replay, the labels in metadata.
+    Its id: the completion id (else a hash of the conversation and completion) and a hash of the criterion, since a
+    completion is graded on several criteria."""
+    native = row.row
+    shaped = "binary_labels" in native or "completion" in native  # HealthBench's keys, else the generic names
+    fields = {**(KEYS if shaped else {}), **row.fields}
+    m = meta_row(native, fields=fields, fail=fail)
+    r = Row(native, fields)
+    named = r.get("completion_id") is not None
+    completion_id = m.completion_id if named else _hash(m.messages, m.completion)
+    return Built(
+        messages=list(m.messages),
+        id=f"{completion_id}/{_hash(m.criterion)}",
+        id_key=r.key("completion_id") if named else None,  # a duplicate is named by it
+        rubric=(Criterion(id="c1", text=m.criterion, weight=1.0, category=m.category or None),),
+        prefilled={COMPLETION.response_column: m.completion},
+        metadata={
+            "prompt_id": m.prompt_id if r.get("prompt_id") is not None else None,
+            "completion_id": completion_id,
+            "category": m.category,
+            "labels": list(m.labels),
+            "rater_ids": list(m.rater_ids),
+        },
+    )
+
+
+def _hash(*parts: Any) -> str:
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
+
+
+class MetaEvalAcc:
+    """A meta-eval dataset fed one example (row) at a time: the row's human labels, rater ids and category, and each
+    judge's verdict of it (True met, False not met, None failed or never given). `result()` has the figures."""
+
+    def __init__(self, spec: AccSpec) -> None:
+        self.spec = spec
+        self.humans: list[tuple[bool, ...]] = []
+        self.raters: list[tuple[str, ...]] = []
+        self.categories: list[str] = []
+        self.verdicts: dict[str, list[bool | None]] = {}  # judge -> one per row
+
+    def add(
+        self,
+        ex: Example,
+        responses: Sequence[Response],
+        judgments: Sequence[Judgment],
+        criteria: Sequence[Criterion] | None = None,
+        pos: int | None = None,
+    ) -> None:
+        md = ex.metadata
+        labels = tuple(bool(x) for x in md.get("labels") or ())
+        raters = tuple(str(x) for x in md.get("rater_ids") or ())
+        self.humans.append(labels)
+        self.raters.append(raters if len(raters) == len(labels) else ())
+        self.categories.append(str(md.get("category") or ""))
+        rows = len(self.humans)
+        for j in judgments:
+            if j.judge.startswith("auto:"):
+                continue
+            for v in j.votes or ({"judge": j.judge, "verdict": j.verdict},):
+                column = self.verdicts.setdefault(v["judge"], [])
+                column.extend([None] * (rows - len(column)))
+                column[-1] = _VERDICT.get(v["verdict"])
+        for column in self.verdicts.values():
+            column.extend([None] * (rows - len(column)))
+
+    def result(self) -> DatasetResult:
+        spec = self.spec
+        judges = {}
+        for name, verdicts in self.verdicts.items():
+            e = judge_meta_eval(verdicts, self.humans, self.categories, n_boot=spec.n_boot, seed=spec.seed)
+            judges[name] = _judge_result(e, _rows_by_category(verdicts, self.humans, self.categories))
+        extra = {"human_baseline": self._baseline()} if self.humans else {}
+        return DatasetResult(spec.name, spec.metric.name, "exclude", judges, extra)
+
+    def _baseline(self) -> dict[str, Any]:
+        """The humans against each other (leave one out). Per rater only when every row names its raters."""
+        named = all(self.raters)
+        ids = self.raters if named else [tuple(f"?{k}" for k in range(len(h))) for h in self.humans]
+        hb = human_baseline(self.humans, ids, self.categories, n_boot=self.spec.n_boot, seed=self.spec.seed)
+        rows = Counter(self.categories)
+        return {
+            "weighted": _figure(hb.weighted) if named else None,
+            "pooled": _agreement(hb.pooled, len(self.humans)),
+            "raters": len(hb.per_rater) if named else None,
+            "rows": len(self.humans),
+            "by_category": {
+                c: {
+                    "weighted": _figure(hb.weighted_by_category[c]) if named else None,
+                    "pooled": _agreement(a, rows[c]),
+                }
+                for c, a in hb.pooled_by_category.items()
+            },
+            "per_rater": {r: _figure(a.f1_balanced) for r, a in hb.per_rater.items()} if named else {},
+        }
+
+
+def _rows_by_category(
+    verdicts: Sequence[bool | None], humans: Sequence[Sequence[bool]], categories: Sequence[str]
+) -> Counter[str]:
+    """Per category, the rows that enter a judge's figures (judged, with a human label)."""
+    return Counter(c for v, h, c in zip(verdicts, humans, categories, strict=True) if v is not None and h)
+
+
+def _figure(m: Figure) -> dict[str, Any]:
+    return {"score": m.value, "n": m.n}
+
+
+def _agreement(a: Agreement, rows: int) -> dict[str, Any]:
+    """A balanced F1 as the report shows it: score, its CI, the rows it rests on and HealthBench's n (pairs)."""
+    return {"score": a.f1_balanced.value, "ci": a.ci, "n": rows, "f1_n": a.f1_balanced.n}
+
+
+def _judge_result(e: JudgeEval, by_category_rows: Mapping[str, int]) -> CandidateResult:
+    """One judge as a leaderboard row: the score is the balanced F1, n the rows in it, partial its failures."""
+    rows = e.rows - e.failures - e.no_labels
+    a = e.overall
+    return CandidateResult(
+        score=a.f1_balanced.value,
+        ci=a.ci if a.ci is not None else (None, None),
+        std=None,
+        n=rows,
+        coverage=(e.rows - e.failures) / e.rows if e.rows else None,
+        partial=e.failures,
+        extra={
+            "f1_n": a.f1_balanced.n,
+            "f1_met": a.f1_pos.value,
+            "f1_not_met": a.f1_neg.value,
+            "kappa": e.kappa,
+            "kappa_n": e.kappa_n,
+            "kappa_ties": e.kappa_ties,
+            "leniency": e.leniency.difference,
+            "judge_met": e.leniency.judge_met,
+            "human_met": e.leniency.human_met,
+            "failures": e.failures,
+            "no_labels": e.no_labels,
+            "f1_note": _why_none(e, rows) if a.f1_balanced.value is None else None,
+            "by_category": {c: _agreement(x, by_category_rows[c]) for c, x in e.by_category.items()},
+        },
+        scored=rows,
+        expected=e.rows,
+    )
+
+
+def _why_none(e: JudgeEval, rows: int) -> str:
+    """Why a judge has no balanced F1 (HealthBench gives none when a class has no pair to measure it)."""
+    if rows == 0:
+        return "no row judged"
+    if e.leniency.judge_met in (0.0, 1.0):
+        return f"the judge said {'met' if e.leniency.judge_met else 'not met'} on every row"
+    return "the humans' labels are all of one kind"
+
+
+def _f(x: float | None, signed: bool = False) -> str:
+    return "–" if x is None else f"{x:+.4f}" if signed else f"{x:.4f}"
+
+
+def _ci(ci: Any) -> str:
+    lo, hi = ci if ci else (None, None)
+    return f"[{_f(lo)}, {_f(hi)}]"
+
+
+def console_lines(name: str, d: Mapping[str, Any]) -> list[str]:
+    """One line per judge, best first, and one for the humans (`d`: the dataset's summary.json entry)."""
+    out = []
+    for row in d.get("leaderboard") or ():
+        c = d["candidates"][row["candidate"]]
+        out.append(
+            f"{name}  judge {row['candidate']}: balanced F1 {_f(c['score'])} {_ci(c['ci'])} (n={c['n']}"
+            f"{'; ' + c['f1_note'] if c.get('f1_note') else ''}), kappa "
+            f"{_f(c.get('kappa'))}, leniency {_f(c.get('leniency'), True)} ({_f(c.get('judge_met'))} vs humans "
+            f"{_f(c.get('human_met'))}), failures {c.get('failures', 0)}"
+        )
+    base = (d.get("extra") or {}).get("human_baseline")
+    if base:
+        weighted = base.get("weighted") or {}
+        raters = f" weighted over {base['raters']} raters" if base.get("raters") else " (no rater ids)"
+        pooled = base["pooled"]
+        out.append(
+            f"{name}  humans (leave one out): balanced F1 {_f(weighted.get('score'))}{raters}, pooled "
+            f"{_f(pooled['score'])} {_ci(pooled['ci'])}"
+        )
+    return out
+
+
+def _no_values(ex: Example, criteria: Sequence[Criterion], marks: Any, turn: int) -> dict[str, float]:
+    return {}  # a row's figures need the other rows: MetaEvalAcc computes them
+
+
+def _judges(cfg: Config) -> int:
+    return max(1, len(cfg.judge_pool))
+
+
+METRIC = Metric(
+    name="judge_meta_eval",
+    scale="binary",
+    source=SOURCE,
+    values=_no_values,
+    accumulator=MetaEvalAcc,
+    section=Section(rows="judge", template="meta_eval.html.j2", console=console_lines),
+)
+
+TASK = Task(
+    name="meta_eval",
+    detect=_detect,
+    build=_build,
+    metric=METRIC,
+    native_fields=tuple(n for n in META_FIELDS if n not in ("messages", "prompt", "category", "prompt_id")),
+    candidates=lambda cfg: (COMPLETION,),
+    judges_per_criterion=_judges,
+    on_tie="error",
+)
