@@ -55,3 +55,18 @@ def test_to_row_copies_containers() -> None:
     row["messages"][0]["content"] = "changed"
     row["metadata"]["nested"]["k"].append(2)
     assert ex.messages[0]["content"] == "hi" and ex.metadata["nested"]["k"] == [1, {"z": None}]
+
+
+@pytest.mark.parametrize("sort_keys,separators", [(False, (", ", ": ")), (True, (",", ":"))])
+def test_json_encoder_built_once_writes_what_json_encoder_writes(sort_keys: bool, separators: tuple[str, str]) -> None:
+    """types.json_encoder (one C encoder for every call, plan 012) gives JSONEncoder.encode's bytes: rows, nested
+    dataclasses, a top-level string, floats (nan and infinities too), non-ASCII text."""
+    import json
+
+    from rubricrun.types import json_encoder, shallow_row
+
+    reference = json.JSONEncoder(ensure_ascii=False, default=shallow_row, sort_keys=sort_keys, separators=separators)
+    encode = json_encoder(shallow_row, sort_keys=sort_keys, separators=separators)
+    values = [*ROW_CASES, 'é \u2212 "q" \n', 1.5, float("nan"), float("-inf"), None, True, {"b": [1, 2.0], "a": "x"}]
+    for value in values:
+        assert encode(value) == reference.encode(value)
