@@ -10,7 +10,6 @@ stored reply (a judge reply it cannot read) calls `forget(request)`, so the next
 from __future__ import annotations
 
 import hashlib
-import json
 import sqlite3
 import threading
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RubricrunError
-from ..types import LLMRequest, LLMResponse, Usage, to_row
+from ..types import LLMRequest, LLMResponse, Usage, json_encoder, to_row
 from .base import BaseProvider
 from .trace import Tracer
 
@@ -31,11 +30,8 @@ _GET = "SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = 1 AND (e
 FRESH_QUERY_KEYS = 500  # keys per query of fresh_many (under SQLite's oldest limit of 999 parameters)
 
 
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def canonical_json(value: Any) -> str:
-    return _CANONICAL.encode(value)  # one encoder: json.dumps with keywords builds one per call
+# Built once (json.dumps with keywords builds an encoder per call, JSONEncoder.encode a C encoder per call).
+canonical_json = json_encoder(str, sort_keys=True, separators=(",", ":"))
 
 
 def cache_key(request: LLMRequest) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from ..types import TraceEvent, Usage, json_encoder, to_row
+from ..types import TraceEvent, Usage, json_encoder, shallow_row
 
 FLUSH_S = 0.5  # the writer's period: what kill -9 may cost the trace
 
@@ -116,7 +116,7 @@ class Tracer:
         ts, role, model, key, cache_hit, attempt, latency_ms, status, error, usage, code, retry_in_s, dep = event
         values = (
             round(ts, 3), role, model, key, cache_hit, attempt, round(latency_ms, 1), status, error,
-            None if usage is None else to_row(usage), code, None if retry_in_s is None else round(retry_in_s, 3), dep,
+            usage, code, None if retry_in_s is None else round(retry_in_s, 3), dep,  # usage: as its to_row (below)
         )  # fmt: skip
         row = dict(zip(_TRACE_FIELDS, values, strict=True))
         if self.invocation:
@@ -155,5 +155,6 @@ class Tracer:
                 self._fh = None
 
 
-_encode = json_encoder()  # built once (json.dumps with a keyword builds an encoder per call)
+# Built once (json.dumps with a keyword builds an encoder per call); a Usage is written as its to_row.
+_encode = json_encoder(shallow_row)
 _TRACE_FIELDS = tuple(f.name for f in dataclasses.fields(TraceEvent))  # a row's keys, in the type's order

@@ -414,6 +414,7 @@ class DatasetAcc:
         self.ids = ExampleIds() if ids is None else ids  # a store shared with the caller's (summary.SummaryAcc)
         self.turns = self.unscorable = 0
         self.cands: dict[str, _CandidateAcc] = {c: _CandidateAcc() for c in samples_per_prompt or ()}
+        self._last: tuple[tuple[Criterion, ...], bool] | None = None  # _unscorable of the last criteria (below)
 
     def add(
         self,
@@ -429,7 +430,11 @@ class DatasetAcc:
             pos = self.ids.add(ex.id)
         self.turns += ex.turns  # a multi-turn example expects a response per turn
         crit = expected_criteria(ex, judgments, None if criteria is None else {ex.id: criteria})
-        self.unscorable += _unscorable(self.metric, ex, crit)
+        # Whether a score can exist depends on the criteria alone, which a dataset's examples mostly share (the
+        # judge-free `correct`, a default rubric): computed again only when they change (plan 012).
+        if self._last is None or self._last[0] != crit:
+            self._last = (crit, _unscorable(self.metric, ex, crit))
+        self.unscorable += self._last[1]
         got: dict[str, dict[str, str]] = defaultdict(dict)
         scores: dict[str, dict[str, float]] = defaultdict(dict)  # graded scales: response -> criterion -> score
         for j in judgments:

@@ -107,7 +107,10 @@ class Tally:
         self.any_ok = self.any_ok or any(r.status == "ok" for r in responses)
         if self.first_error is None:
             self.first_error = next((r.error for r in responses if r.error), None)
-        self.metric_counts.setdefault(example.dataset, Counter())[detect_metric(example)] += 1
+        counts = self.metric_counts.get(example.dataset)
+        if counts is None:  # (not setdefault: it would build a Counter for every example)
+            counts = self.metric_counts[example.dataset] = Counter()
+        counts[detect_metric(example)] += 1
         if pairs:
             self.pairs.extend(replace(p, keys=("", "")) for p in pairs)
             self.pair_examples.append(_slim_example(example))
