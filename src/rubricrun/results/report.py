@@ -122,7 +122,12 @@ def _field_names(cls: type) -> tuple[str, ...]:
 
 def _get(row: Any, name: str) -> Any:
     """A field of a row, a dataclass or its dict (the sample reads rows as they come; see `sample`)."""
+    if type(row) in _ROW_TYPES:  # (isinstance of an ABC costs more than the read: the sampler reads every row)
+        return getattr(row, name, None)
     return row.get(name) if isinstance(row, Mapping) else getattr(row, name, None)
+
+
+_ROW_TYPES = frozenset({Example, Response, Judgment})
 
 
 def _failures(resps: Sequence[Any], judgs: Sequence[Any]) -> dict[str, list[Any]]:
