@@ -10,6 +10,7 @@ stored reply (a judge reply it cannot read) calls `forget(request)`, so the next
 from __future__ import annotations
 
 import hashlib
+import pickle
 import sqlite3
 import threading
 import time
@@ -27,6 +28,7 @@ CACHE_FORMAT = 1  # bump when the stored shape changes
 
 # diskcache's `Cache.get` query for a str key (stored raw); no row of ours has an expiry, the test is kept as it is.
 _GET = "SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = 1 AND (expire_time IS NULL OR expire_time > ?)"
+_MODE_PICKLE = 4  # diskcache.core.MODE_PICKLE: a value stored pickled in the row (ours are; checked in a test)
 FRESH_QUERY_KEYS = 500  # keys per query of fresh_many (under SQLite's oldest limit of 999 parameters)
 
 
@@ -79,6 +81,7 @@ class ResponseCache:
         self.directory = str(directory)
         self._db = str(Path(directory) / diskcache.core.DBNAME)
         self._local = threading.local()  # .con: the thread's read connection (`_reader`)
+        self._plain_disk = type(self._cache.disk) is diskcache.Disk  # its pickled rows read as `_stored_row` reads
 
     def _reader(self) -> sqlite3.Connection:
         """The calling thread's read connection, set up as diskcache sets up its own (page cache, no mmap)."""
@@ -129,7 +132,10 @@ class ResponseCache:
     def _stored_row(self, mode: int, filename: str | None, value: Any) -> dict[str, Any] | None:
         """A stored row of this format (diskcache's columns read back as its `get` does), else None."""
         try:
-            row = self._cache.disk.fetch(mode, filename, value, False)
+            if mode == _MODE_PICKLE and value is not None and self._plain_disk:  # what Disk.fetch does, less a BytesIO
+                row = pickle.loads(value)
+            else:
+                row = self._cache.disk.fetch(mode, filename, value, False)
         except OSError:  # its file was deleted meanwhile
             return None
         return row if isinstance(row, dict) and row.get("_v") == CACHE_FORMAT else None
