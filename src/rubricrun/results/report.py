@@ -423,6 +423,8 @@ class Sampler:
         i, limit = self.n, self.limit
         self.n, self.n_responses, self.n_judgments = i + 1, self.n_responses + len(rs), self.n_judgments + len(js)
         for kind, got in _failures(rs, js).items():
+            if not got:  # (most examples: no generator to make)
+                continue
             self.failed[kind] += len(got)
             self.failures[kind].extend(_row(x) for x in got[: FAILURE_CAP - len(self.failures[kind])])
         if i < limit // 2:
