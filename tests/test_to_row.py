@@ -105,5 +105,15 @@ def test_direct_init_builds_what_the_dataclass_init_builds() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         Direct(1).a = 2  # type: ignore[misc]
     assert Response.__init__.__qualname__ == "Response.__init__"
+
+    @dataclasses.dataclass(frozen=True)
+    class Posted:
+        a: int
+
+        def __post_init__(self) -> None:
+            pass
+
+    with pytest.raises(TypeError, match="does more than set its fields"):
+        direct_init(Posted)
     for case in ROW_CASES:  # the row types, rebuilt from their fields
         assert type(case)(**{f.name: getattr(case, f.name) for f in dataclasses.fields(case)}) == case

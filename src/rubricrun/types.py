@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import inspect
 import json
 import types
 import typing
@@ -370,6 +371,10 @@ def direct_init(cls: type) -> type:
     calls object.__setattr__ for every field (frozen), about 0.2 us a field, and a warm rerun builds a response row,
     a judgment, a request, a reply and a task per call (plan 012). Same signature, defaults and default factories,
     the same instance dict in field order; assignment after __init__ still raises."""
+    made = list(inspect.signature(cls.__init__).parameters.values())[1:]  # type: ignore[misc]
+    plain = [p.name for p in made if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+    if hasattr(cls, "__post_init__") or plain != [f.name for f in dataclasses.fields(cls)]:
+        raise TypeError(f"direct_init: {cls.__name__}'s __init__ does more than set its fields")
     params, body, env = [], [], {"_FACTORY": _FACTORY}
     for f in dataclasses.fields(cls):
         if f.default is not dataclasses.MISSING:
