@@ -15,6 +15,9 @@ from fakeserver import FakeOpenAIServer, default_reply, is_judge_request, messag
 
 from rubricrun.config import ModelConfig
 from rubricrun.judging.answers import (
+    _MINUS,
+    _minus,
+    _plain,
     extract_choice,
     extract_final_number,
     final_answer,
@@ -411,3 +414,19 @@ def test_qa_correct_numeric(response: str, answer: str, expected: bool) -> None:
 )
 def test_qa_correct_text(response: str, answer: str, expected: bool) -> None:
     assert qa_correct(response, answer) is expected
+
+
+@pytest.mark.parametrize(
+    "span",
+    ["18", "\u22123", "$1{,}234$", "\\$18 \\text{ dollars}", "\\frac{3}{4}", "x^2", "\\left(5\\right)", "é \uff0d2"],
+)
+def test_the_ascii_and_backslash_shortcuts_read_as_before(span: str) -> None:
+    """_minus skips translate for ASCII text, _plain the LaTeX-noise pass for text without a backslash (plan 012):
+    both give what the full pass gives."""
+    import re
+
+    from rubricrun.judging import answers
+
+    assert _minus(span) == span.translate(_MINUS)
+    full = answers._LATEX_NOISE.sub(" ", span.translate(_MINUS)).replace("{,}", ",").strip().strip("$").strip()
+    assert _plain(span) == (None if re.search(r"[\\^{]", full) else full)

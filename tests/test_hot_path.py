@@ -181,3 +181,23 @@ def test_fresh_many_knows_tagged_rows_and_reads_untagged_ones(tmp_path: Path) ->
     assert cache.fresh_many(keys) == {"tagged", "untagged"}
     assert cache.get("untagged") is not None and cache.get("old-format") is None
     cache.close()
+
+
+def test_a_stored_row_reads_as_diskcache_reads_it(tmp_path: Path) -> None:
+    """ResponseCache reads a pickled row with pickle.loads (plan 012), as diskcache's Disk.fetch reads it."""
+    import diskcache
+
+    from rubricrun.providers import cache as cache_mod
+    from rubricrun.types import LLMResponse, Usage
+
+    assert cache_mod._MODE_PICKLE == diskcache.core.MODE_PICKLE
+    store = ResponseCache(tmp_path / "c")
+    try:
+        reply = LLMResponse(text="é" * 50, finish_reason="stop", usage=Usage(1, 2, 3), model="m", reasoning="r")
+        store.set("k", reply)
+        found = store._reader().execute("SELECT mode, filename, value FROM Cache WHERE key = 'k'").fetchone()
+        assert found[0] == diskcache.core.MODE_PICKLE
+        assert store._stored_row(*found) == store._cache.disk.fetch(*found, False)
+        assert store.get("k") == LLMResponse(**{**reply.__dict__, "cache_hit": True})
+    finally:
+        store.close()

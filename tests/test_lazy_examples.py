@@ -84,3 +84,39 @@ def test_validate_without_judges_counts_only_replies_the_run_would_reuse(tmp_pat
     cache.close()
     counts = plan.count_calls(cfg, None)
     assert (counts["candidate_calls"], counts["candidate_cached"]) == (2 * 3, 1)  # two candidates, three rows
+
+
+def test_a_run_reads_the_examples_preflight_kept_not_the_files_again(
+    tmp_path: Path, make_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """preflight(spool=True) keeps the examples it validated (data/spool.py, plan 012): the run's iterations read
+    them back in input order, chunk by chunk and each on its own offsets, without opening the dataset files."""
+    from rubricrun.data import spool
+
+    monkeypatch.setattr(spool, "CHUNK", 4)
+    cfg = load_config(
+        make_config(None, datasets=[{"path": _generic(tmp_path, 10)}, {"path": _generic(tmp_path, 3, "h.jsonl")}])
+    )
+    prepared = plan.preflight(cfg, None, spool=True)
+    plain = list(plan.preflight(cfg, None).examples)
+    (tmp_path / "g.jsonl").write_text("not json\n")  # the files are not read again
+    a, b = iter(prepared.examples), iter(prepared.examples)
+    assert [next(a).id for _ in range(6)] == [ex.id for ex in plain[:6]]
+    assert list(b) == plain  # a second iteration meanwhile: its own offsets
+    assert [ex.id for ex in a] == [ex.id for ex in plain[6:]]
+    assert len(prepared.examples) == 13
+
+
+def test_an_example_pickle_cannot_keep_turns_the_spool_off(tmp_path: Path, make_config: Any) -> None:
+    """A value pickle does not know (a reader's own type) leaves the spool off: the files are read again."""
+    from rubricrun.data.spool import ExampleSpool
+
+    cfg = load_config(make_config(None, datasets=[{"path": _generic(tmp_path, 3)}]))
+    kept = ExampleSpool()
+    first = next(iter(plan.preflight(cfg, None).examples))
+    kept.add(first)
+    kept.add(plan.dataclasses.replace(first, metadata={"f": lambda: None}))
+    kept.seal()
+    assert not kept.ok
+    examples = plan.Examples(cfg, None, 3, kept)
+    assert [ex.id for ex in examples] == ["g/r0", "g/r1", "g/r2"]

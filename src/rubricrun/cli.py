@@ -224,7 +224,7 @@ def _main(args: argparse.Namespace) -> int:
 
     extras = _extras(args, cfg)
     setup_logging(None)
-    prepared = preflight(cfg, args.max_examples)  # bad input stops here, before the run folder exists
+    prepared = preflight(cfg, args.max_examples, spool=True)  # bad input stops here, before the run folder exists
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(cfg.run.output_dir) / run_id
     setup_logging(run_dir)

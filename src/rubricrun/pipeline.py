@@ -21,7 +21,7 @@ from .providers.base import BaseProvider
 from .providers.cache import cache_key
 from .providers.routing import model_request, route_for
 from .tasks import registry
-from .types import Example, LLMRequest, LLMResponse, Response, Usage, to_row
+from .types import Example, LLMRequest, LLMResponse, Response, Usage, direct_init, to_row
 
 log = logging.getLogger("rubricrun")
 
@@ -32,6 +32,7 @@ Replays = dict[str, Answers]  # a responses_from candidate's answers file, by ca
 # Candidate responses
 
 
+@direct_init  # types.direct_init: one is built per candidate call
 @dataclass(frozen=True)
 class GenTask:
     """One turn of one conversation: the example, the candidate, the sample, and the candidate's own answers to

@@ -18,6 +18,7 @@ from .data.answers_file import load_replays
 from .data.idset import IdHashes
 from .data.loaders import iter_dataset
 from .data.readers import source_label
+from .data.spool import ExampleSpool
 from .errors import InputError
 from .judging.pairwise import PairJudging, pair_items
 from .judging.rubric import Judging
@@ -32,13 +33,17 @@ from .types import Example, LLMRequest, LLMResponse, Response
 
 class Examples:
     """The run's examples in input order, read from the dataset files again each time they are iterated, so that
-    none is held between uses (issue 13: memory does not grow with the dataset). `len()` is the count preflight's
-    validating pass found; iterating repeats none of its checks."""
+    none is held between uses (issue 13: memory does not grow with the dataset), or from the spool preflight kept
+    of them (data/spool.py). `len()` is the count preflight's validating pass found; iterating repeats none of its
+    checks."""
 
-    def __init__(self, cfg: Config, max_examples: int | None, count: int) -> None:
-        self.cfg, self.max_examples, self.count = cfg, max_examples, count
+    def __init__(self, cfg: Config, max_examples: int | None, count: int, spool: ExampleSpool | None = None) -> None:
+        self.cfg, self.max_examples, self.count, self.spool = cfg, max_examples, count, spool
 
     def __iter__(self) -> Iterator[Example]:
+        if self.spool is not None and self.spool.ok:
+            yield from self.spool
+            return
         for _, _, examples in _datasets(self.cfg, self.max_examples, [], check_ids=False):
             yield from examples
 
@@ -219,14 +224,22 @@ def check_prices(cfg: Config) -> None:
                 )
 
 
-def preflight(cfg: Config, max_examples: int | None, visit: Callable[[Example], None] | None = None) -> Prepared:
+def preflight(
+    cfg: Config, max_examples: int | None, visit: Callable[[Example], None] | None = None, *, spool: bool = False
+) -> Prepared:
     """Every check that needs no model call, before the run folder is touched: API key variables, every
-    dataset row, the judge template, the synthesis templates. Raises InputError. `visit`: see validate_examples."""
+    dataset row, the judge template, the synthesis templates. Raises InputError. `visit`: see validate_examples.
+    `spool`: keep the examples read for the run (data/spool.py), which then does not read the files again."""
     registry.check_config(cfg)
     check_keys(cfg)
     check_prices(cfg)
     metrics: dict[str, Counter[str]] = {}
+    kept = ExampleSpool() if spool else None
+    if kept is not None:
+        visit = _and_keep(visit, kept)
     count, skipped = validate_examples(cfg, max_examples, visit, metrics)
+    if kept is not None:
+        kept.seal()
     load_replays(cfg, registry.ANSWER_READERS)  # a bad responses_from file is bad input, found before any call
     registry.judging_for(cfg, BaseProvider())
     if cfg.judging.pairwise is not None:
@@ -237,7 +250,19 @@ def preflight(cfg: Config, max_examples: int | None, visit: Callable[[Example], 
         synthesis_entry(cfg)
         load_template(cfg.synthesize.subtopic_template, "subtopics.j2")
         load_template(cfg.synthesize.prompt_template, "prompts.j2")
-    return Prepared(Examples(cfg, max_examples, count), skipped, None if cfg.synthesize is not None else metrics)
+    metric_counts = None if cfg.synthesize is not None else metrics
+    return Prepared(Examples(cfg, max_examples, count, kept), skipped, metric_counts)
+
+
+def _and_keep(visit: Callable[[Example], None] | None, kept: ExampleSpool) -> Callable[[Example], None]:
+    if visit is None:
+        return kept.add
+
+    def both(ex: Example) -> None:
+        visit(ex)
+        kept.add(ex)
+
+    return both
 
 
 @dataclass

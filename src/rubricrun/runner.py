@@ -82,7 +82,7 @@ def execute(
     extras: Extras = Extras(),
     prepared: Prepared | None = None,
 ) -> Outcome:
-    prepared = prepared or preflight(cfg, max_examples)
+    prepared = prepared or preflight(cfg, max_examples, spool=True)
     run_dir = Path(cfg.run.output_dir) / run_id
     lock = artifacts.RunLock(run_dir)
     lock.acquire()

@@ -59,6 +59,11 @@ _MARKER = re.compile(r"(?=[#\\Aa])(?:####|\\(?:boxed|fbox)\s*\{|(?i:\banswer\b\s
 _MINUS = str.maketrans({"\u2212": "-", "\ufe63": "-", "\uff0d": "-"})  # minus signs, not dashes ("3–5" is a range)
 
 
+def _minus(s: str) -> str:
+    """Minus signs read as '-' (an ASCII string has none: no translate, 1-2 us a reply)."""
+    return s if s.isascii() else s.translate(_MINUS)
+
+
 def _braced(text: str, start: int) -> str | None:
     """The content of the brace group whose `{` is just before `start`, or None when it never closes."""
     depth = 1
@@ -118,7 +123,10 @@ def _number_value(m: re.Match[str]) -> float | None:
 
 def _plain(span: str) -> str | None:
     """The span with LaTeX noise removed, or None when real LaTeX math remains (\\frac, ^, \\sqrt ...)."""
-    s = _LATEX_NOISE.sub(" ", span.translate(_MINUS)).replace("{,}", ",")
+    s = _minus(span)
+    if "\\" in s:  # every piece of noise starts with a backslash
+        s = _LATEX_NOISE.sub(" ", s)
+    s = s.replace("{,}", ",")
     s = s.strip().strip("$").strip()
     if "\\" in s or "^" in s or "{" in s:
         return None
@@ -148,7 +156,7 @@ def parse_number(s: str) -> float | None:
 def final_answer(text: str) -> str | None:
     """The answer a response commits to, as a string: what its last final-answer marker introduces (a marker
     whose span states nothing is passed over), else its last number. GSM8K's '####' is one such marker."""
-    text = text.translate(_MINUS)
+    text = _minus(text)
     for span in answer_spans(text):
         if span_number(span) is not None or _plain(span) is None:
             return span
@@ -231,9 +239,10 @@ def qa_correct(response: str, answer: str) -> bool:
     gold = answer.strip()
     if not gold:
         return False
-    span = final_answer(response) if _looks_math(gold) else None
+    want = parse_number(gold)  # a number looks like math (_looks_math): read once
+    span = final_answer(response) if want is not None or _looks_math(gold) else None
     if span is not None:
-        want, got = parse_number(gold), span_number(span)
+        got = span_number(span)
         if want is not None and got is not None:
             return abs(got - want) < 1e-6 * max(1.0, abs(want))
         if want is not None and _plain(span) is not None:
@@ -321,12 +330,14 @@ def extract_choice(text: str, n_choices: int, choices: Sequence[str] | None = No
 # ---------------------------------------------------------------------------------------------------
 # Quality flags
 
+# The lookaheads on a first letter let the scan skip most positions (as _MARKER's).
 _REFUSAL = re.compile(
-    r"(?i)\b(i can(?:no|')t (?:help|assist|provide|do that)|i(?:'m| am) (?:sorry|unable)|as an ai\b|i won't be able)"
+    r"(?i)(?=[ia])\b(i can(?:no|')t (?:help|assist|provide|do that)|i(?:'m| am) (?:sorry|unable)|as an ai\b"
+    r"|i won't be able)"
 )
 
 
-_FINAL_MARKER = re.compile(r"(?i)(####|final answer|\\boxed\{|the answer is)")
+_FINAL_MARKER = re.compile(r"(?i)(?=[#f\\t])(####|final answer|\\boxed\{|the answer is)")
 
 
 def quality_flags(

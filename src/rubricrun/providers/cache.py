@@ -10,7 +10,7 @@ stored reply (a judge reply it cannot read) calls `forget(request)`, so the next
 from __future__ import annotations
 
 import hashlib
-import json
+import pickle
 import sqlite3
 import threading
 import time
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RubricrunError
-from ..types import LLMRequest, LLMResponse, Usage, to_row
+from ..types import LLMRequest, LLMResponse, Usage, json_encoder, to_row
 from .base import BaseProvider
 from .trace import Tracer
 
@@ -28,14 +28,12 @@ CACHE_FORMAT = 1  # bump when the stored shape changes
 
 # diskcache's `Cache.get` query for a str key (stored raw); no row of ours has an expiry, the test is kept as it is.
 _GET = "SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = 1 AND (expire_time IS NULL OR expire_time > ?)"
+_MODE_PICKLE = 4  # diskcache.core.MODE_PICKLE: a value stored pickled in the row (ours are; checked in a test)
 FRESH_QUERY_KEYS = 500  # keys per query of fresh_many (under SQLite's oldest limit of 999 parameters)
 
 
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def canonical_json(value: Any) -> str:
-    return _CANONICAL.encode(value)  # one encoder: json.dumps with keywords builds one per call
+# Built once (json.dumps with keywords builds an encoder per call, JSONEncoder.encode a C encoder per call).
+canonical_json = json_encoder(str, sort_keys=True, separators=(",", ":"))
 
 
 def cache_key(request: LLMRequest) -> str:
@@ -83,6 +81,7 @@ class ResponseCache:
         self.directory = str(directory)
         self._db = str(Path(directory) / diskcache.core.DBNAME)
         self._local = threading.local()  # .con: the thread's read connection (`_reader`)
+        self._plain_disk = type(self._cache.disk) is diskcache.Disk  # its pickled rows read as `_stored_row` reads
 
     def _reader(self) -> sqlite3.Connection:
         """The calling thread's read connection, set up as diskcache sets up its own (page cache, no mmap)."""
@@ -133,7 +132,10 @@ class ResponseCache:
     def _stored_row(self, mode: int, filename: str | None, value: Any) -> dict[str, Any] | None:
         """A stored row of this format (diskcache's columns read back as its `get` does), else None."""
         try:
-            row = self._cache.disk.fetch(mode, filename, value, False)
+            if mode == _MODE_PICKLE and value is not None and self._plain_disk:  # what Disk.fetch does, less a BytesIO
+                row = pickle.loads(value)
+            else:
+                row = self._cache.disk.fetch(mode, filename, value, False)
         except OSError:  # its file was deleted meanwhile
             return None
         return row if isinstance(row, dict) and row.get("_v") == CACHE_FORMAT else None

@@ -9,7 +9,6 @@ never miss anything, since they do not go through here.
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import time
 from collections import deque
@@ -17,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from ..types import TraceEvent, Usage, to_row
+from ..types import TraceEvent, Usage, json_encoder, shallow_row
 
 FLUSH_S = 0.5  # the writer's period: what kill -9 may cost the trace
 
@@ -117,12 +116,12 @@ class Tracer:
         ts, role, model, key, cache_hit, attempt, latency_ms, status, error, usage, code, retry_in_s, dep = event
         values = (
             round(ts, 3), role, model, key, cache_hit, attempt, round(latency_ms, 1), status, error,
-            None if usage is None else to_row(usage), code, None if retry_in_s is None else round(retry_in_s, 3), dep,
+            usage, code, None if retry_in_s is None else round(retry_in_s, 3), dep,  # usage: as its to_row (below)
         )  # fmt: skip
         row = dict(zip(_TRACE_FIELDS, values, strict=True))
         if self.invocation:
             row["invocation"] = self.invocation
-        return _ENCODER.encode(row) + "\n"
+        return _encode(row) + "\n"
 
     def _count(self, event: tuple[Any, ...]) -> None:
         """Event counts, and tokens of successful calls and cache hits per (role, model)."""
@@ -156,5 +155,6 @@ class Tracer:
                 self._fh = None
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False)  # json.dumps with a keyword builds an encoder per call
+# Built once (json.dumps with a keyword builds an encoder per call); a Usage is written as its to_row.
+_encode = json_encoder(shallow_row)
 _TRACE_FIELDS = tuple(f.name for f in dataclasses.fields(TraceEvent))  # a row's keys, in the type's order

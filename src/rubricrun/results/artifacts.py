@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import RubricrunError, RunLockedError
-from ..types import shallow_row
+from ..types import json_encoder, shallow_row
 
 
 def _current_umask() -> int:
@@ -47,14 +47,13 @@ def _atomic_write(path: Path, write: Any) -> None:
         raise
 
 
-# One encoder (json.dumps with a keyword builds one per call) that writes a dataclass as its row (to_row's bytes)
-# without first copying it into dicts.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=shallow_row)
+# One encoder, built once, that writes a dataclass as its row (to_row's bytes) without first copying it into dicts.
+_encode = json_encoder(shallow_row)
 
 
 def jsonl_line(row: Any) -> str:
     """One .jsonl line: a dataclass (its to_row) or a dict."""
-    return _ENCODER.encode(row) + "\n"
+    return _encode(row) + "\n"
 
 
 def write_jsonl(path: Path, rows: Iterable[Any]) -> int:

@@ -132,7 +132,12 @@ def _field_names(cls: type) -> tuple[str, ...]:
 
 def _get(row: Any, name: str) -> Any:
     """A field of a row, a dataclass or its dict (the sample reads rows as they come; see `sample`)."""
+    if type(row) in _ROW_TYPES:  # (isinstance of an ABC costs more than the read: the sampler reads every row)
+        return getattr(row, name, None)
     return row.get(name) if isinstance(row, Mapping) else getattr(row, name, None)
+
+
+_ROW_TYPES = frozenset({Example, Response, Judgment})
 
 
 def _failures(resps: Sequence[Any], judgs: Sequence[Any]) -> dict[str, list[Any]]:
@@ -429,6 +434,8 @@ class Sampler:
         i, limit = self.n, self.limit
         self.n, self.n_responses, self.n_judgments = i + 1, self.n_responses + len(rs), self.n_judgments + len(js)
         for kind, got in _failures(rs, js).items():
+            if not got:  # (most examples: no generator to make)
+                continue
             self.failed[kind] += len(got)
             self.failures[kind].extend(_row(x) for x in got[: FAILURE_CAP - len(self.failures[kind])])
         if i < limit // 2:

@@ -60,8 +60,8 @@ def score_response(criteria: Sequence[Criterion], verdicts: Sequence[str]) -> Sc
         met=met,
         not_met=not_met,
         errors=errors,
-        by_category=_breakdown(groups),
-        by_tag=_breakdown(tag_groups),
+        by_category=_breakdown(groups) if groups else {},  # (most rubrics have neither)
+        by_tag=_breakdown(tag_groups) if tag_groups else {},
     )
 
 

@@ -100,25 +100,29 @@ class Tally:
             rows = (example, tuple(responses), tuple(judgments), tuple(pairs))
             pickle.dump(rows, self._spool, pickle.HIGHEST_PROTOCOL)
         if self._acc is not None:
-            self._acc.add(example.id, example, responses, judgments, criteria_index(self.cfg, [example]))
-            self._pick(example, responses, judgments)
+            crit = criteria_index(self.cfg, [example])
+            self._acc.add(example.id, example, responses, judgments, crit)
+            self._pick(example, responses, judgments, crit)
         self.n_responses += len(responses)
         self.any_ok = self.any_ok or any(r.status == "ok" for r in responses)
         if self.first_error is None:
             self.first_error = next((r.error for r in responses if r.error), None)
-        self.metric_counts.setdefault(example.dataset, Counter())[registry.metric_of(example)] += 1
+        counts = self.metric_counts.get(example.dataset)
+        if counts is None:  # (not setdefault: it would build a Counter for every example)
+            counts = self.metric_counts[example.dataset] = Counter()
+        counts[registry.metric_of(example)] += 1
         if pairs:
             self.pairs.extend(replace(p, keys=("", "")) for p in pairs)
             self.pair_examples.append(_slim_example(example))
             compared = {rid for p in pairs for rid in p.response_ids}
             self.text_len.update((r.id, len(r.text or "")) for r in responses if r.id in compared)
 
-    def _pick(self, ex: Example, rs: Sequence[Response], js: Sequence[Judgment]) -> None:
+    def _pick(self, ex: Example, rs: Sequence[Response], js: Sequence[Judgment], crit: dict) -> None:
         """The report's sampler, fed as the run goes; a failure (logged) leaves the run without a page only."""
         if self._picker is None:
             return
         try:
-            self._picker.add(*self._batch(ex, rs, js))
+            self._picker.add(*self._batch(ex, rs, js, crit))
         except Exception as exc:  # noqa: BLE001 - the page is a view
             log.error("report.html not written: %s: %s", type(exc).__name__, exc)
             self._picker = None
@@ -168,9 +172,12 @@ class Tally:
             acc.add(ex.id, ex, rs, js, criteria_index(self.cfg, [ex]))
             yield self._batch(ex, rs, js) if scored else None
 
-    def _batch(self, ex: Example, rs: Sequence[Response], js: Sequence[Judgment]) -> tuple[Any, ...]:
-        """One example as report.sample reads it: its rows, its criteria by (example, criterion) id, its scores."""
-        crit = {(ex.id, c.id): c for c in registry.criteria_for(ex, self.cfg)}
+    def _batch(
+        self, ex: Example, rs: Sequence[Response], js: Sequence[Judgment], crit: dict | None = None
+    ) -> tuple[Any, ...]:
+        """One example as report.sample reads it: its rows, its criteria by (example, criterion) id (summary's
+        criteria_index, given or made here), its scores."""
+        crit = criteria_index(self.cfg, [ex]) if crit is None else crit
         return ex, rs, js, crit, score_all(self.cfg, {ex.id: ex}, rs, js)
 
     def export(self, run_dir: Path, formats: Sequence[str]) -> dict:
