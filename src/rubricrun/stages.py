@@ -94,10 +94,12 @@ class Stages:
 
     def start(self, unit: Unit) -> None:
         """The first turn of every conversation of the unit."""
-        ex = unit.example
         for conv in unit.conversations:
-            task = turn_task(self.cfg, ex, conv.candidate, conv.sample_index, (), 0, self.replays)
+            task = self.first_turn(unit.example, conv.candidate, conv.sample_index)
             self.submit("generate", unit, self.generate, (unit, conv, task))
+
+    def first_turn(self, ex: Example, candidate: ModelConfig, sample_index: int) -> GenTask:
+        return turn_task(self.cfg, ex, candidate, sample_index, (), 0, self.replays)
 
     def generate(self, unit: Unit, conv: _Conversation, task: GenTask) -> None:
         """One turn; then its judge calls and the conversation's next turn (a failed turn ends the conversation)."""
