@@ -4,6 +4,7 @@ datasets); --validate's counts do not depend on how many examples are counted at
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import weakref
 from pathlib import Path
@@ -115,7 +116,7 @@ def test_an_example_pickle_cannot_keep_turns_the_spool_off(tmp_path: Path, make_
     kept = ExampleSpool()
     first = next(iter(plan.preflight(cfg, None).examples))
     kept.add(first)
-    kept.add(plan.dataclasses.replace(first, metadata={"f": lambda: None}))
+    kept.add(dataclasses.replace(first, metadata={"f": lambda: None}))
     kept.seal()
     assert not kept.ok
     examples = plan.Examples(cfg, None, 3, kept)

@@ -20,18 +20,14 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .config import Config, ModelConfig
-from .data.answers_file import load_replays
-from .judging.auto import auto_judgment
-from .judging.pairwise import PairJudging, pair_items
-from .pipeline import GenTask, generate_one, synthesize, turn_task
+from .config import Config
+from .pipeline import synthesize
 from .pool import GRACE_S, STOP_SIGNALS, THREAD_PREFIX, Progress, end_now, heard_stop
 from .providers.base import BaseProvider
 from .providers.cache import CachingProvider
-from .tasks import registry
+from .stages import Stages, Unit, conversations, new_unit
 from .types import Example, Judgment, PairJudgment, Response
 
 log = logging.getLogger("rubricrun")
@@ -45,43 +41,6 @@ class Sink(Protocol):
     ) -> None: ...
 
 
-@dataclass
-class _Conversation:
-    """One candidate x sample of an example: its rows in turn order, each with its judgments' slots."""
-
-    candidate: ModelConfig
-    sample_index: int
-    rows: list[Response] = field(default_factory=list)
-    judged: list[list[Judgment | None]] = field(default_factory=list)  # per row: one slot per rubric item
-    autos: list[Judgment | None] = field(default_factory=list)  # per row: its judge-free verdict
-
-
-class Unit:
-    """One example's work. `pending` counts its calls submitted and not finished; at 0 the unit is finished."""
-
-    def __init__(self, example: Example, conversations: list[_Conversation]) -> None:
-        self.example, self.conversations = example, conversations
-        self.pairs: list[PairJudgment | None] = []
-        self.pending = 0
-        self.generating = 0  # candidate calls in flight: the comparisons wait for 0
-        self.finished = False
-        self.lock = threading.Lock()
-
-    def rows(self) -> tuple[list[Response], list[Judgment], list[PairJudgment]]:
-        """What is done, in the order the files keep: conversations in config order, a conversation's turns
-        together; each response's judgments in rubric order, its judge-free verdict last."""
-        responses: list[Response] = []
-        judgments: list[Judgment] = []
-        with self.lock:
-            for c in self.conversations:
-                for row, judged, auto in zip(c.rows, c.judged, c.autos, strict=True):
-                    responses.append(row)
-                    judgments.extend(j for j in judged if j is not None)
-                    if auto is not None:
-                        judgments.append(auto)
-            return responses, judgments, [p for p in self.pairs if p is not None]
-
-
 def window_size(cfg: Config) -> int:
     """Examples in flight at most: enough that one slow example does not starve the pools."""
     return max(64, 8 * (cfg.run.concurrency + cfg.run.judge_parallel_workers))
@@ -93,15 +52,13 @@ class Graph:
     def __init__(self, cfg: Config, stack: BaseProvider, stop: threading.Event, sink: Sink) -> None:
         self.cfg, self.stop, self.sink = cfg, stop, sink
         self.stack = stack
-        self.replays = load_replays(cfg, registry.ANSWER_READERS)
-        self.judging = registry.judging_for(cfg, stack)
-        self.pairing = PairJudging(cfg, stack) if cfg.judging.pairwise is not None else None
+        self.stages = Stages(cfg, stack, self._submit, self._ended)
         run = cfg.run
         self.pools = {
             "generate": ThreadPoolExecutor(max(1, run.concurrency), thread_name_prefix=THREAD_PREFIX + "generate"),
             "judge": ThreadPoolExecutor(max(1, run.judge_parallel_workers), thread_name_prefix=THREAD_PREFIX + "judge"),
         }
-        shown = {"generate": True, "judge": bool(cfg.judge_pool), "pairwise": self.pairing is not None}
+        shown = {"generate": True, "judge": bool(cfg.judge_pool), "pairwise": self.stages.pairing is not None}
         self.bars = {k: Progress(k, 0, run.progress and on, grows=True) for k, on in shown.items()}  # no empty bar
         # Counts for the bars: any thread puts (kind, added, done), the conductor alone updates the bars (a put is
         # one C call under the GIL: no lock per call).
@@ -186,16 +143,14 @@ class Graph:
 
     def _admit(self, ex: Example, *, calls: bool = True) -> Unit:
         self.sink.admit(ex)
-        cands = [(c, s) for c in registry.candidates_for(self.cfg, ex) for s in range(c.samples_per_prompt)]
-        unit = Unit(ex, [_Conversation(c, s) for c, s in cands])
+        cands = conversations(self.cfg, ex)
+        unit = new_unit(ex, cands)
         with self.lock:
             self.expected += len(cands) * ex.turns
         with unit.lock:  # held while submitting, so neither count reaches 0 before every first turn is in
             unit.pending, unit.generating = 1, 1
         if calls:
-            for conv in unit.conversations:
-                task = turn_task(self.cfg, ex, conv.candidate, conv.sample_index, (), 0, self.replays)
-                self._submit("generate", unit, self._generate, unit, conv, task)
+            self.stages.start(unit)
         self._release(unit, generated=True)
         return unit
 
@@ -225,7 +180,8 @@ class Graph:
 
     # -- the calls (pool threads) ------------------------------------------------------------------------
 
-    def _submit(self, kind: str, unit: Unit, fn: Callable[..., None], *args: Any) -> None:
+    def _submit(self, kind: str, unit: Unit, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
+        """stages.Submit: run fn(*args) here when the cache answers all its calls, else on the kind's pool."""
         if self.stop.is_set():  # stopping: no new calls
             return
         gen = kind == "generate"
@@ -271,7 +227,7 @@ class Graph:
                 unit.generating -= 1
                 last = unit.generating == 0
             if last:
-                self._compare(unit)
+                self.stages.compare(unit)
         with unit.lock:
             unit.pending -= 1
             unit.finished = unit.pending == 0
@@ -280,54 +236,13 @@ class Graph:
         if (unit.finished or self.failure is not None) and threading.get_ident() != self.conductor:
             self.wake.put(unit)
 
-    def _generate(self, unit: Unit, conv: _Conversation, task: GenTask) -> None:
-        """One turn; then its judge calls and the conversation's next turn (a failed turn ends the conversation)."""
-        row = generate_one(task, self.stack)
-        if row is None:  # not done (stop, budget): a rerun picks it up
-            return
-        ex = unit.example
-        view = task.example if row.turn > 1 else ex  # what the judge sees: the conversation up to this turn
-        items = registry.judge_items(self.cfg, {ex.id: ex}, [row], {row.id: view})
-        slots: list[Judgment | None] = [None] * len(items)
-        with unit.lock:
-            conv.rows.append(row)
-            conv.judged.append(slots)
-            conv.autos.append(auto_judgment(view, row))
-        for i, item in enumerate(items):
-            self._submit("judge", unit, self._judge, unit, slots, i, item)
-        if row.turn >= ex.turns:
-            return
-        if row.status == "ok":
-            answers = (*task.answers, row.text or "")
-            nxt = turn_task(self.cfg, ex, conv.candidate, conv.sample_index, answers, 0, self.replays)
-            self._submit("generate", unit, self._generate, unit, conv, nxt)
-        else:
-            with self.lock:
-                ended = self.ended.setdefault(row.turn, [0, 0])
-                ended[0] += 1
-                ended[1] += ex.turns - row.turn
-                self.expected -= ex.turns - row.turn
-
-    def _judge(self, unit: Unit, slots: list[Judgment | None], i: int, item: Any) -> None:
-        judgment = self.judging.judge_item(item)
-        with unit.lock:
-            slots[i] = judgment
-
-    def _compare(self, unit: Unit) -> None:
-        """The example's pairwise comparisons, once its last answer landed."""
-        if self.pairing is None:
-            return
-        responses, _, _ = unit.rows()
-        items = pair_items(self.cfg, {unit.example.id: unit.example}, responses)
-        with unit.lock:
-            unit.pairs = [None] * len(items)
-        for i, item in enumerate(items):
-            self._submit("pairwise", unit, self._pair, unit, i, item)
-
-    def _pair(self, unit: Unit, i: int, item: Any) -> None:
-        done = self.pairing.judge_pair(item) if self.pairing is not None else None
-        with unit.lock:
-            unit.pairs[i] = done
+    def _ended(self, turn: int, cut: int) -> None:
+        """A failed turn ended a conversation, `cut` later turns not asked (logged at the end of the run)."""
+        with self.lock:
+            ended = self.ended.setdefault(turn, [0, 0])
+            ended[0] += 1
+            ended[1] += cut
+            self.expected -= cut
 
 
 _END: Any = object()

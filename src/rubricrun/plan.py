@@ -6,11 +6,10 @@ bad input is found the same way by both. `count_calls` is what `--validate` prin
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .config import Config, generation_only
@@ -19,16 +18,16 @@ from .data.idset import IdHashes
 from .data.loaders import iter_dataset
 from .data.readers import source_label
 from .data.spool import ExampleSpool
+from .dry import Counts, InlineDriver
 from .errors import InputError
-from .judging.pairwise import PairJudging, pair_items
-from .judging.rubric import Judging
-from .pipeline import generation_tasks, next_turn_tasks, response_row, synthesis_entry, synthesis_request
+from .judging.pairwise import PairJudging
+from .pipeline import synthesis_entry, synthesis_request
 from .providers.base import BaseProvider
 from .providers.cache import ResponseCache, cache_key
-from .providers.pricing import call_cost, estimate_prompt_tokens, max_tokens_of, price_table, unit_prices, upper_bound
+from .providers.pricing import estimate_prompt_tokens, max_tokens_of, price_table, unit_prices
 from .providers.stack import open_cache
 from .tasks import registry
-from .types import Example, LLMRequest, LLMResponse, Response
+from .types import Example, LLMRequest, LLMResponse
 
 
 class Examples:
@@ -265,67 +264,57 @@ def _and_keep(visit: Callable[[Example], None] | None, kept: ExampleSpool) -> Ca
     return both
 
 
-@dataclass
-class _Tally:
-    """Running totals of `count_calls`."""
-
-    cache: ResponseCache | None
-    prices: dict[str, Any]
-    candidate_calls: int = 0
-    candidate_cached: int = 0
-    judge_calls: int = 0
-    judge_cached: int = 0
-    pairwise_calls: int = 0
-    pairwise_cached: int = 0
-    bound: float = 0.0
-    unpriced: set[str] = field(default_factory=set)
-    online_prices: dict[str, Any] | None = None  # with batch entries: the prices they would pay online
-    online_bound: float = 0.0
-
-    def cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> None:
-        c = call_cost(model, prompt_tokens, completion_tokens, self.prices)
-        if c is None:
-            self.unpriced.add(model)
-        self.bound += c or 0.0
-        if self.online_prices is not None:
-            self.online_bound += call_cost(model, prompt_tokens, completion_tokens, self.online_prices) or 0.0
-
-
 def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
     """--validate: how many calls the run would make (synthesis, candidates, judges), how many are already cached,
-    and an upper bound on the cost of the rest (every reply at its max_tokens). Calls nothing."""
-    counter = _Counter(cfg)
+    and an upper bound on the cost of the rest (every reply at its max_tokens, every uncached vote asked again, every
+    possible tie broken). Counted by the run's own stages over a dry provider (dry.py). Calls nothing, stores
+    nothing. `judge_calls` counts the calls when uncached replies are readable and votes agree;
+    `judge_calls_at_most` (and `pairwise_calls_at_most`) when they are not."""
+    driver = InlineDriver(cfg, lambda: _open_counts(cfg), COUNT_CHUNK)
     try:
         # the same checks a run makes before its first call, in the same pass that counts the examples' calls
-        prepared = preflight(cfg, max_examples, visit=counter.add)
-        tally = counter.start()
-        synthesized, synthesis = _count_synthesis(cfg, tally)
+        prepared = preflight(cfg, max_examples, visit=driver.add)
+        counts = driver.start()
+        synthesized, synthesis = _count_synthesis(cfg, counts)
         for ex in synthesized:
-            counter.add(ex)
-        counter.flush()
-        n = counter.n
+            driver.add(ex)
+        driver.flush()
     finally:
-        counter.close()
+        if driver.counts is not None and driver.counts.cache is not None:
+            driver.counts.cache.close()
+    return _counted(cfg, driver.n, len(prepared.skipped), synthesis, counts)
+
+
+def _open_counts(cfg: Config) -> Counts:
+    batched = any(m.batch for m in [*cfg.candidates, *cfg.judge_pool])
+    online = price_table(cfg, batch=False) if batched else None
+    return Counts(open_cache(cfg), price_table(cfg), online_prices=online)
+
+
+def _counted(cfg: Config, n: int, skipped: int, synthesis: dict[str, int], counts: Counts) -> dict[str, Any]:
+    calls, cached = counts.calls, counts.cached
+    pairwise = {
+        "pairwise_calls": calls["pairwise"],
+        "pairwise_cached": cached["pairwise"],
+        "pairwise_calls_at_most": counts.at_most("pairwise"),
+    }
     return {
         "examples": n,
-        "skipped_rows": len(prepared.skipped),
+        "skipped_rows": skipped,
         **synthesis,
-        "candidate_calls": tally.candidate_calls,
-        "candidate_cached": tally.candidate_cached,
-        "judge_calls": tally.judge_calls,
-        "judge_cached": tally.judge_cached,
+        "candidate_calls": calls["candidate"],
+        "candidate_cached": cached["candidate"],
+        "judge_calls": calls["judge"],
+        "judge_cached": cached["judge"],
+        "judge_calls_at_most": counts.at_most("judge"),
+        **(pairwise if cfg.judging.pairwise else {}),
+        "cost_upper_bound_usd": round(counts.bound, 4),
         **(
-            {"pairwise_calls": tally.pairwise_calls, "pairwise_cached": tally.pairwise_cached}
-            if cfg.judging.pairwise
+            {"cost_upper_bound_online_usd": round(counts.online_bound, 4), "batch_prices": batch_prices(cfg)}
+            if counts.online_prices is not None
             else {}
         ),
-        "cost_upper_bound_usd": round(tally.bound, 4),
-        **(
-            {"cost_upper_bound_online_usd": round(tally.online_bound, 4), "batch_prices": batch_prices(cfg)}
-            if tally.online_prices is not None
-            else {}
-        ),
-        "unpriced_models": sorted(tally.unpriced),
+        "unpriced_models": sorted(counts.unpriced),
     }
 
 
@@ -348,68 +337,6 @@ def _per_mtok(model: str, prices: dict[str, Any]) -> dict[str, float] | None:
 COUNT_CHUNK = 1000  # examples counted at a time: every count is per example, so chunks add up to the whole
 
 
-class _Counter:
-    """count_calls' running totals over examples fed one at a time, counted COUNT_CHUNK at a time. The cache, the
-    judge requests and the replays are opened with the first full chunk (or at `start`), so a small dataset's bad
-    row is still reported before a bad template, as the run reports it."""
-
-    def __init__(self, cfg: Config) -> None:
-        self.cfg, self.n, self.chunk = cfg, 0, []  # type: ignore[var-annotated]
-        self.tally: _Tally | None = None
-        self.judging: Judging | None = None
-        self.replays: Any = None
-
-    def start(self) -> _Tally:
-        if self.tally is None:
-            self.judging = registry.judging_for(
-                self.cfg, BaseProvider()
-            )  # builds the judge requests whose keys are looked up
-            self.replays = load_replays(self.cfg, registry.ANSWER_READERS)
-            batched = any(m.batch for m in [*self.cfg.candidates, *self.cfg.judge_pool])
-            online = price_table(self.cfg, batch=False) if batched else None
-            self.tally = _Tally(open_cache(self.cfg), price_table(self.cfg), online_prices=online)
-        return self.tally
-
-    def add(self, ex: Example) -> None:
-        self.chunk.append(ex)
-        if len(self.chunk) >= COUNT_CHUNK:
-            self.flush()
-
-    def flush(self) -> None:
-        tally = self.start()
-        if self.chunk:
-            assert self.judging is not None
-            _count_examples(self.cfg, self.judging, self.chunk, self.replays, tally)
-            self.n += len(self.chunk)
-            self.chunk = []
-
-    def close(self) -> None:
-        if self.tally is not None and self.tally.cache is not None:
-            self.tally.cache.close()
-
-
-def _count_examples(cfg: Config, judging: Judging, examples: list[Example], replays: Any, tally: _Tally) -> None:
-    """The calls of these examples' conversations, turn by turn as the run asks them, their judges and pairs."""
-    by_id = {ex.id: ex for ex in examples}
-    tasks = generation_tasks(cfg, examples, replays)
-    answered: list[tuple[Response | None, int | None]] = []
-    while tasks:
-        read = [_reply_read(cfg, by_id, t) for t in tasks]
-        fresh = _fresh_unread(tasks, read, tally.cache)
-        done = {
-            t.response_id: _count_task(cfg, judging, by_id, t, r, tally, fresh)
-            for t, r in zip(tasks, read, strict=True)
-        }
-        answered += done.values()
-        tally.candidate_calls += sum(1 for t in tasks if not t.candidate.replays)
-        # the next turn carries each answer: one not generated yet counts as max_tokens (~3 characters a token)
-        carried = {
-            rid: dataclasses.replace(r, text="x" * (3 * n)) if n else r for rid, (r, n) in done.items() if r is not None
-        }
-        tasks = next_turn_tasks(cfg, tasks, carried, replays, by_id)
-    _count_pairs(cfg, by_id, answered, tally)
-
-
 class _NotCached(Exception):
     """A synthesis call that --validate cannot replay from the cache (not a ProviderError: it ends the replay)."""
 
@@ -430,7 +357,7 @@ class _CacheReplay(BaseProvider):
         return hit
 
 
-def _count_synthesis(cfg: Config, tally: _Tally) -> tuple[list[Example], dict[str, int]]:
+def _count_synthesis(cfg: Config, tally: Counts) -> tuple[list[Example], dict[str, int]]:
     """The synthesis calls and the examples they give. When every call is cached the synthesis is replayed and
     both are exact. Otherwise they are bounds: each step (subtopics, then prompts per subtopic) asks once and
     retries at most once; a call's prompt holds the template plus at most two replies (the subtopic and the
@@ -464,99 +391,3 @@ def _count_synthesis(cfg: Config, tally: _Tally) -> tuple[list[Example], dict[st
         for i in range(scfg.num_subtopics * scfg.prompts_per_subtopic)
     ]
     return planned, {"synthesis_calls": calls, "synthesis_cached": replay.hits}
-
-
-def _fresh_unread(tasks: list[Any], read: list[bool], cache: ResponseCache | None) -> set[str]:
-    """The cached keys of the tasks whose reply nothing reads (whether it is cached is all _count_task needs)."""
-    if cache is None:
-        return set()
-    return cache.fresh_many(
-        [cache_key(t.request) for t, r in zip(tasks, read, strict=True) if t.replay is None and not r]
-    )
-
-
-def _count_task(
-    cfg: Config, judging: Judging, by_id: dict[str, Example], t: Any, read: bool, tally: _Tally, fresh: set[str]
-) -> tuple[Response | None, int | None]:
-    """One generation task (one turn) and the judge calls its response would get; returns its response (empty text
-    when it is not cached; None when nothing reads it) and, when it is not cached, its max_tokens.
-    An uncached judge call is priced on the judge prompt rendered around an empty answer plus the answer's tokens
-    (its max_tokens when it is not generated yet). A replayed candidate makes no call; its judge calls are counted
-    on its replayed answer. `fresh`: the cached keys of the tasks whose reply nothing reads (_fresh_unread)."""
-    cache = tally.cache
-    if t.replay is not None:
-        text, error = t.replay
-        resp = response_row(t, "", LLMResponse(text=text) if text is not None else None, error)
-        _count_judging(cfg, judging, by_id, t.example, resp, True, 0, tally)
-        return resp, None
-    if not read:  # nothing reads the reply (_reply_read): whether it is cached is all there is to count
-        cached = cache_key(t.request) in fresh
-        _count_candidate(t, cached, tally)
-        return None, None if cached else max_tokens_of(t.request.params)
-    hit = cache.get(cache_key(t.request)) if cache else None
-    _count_candidate(t, hit is not None, tally)
-    resp = response_row(t, "", hit or LLMResponse(text=""), None)
-    _count_judging(
-        cfg, judging, by_id, t.example, resp, hit is not None, 0 if hit else max_tokens_of(t.request.params), tally
-    )
-    return resp, None if hit else max_tokens_of(t.request.params)
-
-
-def _reply_read(cfg: Config, by_id: dict[str, Example], t: Any) -> bool:
-    """Whether counting needs the task's reply: judges read it, pairwise judging compares it, a next turn
-    carries it."""
-    return bool(cfg.judge_pool) or cfg.judging.pairwise is not None or t.turn < by_id[t.example.id].turns
-
-
-def _count_candidate(t: Any, cached: bool, tally: _Tally) -> None:
-    if not cached:
-        tally.bound += upper_bound(t.request, tally.prices)
-        if tally.online_prices is not None:
-            tally.online_bound += upper_bound(t.request, tally.online_prices)
-        if unit_prices(t.request.model, tally.prices.get(t.request.model)) is None:
-            tally.unpriced.add(t.request.model)
-    else:
-        tally.candidate_cached += 1
-
-
-def _count_judging(
-    cfg: Config,
-    judging: Judging,
-    by_id: dict[str, Example],
-    view: Example,
-    resp: Response,
-    known: bool,
-    answer_tokens: int,
-    tally: _Tally,
-) -> None:
-    cache = tally.cache
-    views = {resp.id: view}  # the conversation up to this turn, as the task asked it
-    for item in registry.judge_items(cfg, by_id, [resp], views):
-        for ji in item.judges:
-            tally.judge_calls += 1
-            req = judging.request(cfg.judge_pool[ji], item, 0)
-            if known and cache is not None and cache_key(req) in cache:
-                tally.judge_cached += 1
-                continue
-            tally.cost(req.model, estimate_prompt_tokens(list(req.messages)) + answer_tokens, max_tokens_of(req.params))
-
-
-def _count_pairs(
-    cfg: Config, by_id: dict[str, Example], answered: list[tuple[Response | None, int | None]], tally: _Tally
-) -> None:
-    """judging.pairwise: two calls (both orders) per comparison. A call is cached only when both answers are (its
-    prompt holds them); an uncached one is priced with each answer not yet generated at its max_tokens."""
-    if cfg.judging.pairwise is None:
-        return
-    pj = PairJudging(cfg, BaseProvider())
-    pending = {r.id: tokens for r, tokens in answered if r is not None}  # with pairwise judging, every reply is read
-    for item in pair_items(cfg, by_id, [r for r, _ in answered if r is not None]):
-        missing = [pending[item.a.id], pending[item.b.id]]
-        for order in (0, 1):
-            tally.pairwise_calls += 1
-            req = pj.request(cfg.judge_pool[item.judge], item, order, 0)
-            if missing == [None, None] and tally.cache is not None and cache_key(req) in tally.cache:
-                tally.pairwise_cached += 1
-                continue
-            prompt = estimate_prompt_tokens(list(req.messages)) + sum(m or 0 for m in missing)
-            tally.cost(req.model, prompt, max_tokens_of(req.params))

@@ -1,0 +1,148 @@
+"""The per-example work of a run, one piece at a time: a conversation's turn, its judge calls and its next turn, an
+example's pairwise comparisons. Each piece hands the pieces that follow it to `submit`; the caller decides where
+they run: graph.py on thread pools (the run), dry.py inline on the calling thread (--validate, which so counts the
+calls the run's own code builds). Nothing here knows about threads beyond the unit's lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import Config, ModelConfig
+from .data.answers_file import load_replays
+from .judging.auto import auto_judgment
+from .judging.pairwise import PairJudging, pair_items
+from .pipeline import GenTask, generate_one, turn_task
+from .providers.base import BaseProvider
+from .tasks import registry
+from .types import Example, Judgment, PairJudgment, Response
+
+# (kind, unit, work, its args): kind is "generate" (a candidate turn), "judge" or "pairwise"
+Submit = Callable[[str, "Unit", Callable[..., None], tuple[Any, ...]], None]
+
+
+@dataclass
+class _Conversation:
+    """One candidate x sample of an example: its rows in turn order, each with its judgments' slots."""
+
+    candidate: ModelConfig
+    sample_index: int
+    rows: list[Response] = field(default_factory=list)
+    judged: list[list[Judgment | None]] = field(default_factory=list)  # per row: one slot per rubric item
+    autos: list[Judgment | None] = field(default_factory=list)  # per row: its judge-free verdict
+
+
+class Unit:
+    """One example's work. `pending` counts its calls submitted and not finished; at 0 the unit is finished."""
+
+    def __init__(self, example: Example, conversations: list[_Conversation]) -> None:
+        self.example, self.conversations = example, conversations
+        self.pairs: list[PairJudgment | None] = []
+        self.pending = 0
+        self.generating = 0  # candidate calls in flight: the comparisons wait for 0
+        self.finished = False
+        self.lock = threading.Lock()
+
+    def rows(self) -> tuple[list[Response], list[Judgment], list[PairJudgment]]:
+        """What is done, in the order the files keep: conversations in config order, a conversation's turns
+        together; each response's judgments in rubric order, its judge-free verdict last."""
+        responses: list[Response] = []
+        judgments: list[Judgment] = []
+        with self.lock:
+            for c in self.conversations:
+                for row, judged, auto in zip(c.rows, c.judged, c.autos, strict=True):
+                    responses.append(row)
+                    judgments.extend(j for j in judged if j is not None)
+                    if auto is not None:
+                        judgments.append(auto)
+            return responses, judgments, [p for p in self.pairs if p is not None]
+
+
+def conversations(cfg: Config, ex: Example) -> list[tuple[ModelConfig, int]]:
+    """(candidate, sample index) of every conversation `ex` gets (its task's candidates, else the config's), in
+    config order."""
+    return [(c, s) for c in registry.candidates_for(cfg, ex) for s in range(c.samples_per_prompt)]
+
+
+def new_unit(ex: Example, convs: list[tuple[ModelConfig, int]]) -> Unit:
+    return Unit(ex, [_Conversation(c, s) for c, s in convs])
+
+
+def reply_feeds_calls(cfg: Config, example: Example, turn: int) -> bool:
+    """Whether a call reads this turn's reply: the conversation's next turn, a judge call or a pairwise comparison.
+    When none does, the reply leads to no other call (graph.py asks for no judge items; --validate only asks the
+    cache whether it holds the reply)."""
+    return (
+        turn < example.turns
+        or cfg.judging.pairwise is not None
+        or (bool(cfg.judge_pool) and bool(registry.rubric_for(example, cfg)))
+    )
+
+
+class Stages:
+    """The pieces of an example's work. `submit(kind, unit, fn, args)` runs `fn(*args)` some time later (or now);
+    `ended(turn, cut)` hears of a conversation that a failed turn ended, with its later turns not asked."""
+
+    def __init__(self, cfg: Config, stack: BaseProvider, submit: Submit, ended: Callable[[int, int], None]) -> None:
+        self.cfg, self.stack, self.submit, self.ended = cfg, stack, submit, ended
+        self.replays = load_replays(cfg, registry.ANSWER_READERS)
+        self.judging = registry.judging_for(cfg, stack)
+        self.pairing = PairJudging(cfg, stack) if cfg.judging.pairwise is not None else None
+
+    def start(self, unit: Unit) -> None:
+        """The first turn of every conversation of the unit."""
+        for conv in unit.conversations:
+            task = self.first_turn(unit.example, conv.candidate, conv.sample_index)
+            self.submit("generate", unit, self.generate, (unit, conv, task))
+
+    def first_turn(self, ex: Example, candidate: ModelConfig, sample_index: int) -> GenTask:
+        return turn_task(self.cfg, ex, candidate, sample_index, (), 0, self.replays)
+
+    def generate(self, unit: Unit, conv: _Conversation, task: GenTask) -> None:
+        """One turn; then its judge calls and the conversation's next turn (a failed turn ends the conversation)."""
+        row = generate_one(task, self.stack)
+        if row is None:  # not done (stop, budget): a rerun picks it up
+            return
+        ex = unit.example
+        view = task.example if row.turn > 1 else ex  # what the judge sees: the conversation up to this turn
+        feeds = reply_feeds_calls(self.cfg, view, row.turn)  # False: no judge item either (a judge-free run)
+        items = registry.judge_items(self.cfg, {ex.id: ex}, [row], {row.id: view}) if feeds else []
+        slots: list[Judgment | None] = [None] * len(items)
+        with unit.lock:
+            conv.rows.append(row)
+            conv.judged.append(slots)
+            conv.autos.append(auto_judgment(view, row))
+        for i, item in enumerate(items):
+            self.submit("judge", unit, self.judge, (unit, slots, i, item))
+        if row.turn >= ex.turns:
+            return
+        if row.status == "ok":
+            answers = (*task.answers, row.text or "")
+            nxt = turn_task(self.cfg, ex, conv.candidate, conv.sample_index, answers, 0, self.replays)
+            self.submit("generate", unit, self.generate, (unit, conv, nxt))
+        else:
+            self.ended(row.turn, ex.turns - row.turn)
+
+    def judge(self, unit: Unit, slots: list[Judgment | None], i: int, item: Any) -> None:
+        judgment = self.judging.judge_item(item)
+        with unit.lock:
+            slots[i] = judgment
+
+    def compare(self, unit: Unit) -> None:
+        """The example's pairwise comparisons, once its last answer landed."""
+        if self.pairing is None:
+            return
+        responses, _, _ = unit.rows()
+        items = pair_items(self.cfg, {unit.example.id: unit.example}, responses)
+        with unit.lock:
+            unit.pairs = [None] * len(items)
+        for i, item in enumerate(items):
+            self.submit("pairwise", unit, self.pair, (unit, i, item))
+
+    def pair(self, unit: Unit, i: int, item: Any) -> None:
+        done = self.pairing.judge_pair(item) if self.pairing is not None else None
+        with unit.lock:
+            unit.pairs[i] = done
