@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from conftest import DATA, model_entry, write_jsonl
-from factories import example, response
+from factories import example, judgment, response
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request, message_text
 
 from rubricrun.config import load_config
@@ -256,3 +256,36 @@ def test_a_datasets_metric_is_its_majority_even_when_the_first_examples_call_for
     want = build_summary(cfg, "r", examples, responses, [], criteria_index(cfg, examples))
     assert want.datasets["d"].metric == "accuracy"
     assert summary_row(tally.summary()) == summary_row(want)
+
+
+def test_a_live_tally_finds_each_examples_criteria_once(make_config: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fed as the run goes, the summary and the report's sampler share one registry.criteria_for per example (it
+    was found three times: the criteria index, the summary, the sampler's scores), and give the same results."""
+    from rubricrun.tasks import registry
+
+    cfg = load_config(make_config(None, judges=[], judging={"default_rubric": []}))
+    rows = _rows(4, fail_every=3)
+    examples = [ex for ex, _, _ in rows]
+    responses = [r for _, rs, _ in rows for r in rs]
+    want = _fed(cfg, examples, responses, [], [])
+    calls: list[str] = []
+    real = registry.criteria_for
+
+    def counted(ex: Example, c: Any) -> Any:
+        calls.append(ex.id)
+        return real(ex, c)
+
+    monkeypatch.setattr(registry, "criteria_for", counted)
+    live = _fed(cfg, examples, responses, [], [], live=True)
+    assert calls == [ex.id for ex in examples]
+    assert summary_row(live.summary()) == summary_row(want.summary())
+
+
+def test_score_all_takes_the_one_examples_rubric_when_given() -> None:
+    from rubricrun.types import Criterion
+
+    ex = example("e1", prompt="q")
+    r = response(ex.id, "alpha", "a", id="e1#a#0")
+    js = [judgment(r, "c1", "met"), judgment(r, "c2", "not_met")]
+    rubric = (Criterion(id="c1", text="", weight=3.0), Criterion(id="c2", text="", weight=1.0))
+    assert score_all(None, {ex.id: ex}, [r], js, rubric)[r.id].normalized == 0.75  # type: ignore[arg-type]

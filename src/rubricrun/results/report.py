@@ -396,8 +396,9 @@ def _badness(rs: Sequence[Any], js: Sequence[Any], scores: Mapping | None) -> tu
     if any(_get(r, "status") == "error" for r in rs) or any(_get(j, "verdict") == "error" for j in js):
         return (0, 0.0)
     by_r: dict[str, list[Any]] = defaultdict(list)
-    for j in js:
-        by_r[_get(j, "response_id")].append(j)
+    if scores is None:  # (the run's own scores need no judgments: the sampler's every example skips this)
+        for j in js:
+            by_r[_get(j, "response_id")].append(j)
     values = [v for r in rs if (v := _score(r, by_r.get(_get(r, "id"), []), scores)) is not None]
     return (1, min(values)) if values else (2, 0.0)
 
@@ -433,15 +434,15 @@ class Sampler:
     def add(self, ex: Any, rs: Sequence[Any], js: Sequence[Any], crit: Any, sc: Any) -> None:
         i, limit = self.n, self.limit
         self.n, self.n_responses, self.n_judgments = i + 1, self.n_responses + len(rs), self.n_judgments + len(js)
-        for kind, got in _failures(rs, js).items():
-            if not got:  # (most examples: no generator to make)
-                continue
-            self.failed[kind] += len(got)
-            self.failures[kind].extend(_row(x) for x in got[: FAILURE_CAP - len(self.failures[kind])])
+        bad = any(_get(r, "status") == "error" for r in rs) or any(_get(j, "verdict") == "error" for j in js)
+        if bad:  # (most examples: nothing failed, no lists to build)
+            for kind, got in _failures(rs, js).items():
+                self.failed[kind] += len(got)
+                self.failures[kind].extend(_row(x) for x in got[: FAILURE_CAP - len(self.failures[kind])])
         if i < limit // 2:
             self.first.append((i, _rows(ex, rs, js, crit, sc)))
             return
-        a, b = _badness(rs, js, sc)
+        a, b = (0, 0.0) if bad else _badness(rs, js, sc)
         key = ((-a, -b), -i)
         if len(self.worst) >= limit - limit // 2 and key < self.worst[0][:2]:
             return  # not among the worst kept so far (-i makes every key unique)

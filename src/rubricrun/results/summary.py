@@ -95,9 +95,10 @@ class SummaryAcc:
         rs: Sequence[Response],
         js: Sequence[Judgment],
         criteria: Mapping[tuple[str, str], Criterion],
+        rubric: Sequence[Criterion] | None = None,
     ) -> None:
         """One example's rows (`ex` None: rows whose example is not known, counted for the judges only);
-        `criteria` holds at least this example's."""
+        `criteria` holds at least this example's; `rubric`: the example's registry.criteria_for, if known."""
         pos = self.ids.add(eid)
         self.judges.add(js, criteria)
         if ex is None:
@@ -107,7 +108,8 @@ class SummaryAcc:
         if isinstance(category, str) and category:
             self.category.set(pos, category)
         if ex.dataset in self.datasets:
-            self.datasets[ex.dataset].add(ex, rs, js, registry.criteria_for(ex, self.cfg), pos)
+            rubric = registry.criteria_for(ex, self.cfg) if rubric is None else rubric
+            self.datasets[ex.dataset].add(ex, rs, js, rubric, pos)
 
     def summary(
         self,

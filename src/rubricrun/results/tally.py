@@ -99,10 +99,11 @@ class Tally:
         if self._spool is not None:
             rows = (example, tuple(responses), tuple(judgments), tuple(pairs))
             pickle.dump(rows, self._spool, pickle.HIGHEST_PROTOCOL)
-        if self._acc is not None:
-            crit = criteria_index(self.cfg, [example])
-            self._acc.add(example.id, example, responses, judgments, crit)
-            self._pick(example, responses, judgments, crit)
+        if self._acc is not None:  # the example's criteria, found once for the summary and the sampler
+            rubric = registry.criteria_for(example, self.cfg)
+            crit = {(example.id, c.id): c for c in rubric}  # (summary.criteria_index of this one example)
+            self._acc.add(example.id, example, responses, judgments, crit, rubric)
+            self._pick(example, responses, judgments, crit, rubric)
         self.n_responses += len(responses)
         self.any_ok = self.any_ok or any(r.status == "ok" for r in responses)
         if self.first_error is None:
@@ -117,12 +118,12 @@ class Tally:
             compared = {rid for p in pairs for rid in p.response_ids}
             self.text_len.update((r.id, len(r.text or "")) for r in responses if r.id in compared)
 
-    def _pick(self, ex: Example, rs: Sequence[Response], js: Sequence[Judgment], crit: dict) -> None:
+    def _pick(self, ex: Example, rs: Sequence[Response], js: Sequence[Judgment], crit: dict, rubric: Sequence) -> None:
         """The report's sampler, fed as the run goes; a failure (logged) leaves the run without a page only."""
         if self._picker is None:
             return
         try:
-            self._picker.add(*self._batch(ex, rs, js, crit))
+            self._picker.add(ex, rs, js, crit, score_all(self.cfg, {ex.id: ex}, rs, js, rubric))
         except Exception as exc:  # noqa: BLE001 - the page is a view
             log.error("report.html not written: %s: %s", type(exc).__name__, exc)
             self._picker = None
