@@ -37,7 +37,9 @@ def _names(cls: type) -> tuple[str, ...]:
 
 
 @functools.cache
+@functools.cache
 def _row_names(cls: type) -> tuple[str, ...]:
+    """A row type's fields that go in its row, in order (once per type: it runs for every row and trace line)."""
     return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("row", True))
 
 
