@@ -267,3 +267,17 @@ def test_a_verdict_never_given_counts_as_a_failure_of_that_judge_only() -> None:
     assert (a.n, a.partial, a.extra["failures"]) == (3, 0, 0)
     assert (b.score, b.n, b.partial, b.extra["f1_note"]) == (None, 0, 3, "no row judged")
     assert result.extra["human_baseline"]["raters"] == 3
+
+
+def test_compare_lists_the_judges_with_their_balanced_f1(meta_run: Any, cli_main: Any, tmp_path: Path) -> None:
+    """`rubricrun compare` recomputes a meta-eval dataset with its own accumulator: its rows are the judges, each
+    with the run's balanced F1 (before: one candidate `completion` with no figures)."""
+    run, _, _ = meta_run
+    rc, _, err = cli_main(["compare", str(run), str(run), "--out", str(tmp_path / "cmp")])
+    assert rc == 0, err
+    datasets = json.loads((tmp_path / "cmp" / "compare.json").read_text())["datasets"]
+    assert list(datasets) == ["meta"] and datasets["meta"]["metric"] == "judge_meta_eval"
+    rows = {c["candidate"]: c for c in datasets["meta"]["candidates"]}
+    assert sorted(rows) == ["j1", "j2"]
+    assert rows["j1"]["score_a"] == pytest.approx(J1["score"]) and rows["j1"]["n_a"] == J1["n"]
+    assert rows["j2"]["score_b"] == pytest.approx(J2["score"]) and rows["j2"]["n_b"] == J2["n"]

@@ -136,8 +136,16 @@ def dataset_result(
     ignored). `criteria`: example id -> the criteria its responses are scored on (rubric.criteria_for); when
     absent they are inferred (see expected_criteria). `samples_per_prompt`: candidate -> samples asked per
     example; it fixes the candidates (in its order) and the expected response count (default: the candidates
-    seen in `responses`, one expected response per response row)."""
-    acc = DatasetAcc(name, metric, on_error=on_error, n_boot=n_boot, seed=seed, samples_per_prompt=samples_per_prompt)
+    seen in `responses`, one expected response per response row). A metric with its own accumulator (the judge
+    meta-evaluation's: its rows are judges) is computed by it, as the run computed it."""
+    spec = registry.metric(metric)
+    acc: DatasetAccumulator
+    if spec.accumulator is not None:
+        acc = spec.accumulator(AccSpec(name, spec, on_error, n_boot, seed, samples_per_prompt, None))
+    else:
+        acc = DatasetAcc(
+            name, metric, on_error=on_error, n_boot=n_boot, seed=seed, samples_per_prompt=samples_per_prompt
+        )
     by_id = {ex.id: ex for ex in examples}
     rs: dict[str, list[Response]] = defaultdict(list)
     for r in responses:
