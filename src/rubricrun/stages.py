@@ -111,10 +111,11 @@ class Stages:
         feeds = reply_feeds_calls(self.cfg, view, row.turn)  # False: no judge item either (a judge-free run)
         items = registry.judge_items(self.cfg, {ex.id: ex}, [row], {row.id: view}) if feeds else []
         slots: list[Judgment | None] = [None] * len(items)
+        auto = auto_judgment(view, row)  # a pure function of the example and the row: not under the unit's lock
         with unit.lock:
             conv.rows.append(row)
             conv.judged.append(slots)
-            conv.autos.append(auto_judgment(view, row))
+            conv.autos.append(auto)
         for i, item in enumerate(items):
             self.submit("judge", unit, self.judge, (unit, slots, i, item))
         if row.turn >= ex.turns:
