@@ -1,6 +1,6 @@
 """What one call of a run is, through the provider stack (providers/stack.py): a candidate turn (GenTask,
 its request and its response row), and synthesis (prompts from a topic). graph.py decides when each call is
-made; plan.py counts them for --validate.
+made (stages.py builds them); --validate counts them by running those same stages over a dry provider (dry.py).
 """
 
 from __future__ import annotations
