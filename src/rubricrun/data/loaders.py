@@ -172,8 +172,9 @@ def field_names(schemas: Sequence[RowSchema]) -> tuple[str, ...]:
 
 def _check_fields(fields: dict[str, str] | None, label: str, schemas: Sequence[RowSchema]) -> dict[str, str]:
     fields = dict(fields or {})
+    names = field_names(schemas)
     for name, key in fields.items():
-        if name not in (names := field_names(schemas)):
+        if name not in names:
             raise InputError(f"unknown field name (accepted: {', '.join(names)})", file=label, key=f"fields.{name}")
         if not isinstance(key, str) or not key or any(not part for part in key.split(".")):
             raise InputError(
