@@ -93,6 +93,7 @@ def iter_dataset(
             raise InputError(f"expected a number >= 0, got {c}", file=label, key="limit")
     cap = min(caps) if caps else None
     forced = None if cfg.format == "auto" else _schema(schemas, cfg.format)
+    readers = _readers(schemas)
     dataset = dataset_name(cfg)
     skipped = [] if skipped is None else skipped
     references = load_references(cfg.references) if cfg.references else None
@@ -102,7 +103,7 @@ def iter_dataset(
         return
     for raw in read_rows(cfg):
         try:
-            ex, id_key = _parse_row(raw, forced, schemas, dataset, fields)
+            ex, id_key = _parse_row(raw, forced, schemas, readers, dataset, fields)
             ex = _with_kept(ex, raw.value, keep) if keep else ex
             if check_ids:
                 h = hash(ex.id)
@@ -151,11 +152,12 @@ def _first_seen(
     at: RawRow,
 ) -> str | None:
     """Where the first row with `example_id` is, before row `at`: "line 4" or "row 3" (None: none is)."""
+    readers = _readers(schemas)
     for raw in read_rows(cfg):
         if (raw.line, raw.file) == (at.line, at.file):
             return None
         try:
-            ex, _ = _parse_row(raw, forced, schemas, dataset, fields)
+            ex, _ = _parse_row(raw, forced, schemas, readers, dataset, fields)
         except InputError:
             continue
         if ex.id == example_id:
@@ -170,8 +172,9 @@ def field_names(schemas: Sequence[RowSchema]) -> tuple[str, ...]:
 
 def _check_fields(fields: dict[str, str] | None, label: str, schemas: Sequence[RowSchema]) -> dict[str, str]:
     fields = dict(fields or {})
+    names = field_names(schemas)
     for name, key in fields.items():
-        if name not in (names := field_names(schemas)):
+        if name not in names:
             raise InputError(f"unknown field name (accepted: {', '.join(names)})", file=label, key=f"fields.{name}")
         if not isinstance(key, str) or not key or any(not part for part in key.split(".")):
             raise InputError(
@@ -205,8 +208,15 @@ def normalize_row(
 
 
 def _parse_row(
-    raw: RawRow, forced: RowSchema | None, schemas: Sequence[RowSchema], dataset: str, fields: dict[str, str]
+    raw: RawRow,
+    forced: RowSchema | None,
+    schemas: Sequence[RowSchema],
+    readers: Sequence[CriterionReader],
+    dataset: str,
+    fields: dict[str, str],
 ) -> tuple[Example, str | None]:
+    """One row as an Example (and the key its id came from). `readers`: _readers(schemas), which the caller
+    computes once per source rather than once a row."""
     file, line = raw.file, raw.line
     if raw.error is not None:
         raise InputError(raw.error, file=file, line=line)
@@ -227,7 +237,7 @@ def _parse_row(
         schema = _detect(Row(row, fields), keys, schemas)
         if schema is None:
             raise InputError(_unknown_schema(row), file=file, line=line)
-    return _normalize(row, schema, _readers(schemas), dataset, _where(raw), file, line, fields)
+    return _normalize(row, schema, readers, dataset, _where(raw), file, line, fields)
 
 
 def _readers(schemas: Sequence[RowSchema]) -> tuple[CriterionReader, ...]:

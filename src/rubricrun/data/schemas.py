@@ -1,9 +1,7 @@
-"""One builder per row schema, and the row view they read through.
-
-Each `_build_<schema>(row, fail)` returns a dict with messages (required), messages_key, id_key, reference,
-choices, answer, rubric (already parsed, for native rubric keys) and metadata; `loaders._normalize` turns it into an
-`Example`. `fail(key, message)` raises the `InputError` that names the file, line and key. The schemas are described
-in data/README.md.
+"""What a row schema is (`RowSchema`, whose `build` returns a `Built`), the row view builders read through, and the
+readers they share (messages, text, numbers, rubrics). The builders are the tasks' own (tasks/<name>.py `_build`);
+`loaders._normalize` turns a `Built` into an `Example`. `fail(key, message)` raises the `InputError` that names the
+file, line and key. The schemas are described in data/README.md.
 """
 
 from __future__ import annotations
@@ -248,8 +246,3 @@ def parse_rubric(
         seen.add(cid)
         out.append(Criterion(id=cid, text=text, weight=weight, tags=tuple(tags), category=category))
     return tuple(out)
-
-
-# --------------------------------------------------------------------------------------------------
-# One builder per schema: a dict with messages (required), messages_key, id_key, reference, choices, answer,
-# rubric (already parsed, for native rubric keys) and metadata.

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..data.schemas import Built, Fail, Row, _number, rubric_of, type_name
 from ..types import Criterion, Example
-from .rubric import by_category, rubric_normalized
+from .rubric import by_category, rubric_points
 from .spec import Agg, Marks, Metric, Task, Values, Vector
 
 SOURCE = "scaleapi/PRBench evals.py (get_clipped_points, get_normalized_points, mean_clipped)"
@@ -26,10 +26,8 @@ _METADATA = ("id", "task", "field", "topic", "title", "turns")
 
 def prbench_points(criteria: Sequence[Criterion], met: Sequence[bool]) -> tuple[float | None, float | None]:
     """PRBench (get_clipped_points, get_normalized_points) of one response; None where the denominator is 0."""
-    point_total = math.fsum(c.weight for c, m in zip(criteria, met, strict=True) if m)
-    max_w = math.fsum(c.weight for c in criteria if c.weight > 0)
-    clipped = point_total / max_w if max_w != 0 else None
-    return clipped, rubric_normalized(criteria, met)
+    point_total, max_w, normalized = rubric_points(criteria, met)
+    return (point_total / max_w if max_w != 0 else None), normalized
 
 
 def floor0(x: float) -> float:

@@ -5,10 +5,8 @@ metric driver a `Metric`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from ..config import Config, ModelConfig
-from ..data.schemas import CriterionReader, Fail
 from ..judging import rubric as judging_rubric
 from ..judging.protocol import BINARY, GRADED_1_5, JudgeProtocol
 from ..providers.base import BaseProvider
@@ -42,7 +40,6 @@ _PROTOCOLS: dict[str, JudgeProtocol] = {
     "1-5": GRADED_1_5,
     **{scale: p for t in TASKS for scale, p in t.protocols.items()},
 }
-CRITERION_READERS: tuple[CriterionReader, ...] = tuple(t.criterion_reader for t in TASKS if t.criterion_reader)
 # responses_from rows of a task's own shape (data.answers_file.load_answers' readers).
 ANSWER_READERS = tuple((t.answers_shape, t.answers) for t in TASKS if t.answers is not None)
 _PER_TASK_JUDGES = any(t.judges_per_criterion is not None or t.on_tie is not None for t in TASKS)
@@ -163,14 +160,6 @@ def answers_itself(ex: Example) -> bool:
     """Whether the example's task replays its own answer (a judge meta-evaluation row): no candidate answers it."""
     t = task_of(ex)
     return t is not None and t.candidates is not None
-
-
-def read_answers(row: Mapping[str, Any], fail: Fail) -> list[tuple[tuple[str, int], str]] | None:
-    """A responses_from row in a task's own shape, as ((id, turn), answer) pairs; None: no task knows it."""
-    for t in TASKS:
-        if t.answers is not None and (got := t.answers(row, fail)) is not None:
-            return got
-    return None
 
 
 def regroup(ex: Example, values: Values) -> Values:

@@ -44,12 +44,18 @@ def graded_normalized(criteria: Sequence[Criterion], shares: Marks) -> float | N
     return (math.fsum(c.weight * x for c, x in zip(criteria, shares, strict=True)) - min_w) / (max_w - min_w)
 
 
-def rubric_normalized(criteria: Sequence[Criterion], met: Sequence[bool]) -> float | None:
-    """(points - N) / (P - N), the PRBench-style normalization scoring.py reports; None when P - N is 0."""
+def rubric_points(criteria: Sequence[Criterion], met: Sequence[bool]) -> tuple[float, float, float | None]:
+    """(points: the weights of the criteria met, P: the sum of positive weights, (points - N) / (P - N) with N the
+    sum of negative weights, None when P - N is 0): one pass for rubric_normalized and PRBench's points."""
     point_total = math.fsum(c.weight for c, m in zip(criteria, met, strict=True) if m)
     max_w = math.fsum(c.weight for c in criteria if c.weight > 0)
     min_w = math.fsum(c.weight for c in criteria if c.weight < 0)
-    return (point_total - min_w) / (max_w - min_w) if max_w != min_w else None
+    return point_total, max_w, (point_total - min_w) / (max_w - min_w) if max_w != min_w else None
+
+
+def rubric_normalized(criteria: Sequence[Criterion], met: Sequence[bool]) -> float | None:
+    """(points - N) / (P - N), the PRBench-style normalization scoring.py reports; None when P - N is 0."""
+    return rubric_points(criteria, met)[2]
 
 
 def _values(ex: Example, criteria: Sequence[Criterion], met: Marks, turn: int) -> Values:
