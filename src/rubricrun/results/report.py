@@ -392,9 +392,8 @@ Batch = tuple[Any, Sequence[Any], Sequence[Any], Mapping[tuple[str, str], Any] |
 
 
 def _badness(rs: Sequence[Any], js: Sequence[Any], scores: Mapping | None) -> tuple[int, float]:
-    """Sort key of the worst examples: any failed row first, then the lowest response score (unscored last)."""
-    if any(_get(r, "status") == "error" for r in rs) or any(_get(j, "verdict") == "error" for j in js):
-        return (0, 0.0)
+    """Sort key of the worst examples with no failed row (those come first, as (0, 0.0): `Sampler.add` tells them
+    apart): the lowest response score (unscored last)."""
     by_r: dict[str, list[Any]] = defaultdict(list)
     if scores is None:  # (the run's own scores need no judgments: the sampler's every example skips this)
         for j in js:
