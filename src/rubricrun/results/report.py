@@ -31,11 +31,11 @@ import yaml
 from markupsafe import Markup
 
 from ..tasks import registry
-from ..tasks.spec import Section
 from ..types import Criterion, Example, Judgment, Response, Score, from_row
 from . import artifacts
 from .charts import dataset_radar, histogram_svg
 from .scoring import score_response
+from .summary import section_of
 from .summary_types import DatasetSummary, Summary
 
 FAILURE_CAP = 100
@@ -82,12 +82,6 @@ def _extras_of(d: DatasetSummary) -> tuple[list[str], dict[str, list[str]]]:
         if groups:
             breakdowns[key] = groups
     return scalars, breakdowns
-
-
-def section_of(metric: str) -> Section:
-    """How a dataset of this metric is shown (its task's `Section`; a metric this version does not know, as in an
-    older run folder: the candidates' leaderboard)."""
-    return registry.METRICS[metric].section if metric in registry.METRICS else Section()
 
 
 @cache
