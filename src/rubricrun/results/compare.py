@@ -185,7 +185,7 @@ def _result(run: RunData, name: str, exs: list[Example]) -> DatasetResult:
         exs,
         run.responses,
         run.judgments,
-        on_error=on_error or registry.metric(metric).on_error,
+        on_error=registry.on_error_for(on_error, metric),
         n_boot=run.bootstrap_samples,
         seed=run.seed,
         criteria=_criteria(run, exs),

@@ -74,9 +74,13 @@ def fit_logistic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, bool]:
         except np.linalg.LinAlgError:
             return beta, False
         t = 1.0
-        while t > 1e-10 and _loss(beta + t * step, x, y) > loss + 1e-12 * abs(loss):
+        new = beta + t * step
+        new_loss = _loss(new, x, y)
+        while t > 1e-10 and new_loss > loss + 1e-12 * abs(loss):
             t /= 2  # a full Newton step may overshoot far from the optimum
-        beta, loss = beta + t * step, _loss(beta + t * step, x, y)
+            new = beta + t * step
+            new_loss = _loss(new, x, y)
+        beta, loss = new, new_loss
         if np.max(np.abs(beta)) > _MAX_COEF:
             return beta, False
         if np.max(np.abs(t * step)) < _TOL:

@@ -138,14 +138,7 @@ def dataset_result(
     example; it fixes the candidates (in its order) and the expected response count (default: the candidates
     seen in `responses`, one expected response per response row). A metric with its own accumulator (the judge
     meta-evaluation's: its rows are judges) is computed by it, as the run computed it."""
-    spec = registry.metric(metric)
-    acc: DatasetAccumulator
-    if spec.accumulator is not None:
-        acc = spec.accumulator(AccSpec(name, spec, on_error, n_boot, seed, samples_per_prompt, None))
-    else:
-        acc = DatasetAcc(
-            name, metric, on_error=on_error, n_boot=n_boot, seed=seed, samples_per_prompt=samples_per_prompt
-        )
+    acc = _dataset_acc(name, metric, on_error, n_boot, seed, samples_per_prompt)
     by_id = {ex.id: ex for ex in examples}
     rs: dict[str, list[Response]] = defaultdict(list)
     for r in responses:
@@ -399,18 +392,23 @@ def dataset_accs(
             registry.metric_of_counts(counts[name], overrides.get(name)), cfg.judging.scale
         )
         on_error = registry.on_error_for(cfg.judging.on_error, metric)
-        spec = registry.metric(metric)
-        if spec.accumulator is not None:
-            n_boot, seed = cfg.run.bootstrap_samples, cfg.run.seed
-            out[name] = spec.accumulator(AccSpec(name, spec, on_error, n_boot, seed, samples, ids))
-            continue
-        out[name] = DatasetAcc(
-            name,
-            metric,
-            on_error=on_error,
-            n_boot=cfg.run.bootstrap_samples,
-            seed=cfg.run.seed,
-            samples_per_prompt=samples,
-            ids=ids,
-        )
+        out[name] = _dataset_acc(name, metric, on_error, cfg.run.bootstrap_samples, cfg.run.seed, samples, ids)
     return out
+
+
+def _dataset_acc(
+    name: str,
+    metric: str,
+    on_error: str,
+    n_boot: int,
+    seed: int,
+    samples_per_prompt: Mapping[str, int] | None,
+    ids: ExampleIds | None = None,
+) -> DatasetAccumulator:
+    """A dataset's accumulator: its metric's own (`Metric.accumulator`), else a DatasetAcc."""
+    spec = registry.metric(metric)  # raises ValueError for an unknown one
+    if spec.accumulator is not None:
+        return spec.accumulator(AccSpec(name, spec, on_error, n_boot, seed, samples_per_prompt, ids))
+    return DatasetAcc(
+        name, metric, on_error=on_error, n_boot=n_boot, seed=seed, samples_per_prompt=samples_per_prompt, ids=ids
+    )

@@ -31,11 +31,11 @@ import yaml
 from markupsafe import Markup
 
 from ..tasks import registry
-from ..tasks.spec import Section
 from ..types import Criterion, Example, Judgment, Response, Score, from_row
 from . import artifacts
 from .charts import dataset_radar, histogram_svg
 from .scoring import score_response
+from .summary import section_of
 from .summary_types import DatasetSummary, Summary
 
 FAILURE_CAP = 100
@@ -82,12 +82,6 @@ def _extras_of(d: DatasetSummary) -> tuple[list[str], dict[str, list[str]]]:
         if groups:
             breakdowns[key] = groups
     return scalars, breakdowns
-
-
-def section_of(metric: str) -> Section:
-    """How a dataset of this metric is shown (its task's `Section`; a metric this version does not know, as in an
-    older run folder: the candidates' leaderboard)."""
-    return registry.METRICS[metric].section if metric in registry.METRICS else Section()
 
 
 @cache
@@ -392,9 +386,8 @@ Batch = tuple[Any, Sequence[Any], Sequence[Any], Mapping[tuple[str, str], Any] |
 
 
 def _badness(rs: Sequence[Any], js: Sequence[Any], scores: Mapping | None) -> tuple[int, float]:
-    """Sort key of the worst examples: any failed row first, then the lowest response score (unscored last)."""
-    if any(_get(r, "status") == "error" for r in rs) or any(_get(j, "verdict") == "error" for j in js):
-        return (0, 0.0)
+    """Sort key of the worst examples with no failed row (those come first, as (0, 0.0): `Sampler.add` tells them
+    apart): the lowest response score (unscored last)."""
     by_r: dict[str, list[Any]] = defaultdict(list)
     if scores is None:  # (the run's own scores need no judgments: the sampler's every example skips this)
         for j in js:

@@ -29,11 +29,11 @@ from typing import Any
 
 from ..config import Config
 from ..tasks import registry
-from ..types import Example, Judgment, PairJudgment, Response, Turn
+from ..types import Criterion, Example, Judgment, PairJudgment, Response, Turn
 from .export import export_batches
 from .report import REPORT_EXAMPLES, Sampler, sample_safely, write_report_safely
 from .scoring import score_all
-from .summary import SummaryAcc, criteria_index
+from .summary import SummaryAcc
 from .summary_types import Summary
 
 _NO_TURN = Turn(message={})
@@ -100,10 +100,9 @@ class Tally:
             rows = (example, tuple(responses), tuple(judgments), tuple(pairs))
             pickle.dump(rows, self._spool, pickle.HIGHEST_PROTOCOL)
         if self._acc is not None:  # the example's criteria, found once for the summary and the sampler
-            rubric = registry.criteria_for(example, self.cfg)
-            crit = {(example.id, c.id): c for c in rubric}  # (summary.criteria_index of this one example)
+            rubric, crit = self._criteria(example)
             self._acc.add(example.id, example, responses, judgments, crit, rubric)
-            self._pick(example, responses, judgments, crit, rubric)
+            self._pick(example, responses, judgments, rubric, crit)
         self.n_responses += len(responses)
         self.any_ok = self.any_ok or any(r.status == "ok" for r in responses)
         if self.first_error is None:
@@ -118,12 +117,18 @@ class Tally:
             compared = {rid for p in pairs for rid in p.response_ids}
             self.text_len.update((r.id, len(r.text or "")) for r in responses if r.id in compared)
 
-    def _pick(self, ex: Example, rs: Sequence[Response], js: Sequence[Judgment], crit: dict, rubric: Sequence) -> None:
+    def _criteria(self, ex: Example) -> tuple[tuple[Criterion, ...], dict[tuple[str, str], Criterion]]:
+        """The example's criteria (registry.criteria_for), and them by (example, criterion) id (summary's
+        criteria_index of this one example): found once, for the summary, the sampler and the scores."""
+        rubric = registry.criteria_for(ex, self.cfg)
+        return rubric, {(ex.id, c.id): c for c in rubric}
+
+    def _pick(self, ex: Example, rs: Sequence[Response], js: Sequence[Judgment], rubric: Sequence, crit: dict) -> None:
         """The report's sampler, fed as the run goes; a failure (logged) leaves the run without a page only."""
         if self._picker is None:
             return
         try:
-            self._picker.add(ex, rs, js, crit, score_all(self.cfg, {ex.id: ex}, rs, js, rubric))
+            self._picker.add(*self._batch(ex, rs, js, rubric, crit))
         except Exception as exc:  # noqa: BLE001 - the page is a view
             log.error("report.html not written: %s: %s", type(exc).__name__, exc)
             self._picker = None
@@ -170,16 +175,16 @@ class Tally:
     def _fed(self, acc: SummaryAcc, *, scored: bool = True) -> Iterator[Any]:
         """The spool's examples, each added to `acc` as it is read, as report batches (scored when `scored`)."""
         for ex, rs, js, _ in self.rows():
-            acc.add(ex.id, ex, rs, js, criteria_index(self.cfg, [ex]))
-            yield self._batch(ex, rs, js) if scored else None
+            rubric, crit = self._criteria(ex)
+            acc.add(ex.id, ex, rs, js, crit, rubric)
+            yield self._batch(ex, rs, js, rubric, crit) if scored else None
 
     def _batch(
-        self, ex: Example, rs: Sequence[Response], js: Sequence[Judgment], crit: dict | None = None
+        self, ex: Example, rs: Sequence[Response], js: Sequence[Judgment], rubric: Sequence, crit: dict
     ) -> tuple[Any, ...]:
-        """One example as report.sample reads it: its rows, its criteria by (example, criterion) id (summary's
-        criteria_index, given or made here), its scores."""
-        crit = criteria_index(self.cfg, [ex]) if crit is None else crit
-        return ex, rs, js, crit, score_all(self.cfg, {ex.id: ex}, rs, js)
+        """One example as report.sample reads it: its rows, its criteria by (example, criterion) id (`_criteria`),
+        its scores."""
+        return ex, rs, js, crit, score_all(self.cfg, {ex.id: ex}, rs, js, rubric)
 
     def export(self, run_dir: Path, formats: Sequence[str]) -> dict:
         return export_batches(self.cfg, run_dir, formats, self._scored)
@@ -188,7 +193,7 @@ class Tally:
         """report.html, from the sample `summary` picked (a sample of its own when summary did not run)."""
         sampled = self._sampled
         if sampled is None and self._spool is not None:
-            batches = (self._batch(ex, rs, js) for ex, rs, js, _ in self.rows())
+            batches = (self._batch(ex, rs, js, *self._criteria(ex)) for ex, rs, js, _ in self.rows())
             sampled = sample_safely(batches, self.report_examples)
         if sampled is not None:
             write_report_safely(run_dir, summary, sampled)
