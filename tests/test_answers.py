@@ -430,3 +430,30 @@ def test_the_ascii_and_backslash_shortcuts_read_as_before(span: str) -> None:
     assert _minus(span) == span.translate(_MINUS)
     full = answers._LATEX_NOISE.sub(" ", span.translate(_MINUS)).replace("{,}", ",").strip().strip("$").strip()
     assert _plain(span) == (None if re.search(r"[\\^{]", full) else full)
+
+
+def test_quality_flags_substring_shortcut_agrees_with_the_patterns() -> None:
+    """quality_flags asks the refusal and final-answer patterns only when an ASCII text holds what they need; on
+    any text it must say what the patterns say."""
+    import random
+
+    from rubricrun.judging import answers
+
+    words = [
+        "i can't help", "I CANNOT assist", "I'm sorry", "i am unable", "As an AI", "as an aide", "I won't be able",
+        "I wont be able", "####", "Final Answer", "\\boxed{3}", "\\BOXED{x}", "The answer is", "the answeris",
+        "ican't", "x", "42", "sorry", "unable", " ", "\n", "İ can't help", "ı am sorry", "café", "I can’t help",
+        "final\u00a0answer", "THE ANSWER IS", "I CAN'T DO THAT", "i can't do that", "K",
+    ]  # fmt: skip
+    rng = random.Random(1)
+    seen = {"refusal": 0, "final_answer_marker": 0}
+    for _ in range(20000):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 12)))
+        if rng.random() < 0.1:
+            text = "y" * rng.randint(350, 420) + text  # the refusal is looked for in the first 400 characters
+        flags = answers.quality_flags(text, "stop", 1)
+        assert flags["refusal"] == bool(answers._REFUSAL.search(text[:400])), text
+        assert flags["final_answer_marker"] == bool(answers._FINAL_MARKER.search(text)), text
+        for k in seen:
+            seen[k] += flags[k]
+    assert all(n > 1000 for n in seen.values()), seen  # both ways were tried

@@ -34,6 +34,7 @@ from .results.hub import hub_card
 from .results.summary import log_summary
 from .results.summary_types import BudgetSummary, Calls, CostSummary, Summary
 from .results.tally import Tally
+from .results.tally_process import TallyProcess, open_tally
 from .types import Example, Judgment, PairJudgment, Response, from_row, summary_row
 
 log = logging.getLogger("rubricrun")
@@ -106,24 +107,32 @@ def _execute(run: _Run, prepared: Prepared, extras: Extras) -> Outcome:
     artifacts.write_text(run.run_dir / "config.yaml", yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
     batcher = open_batcher(cfg, run.run_dir / "batches.json", artifacts.write_json, run.tracer)
     stack, budget = build_stack(cfg, run.tracer, run.stop, run.cache, batcher)
-    while True:  # one pass without batch entries; with them, passes until no call waits for a batch job
-        tally = _run_stages(run, prepared, stack)  # each pass writes the row files afresh
-        if batcher is None or run.interrupted or run.stop.is_set() or run.tracer.error is not None:
-            break
-        settled = batcher.settle()
-        run.interrupted = settled == "interrupted"
-        if settled != "again":
-            break
-    if run.tracer.error is not None:
-        raise RubricrunError(
-            f"{run.run_dir / 'trace.jsonl'}: cannot write ({run.tracer.error.strerror or run.tracer.error}); the run "
-            f"stopped. Every call answered so far is in the cache: free space and rerun with --run-id {run.run_id}"
-        )
-    summary = _write_results(run, tally, budget, prepared, extras)
-    return _outcome(run, tally, budget, summary)
+    tally: Tally | TallyProcess | None = None
+    try:
+        while True:  # one pass without batch entries; with them, passes until no call waits for a batch job
+            if tally is not None:
+                tally.close()
+            tally = _run_stages(run, prepared, stack)  # each pass writes the row files afresh
+            if batcher is None or run.interrupted or run.stop.is_set() or run.tracer.error is not None:
+                break
+            settled = batcher.settle()
+            run.interrupted = settled == "interrupted"
+            if settled != "again":
+                break
+        if run.tracer.error is not None:
+            raise RubricrunError(
+                f"{run.run_dir / 'trace.jsonl'}: cannot write ({run.tracer.error.strerror or run.tracer.error}); the "
+                f"run stopped. Every call answered so far is in the cache: free space and rerun with --run-id "
+                f"{run.run_id}"
+            )
+        summary = _write_results(run, tally, budget, prepared, extras)
+        return _outcome(run, tally, budget, summary)
+    finally:
+        if tally is not None:
+            tally.close()
 
 
-def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> Tally:
+def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> Tally | TallyProcess:
     """Synthesis (if configured), generation, judging and comparisons, overlapped (graph.py); every finished
     example's rows are appended to the artifacts in input order and fed to the tally as the run goes."""
     cfg = run.cfg
@@ -133,7 +142,7 @@ def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> Tally:
         log.info("run %s: %d candidates, %d judges", run.run_id, len(cfg.candidates), len(cfg.judge_pool))
     # The summary and the report's sample are fed as the run goes when preflight counted every example's metric;
     # rows are then spooled only for an export (results/tally.py).
-    tally = Tally(cfg, run.run_id, metric_counts=prepared.metric_counts, spool=bool(run.formats))
+    tally = open_tally(cfg, run.run_id, metric_counts=prepared.metric_counts, spool=bool(run.formats))
     sink = _Sink(run.run_dir, tally)
     synthesis = Synthesis(cfg, stack, run.stop) if cfg.synthesize is not None else None
     try:
@@ -142,6 +151,7 @@ def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> Tally:
         run.tasks = graph.expected
     except BaseException:
         run.stop.set()  # synthesis stops too
+        tally.close()
         raise
     finally:
         sink.close()
@@ -154,30 +164,40 @@ def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> Tally:
 
 class _Sink:
     """Where finished examples go: examples.jsonl at admission; responses.jsonl and judgments.jsonl (an example's
-    pairwise rows after its judgments) when its rows are done; then the tally. A rerun starts the files afresh."""
+    pairwise rows after its judgments) when its rows are done; then the tally (a tally in a second process gets the
+    lines just written: results/tally_process.py). A rerun starts the files afresh."""
 
-    def __init__(self, run_dir: Path, tally: Tally) -> None:
+    def __init__(self, run_dir: Path, tally: Tally | TallyProcess) -> None:
         self.tally = tally
         self.files = {
             n: artifacts.JsonlAppender(run_dir / f"{n}.jsonl") for n in ("examples", "responses", "judgments")
         }
+        self._lines = isinstance(tally, TallyProcess)
+        self._admitted: dict[int, str] = {}  # id(example) -> its examples.jsonl line, until it finishes
 
     def admit(self, example: Example) -> None:
-        self.files["examples"].write([example])
+        line = self.files["examples"].write([example])
+        if self._lines:
+            self._admitted[id(example)] = line  # the graph holds the example until it finishes
 
     def finish(
         self, example: Example, responses: list[Response], judgments: list[Judgment], pairs: list[PairJudgment]
     ) -> None:
-        self.files["responses"].write(responses)
-        self.files["judgments"].write([*judgments, *pairs])
-        self.tally.add(example, responses, judgments, pairs)
+        r = self.files["responses"].write(responses)
+        j = self.files["judgments"].write([*judgments, *pairs])
+        if self._lines:
+            self.tally.add_lines(self._admitted.pop(id(example)), r, j)  # type: ignore[union-attr]
+        else:
+            self.tally.add(example, responses, judgments, pairs)
 
     def close(self) -> None:
         for f in self.files.values():
             f.close()
 
 
-def _write_results(run: _Run, tally: Tally, budget: Budget, prepared: Prepared, extras: Extras) -> Summary:
+def _write_results(
+    run: _Run, tally: Tally | TallyProcess, budget: Budget, prepared: Prepared, extras: Extras
+) -> Summary:
     """Scores, summary.json, export, report.html and the Hub push (the row artifacts are written as the run goes)."""
     cfg, run_dir = run.cfg, run.run_dir
     summary = _with_facts(tally.summary(), run, tally, budget, prepared)
@@ -197,7 +217,9 @@ def _write_results(run: _Run, tally: Tally, budget: Budget, prepared: Prepared, 
     return summary
 
 
-def _with_facts(summary: Summary, run: _Run, tally: Tally, budget: Budget, prepared: Prepared) -> Summary:
+def _with_facts(
+    summary: Summary, run: _Run, tally: Tally | TallyProcess, budget: Budget, prepared: Prepared
+) -> Summary:
     """The run's facts beside what the rows say: status, this invocation's calls, costs and budget."""
     counts = run.tracer.counts
     return replace(
@@ -217,7 +239,7 @@ def _with_facts(summary: Summary, run: _Run, tally: Tally, budget: Budget, prepa
     )
 
 
-def _outcome(run: _Run, tally: Tally, budget: Budget, summary: Summary) -> Outcome:
+def _outcome(run: _Run, tally: Tally | TallyProcess, budget: Budget, summary: Summary) -> Outcome:
     """The exit code: 130 interrupted (143 by SIGTERM), 3 stopped on budget, 1 every candidate call failed, else 0."""
     cfg, run_id = run.cfg, run.run_id
     if run.interrupted:

@@ -361,6 +361,46 @@ def _typed(hint: Any, value: Any, strict: bool) -> Any:
     return value
 
 
+@functools.cache
+def row_reader(cls: type) -> Callable[[dict[str, Any]], Any]:
+    """`from_row(cls, row)` for a row type, each field's conversion decided once instead of for every value (the
+    tally's second process reads every row of a run back: results/tally_process.py). Equal results
+    (tests/test_tally_process.py): a missing key takes the field's default, an unknown key is ignored. A dict's
+    values are kept as read (from_row copies them: equal, and a row just parsed from JSON is nobody else's)."""
+    if getattr(cls, "FLATTEN", None):
+        raise TypeError(f"row_reader: {cls.__name__} flattens a field; use from_row")
+    hints = _hints(cls)
+    convs = tuple((n, _converter(hints[n])) for n in _names(cls))
+
+    def read(row: dict[str, Any]) -> Any:
+        kw = {}
+        for name, conv in convs:
+            if name in row:
+                v = row[name]
+                kw[name] = v if conv is None or v is None else conv(v)
+        return cls(**kw)
+
+    return read
+
+
+def _converter(hint: Any) -> Callable[[Any], Any] | None:
+    """What `_typed(hint, value)` does to a value that is not None, as a function; None where it returns the value
+    itself (or a dict equal to it)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        return _converter(inner[0]) if len(inner) == 1 else None
+    if dataclasses.is_dataclass(hint):
+        return row_reader(hint)  # type: ignore[arg-type]
+    if origin is dict:
+        conv = _converter(args[1])
+        return None if conv is None else (lambda v: {k: None if x is None else conv(x) for k, x in v.items()})
+    if origin is tuple:
+        conv = _converter(args[0])
+        return tuple if conv is None else (lambda v: tuple(None if x is None else conv(x) for x in v))
+    return None
+
+
 # ---------------------------------------------------------------------------------------------------
 # Construction
 

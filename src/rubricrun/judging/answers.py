@@ -338,16 +338,29 @@ _REFUSAL = re.compile(
 
 
 _FINAL_MARKER = re.compile(r"(?i)(?=[#f\\t])(####|final answer|\\boxed\{|the answer is)")
+# What each pattern cannot match without: an ASCII text lowercased holds one of these, or neither pattern matches
+# (its cases are ASCII letters, where lower() and IGNORECASE agree). A few substring tests against a regex scan of
+# every position: 0.6 against 4 us for a short reply (plan 012). Other texts go to the patterns directly.
+_REFUSAL_NEEDS = ("i can", "sorry", "unable", "as an ai", "won't be able")
+_FINAL_NEEDS = ("####", "final answer", "\\boxed{", "the answer is")
+
+
+def _may(needs: tuple[str, ...], lowered: str) -> bool:
+    return any(n in lowered for n in needs)
 
 
 def quality_flags(
     text: str, finish_reason: str | None, completion_tokens: int, *, unclosed_reasoning: bool = False
 ) -> dict[str, object]:
+    ascii_ = text.isascii()
+    head = text[:400]
+    refusal = (not ascii_ or _may(_REFUSAL_NEEDS, head.lower())) and _REFUSAL.search(head) is not None
+    marker = (not ascii_ or _may(_FINAL_NEEDS, text.lower())) and _FINAL_MARKER.search(text) is not None
     return {
         "truncated": finish_reason == "length",
         "empty": not text.strip(),
-        "refusal": bool(_REFUSAL.search(text[:400])),
-        "final_answer_marker": bool(_FINAL_MARKER.search(text)),
+        "refusal": refusal,
+        "final_answer_marker": marker,
         "unclosed_reasoning": unclosed_reasoning,
         "chars": len(text),
         "tokens": completion_tokens,

@@ -82,8 +82,15 @@ class JsonlAppender:
         except OSError as exc:
             raise RubricrunError(f"{path}: cannot write ({exc.strerror or exc})") from None
 
-    def write(self, rows: Iterable[Any]) -> None:
-        data = memoryview("".join(jsonl_line(r) for r in rows).encode("utf-8"))
+    def write(self, rows: Iterable[Any]) -> str:
+        """Appends the rows; returns their lines."""
+        text = "".join(jsonl_line(r) for r in rows)
+        self.write_text(text)
+        return text
+
+    def write_text(self, text: str) -> None:
+        """Appends lines already made (each ending in a newline)."""
+        data = memoryview(text.encode("utf-8"))
         try:
             while data:
                 data = data[self._fh.write(data) or 0 :]
