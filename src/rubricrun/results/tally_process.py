@@ -25,7 +25,9 @@ import json
 import logging
 import multiprocessing
 import os
+import queue
 import signal
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,6 +46,7 @@ ENV = "RUBRICRUN_TALLY_PROCESS"
 _MODES = {"on": "on", "1": "on", "true": "on", "yes": "on", "off": "off", "0": "off", "false": "off", "no": "off"}
 _BATCH_ROWS = 512  # examples a batch: one pickle and one pipe write each
 _BATCH_CHARS = 1 << 19
+_AHEAD = 8  # batches the child reads ahead of its tally
 
 
 def open_tally(
@@ -205,12 +208,13 @@ def serve(conn: Any, cfg: Config, run_id: str, metric_counts: dict[str, Counter]
     logger.propagate = False
     tally = Tally(cfg, run_id, metric_counts=metric_counts, spool=spool)
     failed: BaseException | None = None
+    inbox: queue.Queue[Any] = queue.Queue(_AHEAD)
+    threading.Thread(target=_read, args=(conn, inbox), name="tally-reader", daemon=True).start()
     try:
         conn.send(("ok", "up", None, kept.take()))
         while True:
-            try:
-                msg = conn.recv()
-            except EOFError:
+            msg = inbox.get()
+            if msg is None:  # the runner's end closed
                 return
             if type(msg) is list:
                 if failed is None:
@@ -227,6 +231,16 @@ def serve(conn: Any, cfg: Config, run_id: str, metric_counts: dict[str, Counter]
     finally:
         tally.close()
         conn.close()
+
+
+def _read(conn: Any, inbox: queue.Queue[Any]) -> None:
+    """Reads the runner's messages ahead of the tally (up to _AHEAD), so that the runner's send of a batch never
+    waits for the tally's work on the one before."""
+    try:
+        while True:
+            inbox.put(conn.recv())
+    except (EOFError, OSError):
+        inbox.put(None)
 
 
 def _answer(conn: Any, tally: Tally, op: str, args: tuple, failed: BaseException | None, kept: _Kept) -> None:
