@@ -10,7 +10,7 @@ For each size: `--sizes` generic rows with a final answer (scored judge-free, no
 so the cache is filled directly: for every example, the candidate's request is built as the run builds it
 (pipeline.generation_tasks) and its reply is stored under that request's cache key through ResponseCache, the
 store CachingProvider writes, with the text the fake server would send ("Answer to: ..."). Then, each in its own
-process (peak RSS from os.wait4):
+process (peak RSS from os.wait4: the larger of run.py and its tally process; their sampled sum is printed too):
   warm rerun:  `python run.py --run-id mem` with the fake server up; it must make zero server requests (checked);
   validate:    `python run.py --validate`; it must count every call as cached.
 `--bootstrap N` sets run.bootstrap_samples (the summary's bootstraps cost N x examples of CPU, whatever the

@@ -279,8 +279,9 @@ class CliResult:
         self.rc, self.wall_s, self.maxrss_mb, self.cpu_s = rc, wall_s, maxrss_mb, cpu_s
         self.stdout, self.stderr = stdout, stderr
         # Peaks of /proc/PID/status RssAnon and RssFile, sampled every 0.2 s (file-backed pages, e.g. SQLite's mmap
-        # of the cache, count in ru_maxrss once per mapping).
-        self.peak_anon_mb = self.peak_file_mb = 0.0
+        # of the cache, count in ru_maxrss once per mapping). ru_maxrss is the larger of run.py and its own children
+        # (a large run's tally runs in one: results/tally_process.py); peak_tree_mb is the sampled peak of their sum.
+        self.peak_anon_mb = self.peak_file_mb = self.peak_tree_mb = 0.0
 
     def check(self) -> CliResult:
         if self.rc != 0:
@@ -304,13 +305,30 @@ def _rss_split(pid: int) -> tuple[float, float]:
     return anon, file
 
 
+def _tree_rss(pid: int) -> float:
+    """VmRSS of a live process and of its children, summed, in MB (Linux /proc; zero when unreadable)."""
+    total, pids = 0.0, [pid]
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            pids += [int(c) for c in (task / "children").read_text().split()]
+    except OSError:
+        pass
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/status") as fh:
+                total += next((int(ln.split()[1]) for ln in fh if ln.startswith("VmRSS:")), 0) / 1024
+        except OSError:
+            pass
+    return total
+
+
 def run_cli(args: list[str], *, timeout: float = 3600, cwd: Path = REPO) -> CliResult:
     """`python run.py ARGS`: wall time from spawn to exit, the child's own peak RSS and CPU (os.wait4)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen([PY, RUN_PY, *args], cwd=cwd, env=bench_env(), stdout=out, stderr=err)
         deadline = t0 + timeout
-        peak_anon = peak_file = 0.0
+        peak_anon = peak_file = peak_tree = 0.0
         next_sample = t0
         while True:
             pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
@@ -324,6 +342,7 @@ def run_cli(args: list[str], *, timeout: float = 3600, cwd: Path = REPO) -> CliR
             if now >= next_sample:
                 anon, file = _rss_split(proc.pid)
                 peak_anon, peak_file = max(peak_anon, anon), max(peak_file, file)
+                peak_tree = max(peak_tree, _tree_rss(proc.pid))
                 next_sample = now + 0.2
             time.sleep(0.005)
         wall = time.perf_counter() - t0
@@ -338,7 +357,7 @@ def run_cli(args: list[str], *, timeout: float = 3600, cwd: Path = REPO) -> CliR
             out.read().decode(errors="replace"),
             err.read().decode(errors="replace"),
         )
-        res.peak_anon_mb, res.peak_file_mb = peak_anon, peak_file
+        res.peak_anon_mb, res.peak_file_mb, res.peak_tree_mb = peak_anon, peak_file, peak_tree
         return res
 
 
@@ -425,7 +444,8 @@ def print_warm(label: str, warm: CliResult, s: dict[str, Any], new_requests: int
     fully cached."""
     print(
         f"{label}: {warm.wall_s:.2f} s, CPU {warm.cpu_s:.1f} s, peak RSS {warm.maxrss_mb:.0f} MB (sampled peaks: "
-        f"anon {warm.peak_anon_mb:.0f} MB, file-backed {warm.peak_file_mb:.0f} MB), calls {s['calls']}, "
+        f"anon {warm.peak_anon_mb:.0f} MB, file-backed {warm.peak_file_mb:.0f} MB, with its child processes "
+        f"{warm.peak_tree_mb:.0f} MB), calls {s['calls']}, "
         f"new server requests {new_requests}",
         flush=True,
     )
