@@ -9,14 +9,16 @@ writes, is the same in both places (tests/test_tally_process.py runs both and co
 
 - The child is started with `spawn` (no fork of a process that has threads) and gets the config, the run id and
   preflight's metric counts; rows are sent in batches of lines (a pickled list of str is one copy).
-- Until the child says it is up, batches are kept here, so its start never holds the run up.
+- Until the child says it is up, batches are kept here, so its start never holds the run up; after that the child
+  reads up to _AHEAD batches ahead of its tally, so a send waits only when the tally is that far behind (memory
+  stays bounded either way).
 - The child ignores SIGINT and SIGTERM: Ctrl+C and a stop reach the runner, which then asks the child for the
   summary of what was done, as it would ask its own tally. When the runner's end of the pipe closes (also on kill -9)
   the child exits.
 - What the child logs (a failed report, say) is sent back with its next answer and logged here.
 - `open_tally` decides: a child for runs of at least PROCESS_MIN examples whose metrics preflight counted (the
-  summary is then fed as the run goes); `RUBRICRUN_TALLY_PROCESS=on|off` forces it either way (tests, and a
-  machine with one core).
+  summary is then fed as the run goes); `RUBRICRUN_TALLY_PROCESS=on|off` forces it either way (tests; `off` for
+  whoever wants one process). A one-core machine never starts it by itself.
 """
 
 from __future__ import annotations
