@@ -24,12 +24,14 @@ from typing import IO, Any
 
 from ..config import DatasetConfig
 from ..errors import InputError
+from ..types import direct_init
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _PARQUET_MAGIC = b"PAR1"
 _MAX_REASON = 300  # characters of a library's error message kept in the one-line error
 
 
+@direct_init  # types.direct_init: one per dataset row, read twice a run (preflight, and --validate's count)
 @dataclass(frozen=True)
 class RawRow:
     file: str  # what an error names: the path, or "<path>:row <i>" where a source has no lines

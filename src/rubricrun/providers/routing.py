@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import ModelConfig
-from ..types import LLMRequest
+from ..types import LLMRequest, direct_init
 
 
+@direct_init  # types.direct_init: one per request built
 @dataclass(frozen=True)
 class Route:
     model: str
