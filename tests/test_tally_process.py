@@ -20,6 +20,7 @@ from fakeserver import FakeOpenAIServer
 from test_operations import rubric_data, wait_for
 from test_tally import CASES, _responder
 
+from rubricrun import child
 from rubricrun.config import load_config
 from rubricrun.results import tally_process
 from rubricrun.results.tally import Tally
@@ -56,16 +57,16 @@ def test_a_tally_in_a_second_process_writes_the_same_files(
         path = make_config(server, retry={"max_attempts": 1}, export={"formats": ["sft", "dpo", "kto"]}, **extra)
         files = []
         for mode in ("off", "off", "on"):  # a run, then its rerun from the cache with the tally here and there
-            monkeypatch.setenv(tally_process.ENV, mode)
+            monkeypatch.setenv(child.ENV, mode)
             rc, _, err = cli_main(["--config", str(path), "--run-id", "r"])
             assert rc == 0, err
             files.append(_files(run_dir(tmp_path, "r")))
-    here, child = files[1], files[2]
+    here, there = files[1], files[2]
     assert "export/sft.jsonl" in here and "report.html" in here
-    assert list(child) == list(here)
+    assert list(there) == list(here)
     for name in here:
-        assert child[name] == here[name], name
-    assert child["summary.json"]["examples"] > 0 and child["summary.json"]["datasets"]  # the child read the rows
+        assert there[name] == here[name], name
+    assert there["summary.json"]["examples"] > 0 and there["summary.json"]["datasets"]  # the child read the rows
 
 
 def test_rows_read_back_from_their_lines_equal_the_rows(tmp_path: Path, make_config: Any, cli_main: Any) -> None:
@@ -115,7 +116,7 @@ def test_open_tally_picks_the_process_by_size_and_by_the_variable(
     cfg = load_config(make_config(None))
     small = {"d": Counter(rubric=10)}
     large = {"d": Counter(rubric=tally_process.PROCESS_MIN)}
-    monkeypatch.delenv(tally_process.ENV, raising=False)
+    monkeypatch.delenv(child.ENV, raising=False)
     assert type(open_tally(cfg, "r", metric_counts=small, spool=False)) is Tally
     assert type(open_tally(cfg, "r", metric_counts=None, spool=True)) is Tally  # synthesis: nothing counted
     big = open_tally(cfg, "r", metric_counts=large, spool=False)
@@ -123,16 +124,16 @@ def test_open_tally_picks_the_process_by_size_and_by_the_variable(
         assert isinstance(big, TallyProcess) == ((os.cpu_count() or 1) > 1)
     finally:
         big.close()
-    monkeypatch.setenv(tally_process.ENV, "off")
+    monkeypatch.setenv(child.ENV, "off")
     assert type(open_tally(cfg, "r", metric_counts=large, spool=False)) is Tally
-    monkeypatch.setenv(tally_process.ENV, "on")
+    monkeypatch.setenv(child.ENV, "on")
     on = open_tally(cfg, "r", metric_counts=small, spool=False)
     try:
         assert isinstance(on, TallyProcess)
         assert (on.n_responses, on.any_ok, on.first_error) == (0, False, None)  # asked of the child
     finally:
         on.close()
-    assert not on._proc.is_alive()
+    assert not on.proc.is_alive()
 
 
 def _children(pid: int) -> list[int]:
@@ -145,7 +146,7 @@ def _children(pid: int) -> list[int]:
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the child through /proc")
 def test_sigterm_to_both_processes_still_ends_in_the_partial_summary(tmp_path: Path, make_config: Any) -> None:
     """`kill` of the whole process group (docker stop, SLURM): the child ignores it and answers the runner."""
-    env = {tally_process.ENV: "on"}
+    env = {child.ENV: "on"}
     with FakeOpenAIServer(latency_s=0.3) as server:
         cfg = make_config(server, datasets=rubric_data(tmp_path, 16), judges=[model_entry("j1", "openai/j", server)])
         args = ["--config", str(cfg), "--run-id", "term"]
@@ -171,7 +172,7 @@ def test_the_childs_end_is_an_error_with_the_rows_kept(tmp_path: Path, make_conf
     with FakeOpenAIServer(latency_s=0.2) as server:
         cfg = make_config(server, datasets=rubric_data(tmp_path, 12), judges=[model_entry("j1", "openai/j", server)])
         args = ["--config", str(cfg), "--run-id", "died"]
-        p = start_cli(args, logs=tmp_path / "logs", env={tally_process.ENV: "on"})
+        p = start_cli(args, logs=tmp_path / "logs", env={child.ENV: "on"})
         wait_for(server, 6, p)
         deadline = time.monotonic() + 10
         while not _children(p.popen.pid):

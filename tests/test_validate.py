@@ -170,3 +170,85 @@ def test_dry_replies_read_as_verdicts(make_config: Any) -> None:
         reading, why = judging.reading(LLMResponse(text=judging.protocol.dry_reply))
         assert reading is not None, (scale, why)
     assert read_pair_reply(LLMResponse(text=DRY_PAIR))[0] == "C"
+
+
+# --------------------------------------------------------------------------------------------------
+# The count in a second process (dry.ProcessDriver, child.py)
+
+
+def _mixed_config(tmp_path: Path, server: FakeOpenAIServer, make_config: Any) -> Path:
+    """Every sample dataset, two candidates, two judges voting (a tie broken by a third), pairwise judging: counts
+    of every kind, priced."""
+    price = {"price": {"input_per_mtok": 1.0, "output_per_mtok": 3.0}}
+    judges = [model_entry(f"j{i}", f"openai/judge-{i}", server, **price) for i in (1, 2, 3)]
+    return make_config(
+        server,
+        candidates=[model_entry(n, f"openai/cand-{n}", server, **price) for n in ("alpha", "beta")],
+        judges=judges,
+        judging={
+            "judges_per_criterion": 2, "on_tie": "judge", "default_rubric": DEFAULT_RUBRIC,
+            "pairwise": {"all_pairs": True},
+        },
+    )  # fmt: skip
+
+
+def test_the_count_in_a_second_process_is_the_count_here(
+    tmp_path: Path, make_config: Any, cli_main: Any, monkeypatch: Any, capsys: Any
+) -> None:
+    """Before any call, after a run and with one more judge (part cached): the same JSON, with the count here and in
+    the child, at a chunk of 3 examples (so many chunks cross the pipe)."""
+    from rubricrun import child
+
+    monkeypatch.setattr(plan, "COUNT_CHUNK", 3)
+    with FakeOpenAIServer() as server:
+        path = _mixed_config(tmp_path, server, make_config)
+        outputs = []
+        for step in ("cold", "warm"):
+            if step == "warm":
+                rc, _, err = cli_main(["--config", str(path), "--run-id", "r"])
+                assert rc == 0, err
+            got = {}
+            for mode in ("off", "on"):
+                monkeypatch.setenv(child.ENV, mode)
+                rc, out, err = cli_main(["--config", str(path), "--validate"])
+                assert rc == 0, err
+                got[mode] = json.loads(out)
+            assert got["on"] == got["off"], step
+            outputs.append(got["on"])
+    cold, warm = outputs
+    assert cold["judge_calls"] > 0 and cold["pairwise_calls"] > 0 and cold["cost_upper_bound_usd"] > 0
+    assert warm["candidate_cached"] == warm["candidate_calls"] > 0
+    assert warm["cost_upper_bound_usd"] < cold["cost_upper_bound_usd"]
+
+
+def test_a_bad_row_is_reported_with_the_count_in_a_second_process(
+    tmp_path: Path, make_config: Any, cli_main: Any, monkeypatch: Any
+) -> None:
+    """The child counts a chunk behind preflight: a bad row late in the file is still the one error, exit 2."""
+    from rubricrun import child
+
+    monkeypatch.setattr(plan, "COUNT_CHUNK", 2)
+    monkeypatch.setenv(child.ENV, "on")
+    rows: list[Any] = [{"id": f"r{i}", "prompt": f"Question {i}?"} for i in range(9)] + ['{"id": "bad", "prompt": ']
+    path = make_config(None, judges=[], datasets=[{"path": str(write_jsonl(tmp_path / "rows.jsonl", rows))}])
+    rc, _, err = cli_main(["--config", str(path), "--validate"])
+    assert rc == 2
+    assert "rows.jsonl:10" in err and "malformed JSON" in err and "Traceback" not in err
+
+
+def test_large_local_datasets_get_the_second_process(tmp_path: Path, make_config: Any, monkeypatch: Any) -> None:
+    from rubricrun import child
+
+    monkeypatch.delenv(child.ENV, raising=False)
+    small = write_jsonl(tmp_path / "small.jsonl", [ROW])
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(b" " * plan.COUNT_CHILD_BYTES)
+    cfg = load_config(make_config(None, datasets=[{"path": str(small)}]))
+    assert not plan._large(cfg, None)
+    cfg = load_config(make_config(None, datasets=[{"path": str(small)}, {"path": str(big)}]))
+    assert plan._large(cfg, None) and not plan._large(cfg, 100)
+    assert child.wanted(True) == ((__import__("os").cpu_count() or 1) > 1) and not child.wanted(False)
+    monkeypatch.setenv(child.ENV, "on")
+    assert child.wanted(False)
+    monkeypatch.setenv(child.ENV, "off")
+    assert not child.wanted(True)

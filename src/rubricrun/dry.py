@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from . import child
 from .config import Config
 from .judging.ask import JUDGE_PARSE_ATTEMPTS
 from .judging.rubric import JudgeItem, tie_breaker
@@ -184,3 +185,69 @@ class InlineDriver:
             pool = self.cfg.judge_pool
             breaker = pool[tie_breaker(item.judges, len(pool))]
             self.counts.priced(self.stages.judging.request(breaker, item, 0), JUDGE_PARSE_ATTEMPTS)
+
+
+class ProcessDriver(child.Child):
+    """An InlineDriver in a second process (child.py), for a large `--validate`: preflight's examples are sent a
+    chunk at a time (pickled) and counted there while preflight parses the next chunk, on the other core; `result`
+    waits for the count. The child counts the examples in the order preflight read them, so every count and every
+    sum of the cost bound is the one an InlineDriver here makes (tests/test_validate.py). An error of the count is
+    raised by `result`, after preflight: a bad row is reported before it, as the run reports it."""
+
+    def __init__(self, cfg: Config, open_counts: Callable[[Config], Counts], chunk: int) -> None:
+        super().__init__(_count, (cfg, open_counts, chunk), "rubricrun-count", _COUNT_ENDED)
+        self.chunk = chunk
+        self._batch: list[Example] = []
+
+    def add(self, ex: Example) -> None:
+        self._batch.append(ex)
+        if len(self._batch) >= self.chunk:
+            self.feed(self._batch)
+            self._batch = []
+
+    def result(self) -> tuple[int, Counts]:
+        """(examples counted, their Counts, without a cache)."""
+        if self._batch:
+            self.feed(self._batch)
+            self._batch = []
+        return self.ask(None)[0]
+
+
+_COUNT_ENDED = "the call count's process ended (exit code {code}); nothing was called: run --validate again"
+
+
+def _count(conn: Any, cfg: Config, open_counts: Callable[[Config], Counts], chunk: int) -> None:
+    """The child of a ProcessDriver: an InlineDriver fed the chunks until None, then its (n, Counts) sent back."""
+    child.detach()
+    driver = InlineDriver(cfg, lambda: open_counts(cfg), chunk)
+    with child.serving():
+        try:
+            conn.send(("ok", "up"))
+            failed = _counted_chunks(conn, driver)
+            if failed is not None:
+                child.send_error(conn, failed)
+            else:
+                assert driver.counts is not None
+                conn.send(("ok", (driver.n, replace(driver.counts, cache=None))))
+        finally:
+            if driver.counts is not None and driver.counts.cache is not None:
+                driver.counts.cache.close()
+            conn.close()
+
+
+def _counted_chunks(conn: Any, driver: InlineDriver) -> BaseException | None:
+    """Every chunk until None, counted; the first error, kept until then (the sender waits for no answer)."""
+    failed: BaseException | None = None
+    while (msg := conn.recv()) is not None:
+        if failed is None:
+            try:
+                for ex in msg:
+                    driver.add(ex)
+            except Exception as exc:  # noqa: BLE001 - answered once every chunk is read
+                failed = exc
+    if failed is None:
+        try:
+            driver.flush()
+        except Exception as exc:  # noqa: BLE001 - answered by the caller
+            failed = exc
+    return failed

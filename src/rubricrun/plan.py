@@ -12,13 +12,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from . import child
 from .config import Config, generation_only
 from .data.answers_file import load_replays
 from .data.idset import IdHashes
 from .data.loaders import iter_dataset
 from .data.readers import source_label
 from .data.spool import ExampleSpool
-from .dry import Counts, InlineDriver
+from .dry import Counts, InlineDriver, ProcessDriver
 from .errors import InputError
 from .judging.pairwise import PairJudging
 from .pipeline import synthesis_entry, synthesis_request
@@ -270,6 +271,8 @@ def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
     possible tie broken). Counted by the run's own stages over a dry provider (dry.py). Calls nothing, stores
     nothing. `judge_calls` counts the calls when uncached replies are readable and votes agree;
     `judge_calls_at_most` (and `pairwise_calls_at_most`) when they are not."""
+    if cfg.synthesize is None and child.wanted(_large(cfg, max_examples)):
+        return _count_in_child(cfg, max_examples)
     driver = InlineDriver(cfg, lambda: _open_counts(cfg), COUNT_CHUNK)
     try:
         # the same checks a run makes before its first call, in the same pass that counts the examples' calls
@@ -283,6 +286,33 @@ def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
         if driver.counts is not None and driver.counts.cache is not None:
             driver.counts.cache.close()
     return _counted(cfg, driver.n, len(prepared.skipped), synthesis, counts)
+
+
+def _count_in_child(cfg: Config, max_examples: int | None) -> dict[str, Any]:
+    """count_calls with the count on the other core (dry.ProcessDriver): preflight parses here, the stages count
+    there, a chunk behind. Without synthesis (whose count needs the cache here first)."""
+    driver = ProcessDriver(cfg, _open_counts, COUNT_CHUNK)
+    try:
+        prepared = preflight(cfg, max_examples, visit=driver.add)
+        n, counts = driver.result()
+    finally:
+        driver.close()
+    return _counted(cfg, n, len(prepared.skipped), {}, counts)
+
+
+def _large(cfg: Config, max_examples: int | None) -> bool:
+    """Whether the datasets are large enough for a second process to pay for its start: COUNT_CHILD_BYTES of local
+    files (a Hub dataset's size is not known before it is read: it is counted here)."""
+    if max_examples is not None and max_examples < COUNT_CHILD_EXAMPLES:
+        return False
+    size = 0
+    for d in cfg.datasets:
+        if d.path and not d.hf:
+            try:
+                size += os.path.getsize(d.path)
+            except OSError:
+                pass  # preflight names it
+    return size >= COUNT_CHILD_BYTES
 
 
 def _open_counts(cfg: Config) -> Counts:
@@ -335,6 +365,10 @@ def _per_mtok(model: str, prices: dict[str, Any]) -> dict[str, float] | None:
 
 
 COUNT_CHUNK = 1000  # examples counted at a time: every count is per example, so chunks add up to the whole
+# From these sizes on (local dataset files), --validate counts in a second process (child.py): about 20,000 short
+# rows; below them its start (0.3-0.5 s of the other core) costs what it saves.
+COUNT_CHILD_BYTES = 4 << 20
+COUNT_CHILD_EXAMPLES = 20_000
 
 
 class _NotCached(Exception):

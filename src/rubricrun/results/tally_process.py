@@ -7,36 +7,28 @@ files; with a `TallyProcess` it hands the same lines to a child process, which r
 run asks the child for the summary, the export and report.html, so the tally's own code, and so every byte it
 writes, is the same in both places (tests/test_tally_process.py runs both and compares every file).
 
-- The child is started with `spawn` (no fork of a process that has threads) and gets the config, the run id and
-  preflight's metric counts; rows are sent in batches of lines (a pickled list of str is one copy).
-- Until the child says it is up, batches are kept here, so its start never holds the run up; after that the child
-  reads up to _AHEAD batches ahead of its tally, so a send waits only when the tally is that far behind (memory
-  stays bounded either way).
-- The child ignores SIGINT and SIGTERM: Ctrl+C and a stop reach the runner, which then asks the child for the
-  summary of what was done, as it would ask its own tally. When the runner's end of the pipe closes (also on kill -9)
-  the child exits.
-- What the child logs (a failed report, say) is sent back with its next answer and logged here.
-- `open_tally` decides: a child for runs of at least PROCESS_MIN examples whose metrics preflight counted (the
-  summary is then fed as the run goes); `RUBRICRUN_TALLY_PROCESS=on|off` forces it either way (tests; `off` for
-  whoever wants one process). A one-core machine never starts it by itself.
+The child (child.py: `spawn`, one pipe, batches kept until it is up, SIGINT and SIGTERM left to the runner) gets the
+config, the run id and preflight's metric counts; rows are sent in batches of lines (a pickled list of str is one
+copy), and it reads up to _AHEAD batches ahead of its tally, so a send waits only when the tally is that far behind
+(memory stays bounded either way). Ctrl+C or a stop reach the runner, which then asks the child for the summary of
+what was done, as it would ask its own tally. What the child logs (a failed report, say) comes back with its next
+answer and is logged here. `open_tally` starts one for a run of at least PROCESS_MIN examples whose metrics
+preflight counted (the summary is then fed as the run goes), or as `RUBRICRUN_SECOND_PROCESS` says.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import multiprocessing
-import os
 import queue
-import signal
 import threading
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import child
 from ..config import Config
-from ..errors import RubricrunError
 from ..types import Example, Judgment, PairJudgment, Response, row_reader
 from .summary_types import Summary
 from .tally import Tally
@@ -44,8 +36,6 @@ from .tally import Tally
 log = logging.getLogger("rubricrun")
 
 PROCESS_MIN = 20_000  # examples; below it the child's start (about 0.3 s of the other core) buys little
-ENV = "RUBRICRUN_TALLY_PROCESS"
-_MODES = {"on": "on", "1": "on", "true": "on", "yes": "on", "off": "off", "0": "off", "false": "off", "no": "off"}
 _BATCH_ROWS = 512  # examples a batch: one pickle and one pipe write each
 _BATCH_CHARS = 1 << 19
 _AHEAD = 8  # batches the child reads ahead of its tally
@@ -55,10 +45,9 @@ def open_tally(
     cfg: Config, run_id: str, *, metric_counts: dict[str, Counter] | None, spool: bool
 ) -> Tally | TallyProcess:
     """The run's tally: here, or in a second process for a large run (the module docstring)."""
-    mode = _MODES.get(os.environ.get(ENV, "").strip().lower(), "auto")
-    if metric_counts is not None and mode != "off":
+    if metric_counts is not None:
         examples = sum(sum(c.values()) for c in metric_counts.values())
-        if mode == "on" or examples >= PROCESS_MIN and (os.cpu_count() or 1) > 1:
+        if child.wanted(examples >= PROCESS_MIN):
             try:
                 return TallyProcess(cfg, run_id, metric_counts=metric_counts, spool=spool)
             except Exception as exc:  # noqa: BLE001 - no process to be had (limits, an odd interpreter): run it here
@@ -68,22 +57,12 @@ def open_tally(
     return Tally(cfg, run_id, metric_counts=metric_counts, spool=spool)
 
 
-class TallyProcess:
+class TallyProcess(child.Child):
     """A `Tally` in a child process, with the runner's side of it: `add_lines` during the run; `summary`, `export`,
     `report`, `n_responses`, `any_ok` and `first_error` after it, answered by the child's Tally."""
 
-    takes_lines = True  # the runner hands over encoded lines (runner._Sink)
-
     def __init__(self, cfg: Config, run_id: str, *, metric_counts: dict[str, Counter], spool: bool) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(
-            target=serve, args=(child, cfg, run_id, metric_counts, spool), name="rubricrun-tally", daemon=True
-        )
-        self._proc.start()
-        child.close()
-        self._up = False
-        self._waiting: list[list[tuple[str, str, str]]] = []  # batches made before the child was up
+        super().__init__(serve, (cfg, run_id, metric_counts, spool), "rubricrun-tally", _ENDED)
         self._batch: list[tuple[str, str, str]] = []
         self._chars = 0
         self._state: tuple[int, bool, str | None] | None = None
@@ -93,50 +72,20 @@ class TallyProcess:
         self._batch.append((example, responses, judgments))
         self._chars += len(responses) + len(judgments)
         if len(self._batch) >= _BATCH_ROWS or self._chars >= _BATCH_CHARS:
-            self._flush()
-
-    def _flush(self, *, wait: bool = False) -> None:
-        if self._batch:
-            self._waiting.append(self._batch)
+            self.feed(self._batch)
             self._batch, self._chars = [], 0
-        if not self._up:
-            if not wait and not self._conn.poll():
-                return
-            self._receive()  # the child's "up"
-            self._up = True
-        for batch in self._waiting:
-            self._send(batch)
-        self._waiting.clear()
 
-    def _send(self, msg: Any) -> None:
-        try:
-            self._conn.send(msg)
-        except OSError:
-            raise self._died() from None
-
-    def _receive(self) -> Any:
-        try:
-            status, value, state, records = self._conn.recv()
-        except (EOFError, OSError):
-            raise self._died() from None
+    def answered(self, extra: list[Any]) -> None:
+        state, records = extra
         for record in records:
             logging.getLogger(record.name).handle(record)
         self._state = state
-        if status == "error":
-            raise value
-        return value
-
-    def _died(self) -> RubricrunError:
-        self._proc.join(timeout=5)
-        return RubricrunError(
-            f"the tally's process ended (exit code {self._proc.exitcode}); every row is in the run folder and every "
-            "call in the cache: rerun with the same --run-id"
-        )
 
     def _ask(self, op: str, *args: Any) -> Any:
-        self._flush(wait=True)
-        self._send((op, args))
-        return self._receive()
+        if self._batch:
+            self.feed(self._batch)
+            self._batch, self._chars = [], 0
+        return self.ask((op, args))[0]
 
     def summary(self) -> Summary:
         return self._ask("summary")
@@ -160,22 +109,20 @@ class TallyProcess:
         return self._known()[2]
 
     def _known(self) -> tuple[int, bool, str | None]:
-        if self._state is None or self._batch or self._waiting:
+        if self._state is None or self._batch or self.pending:
             self._ask("state")
         assert self._state is not None
         return self._state
 
-    def close(self) -> None:
+    def close(self) -> None:  # type: ignore[override]
         """Ends the child (it also ends on its own when this end of the pipe closes)."""
-        try:
-            self._conn.send(("close", ()))
-        except OSError:
-            pass
-        self._conn.close()
-        self._proc.join(timeout=5)  # rows still queued (a run that ended in an error) are not read
-        if self._proc.is_alive():
-            self._proc.kill()
-            self._proc.join()
+        super().close(("close", ()))
+
+
+_ENDED = (
+    "the tally's process ended (exit code {code}); every row is in the run folder and every call in the cache: "
+    "rerun with the same --run-id"
+)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -201,8 +148,7 @@ class _Kept(logging.Handler):
 
 def serve(conn: Any, cfg: Config, run_id: str, metric_counts: dict[str, Counter], spool: bool) -> None:
     """The child: a Tally fed with the rows the runner sends, answering its questions until the pipe closes."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner decides how a run ends
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    child.detach()
     kept = _Kept()
     logger = logging.getLogger("rubricrun")
     logger.handlers[:] = [kept]
@@ -212,27 +158,25 @@ def serve(conn: Any, cfg: Config, run_id: str, metric_counts: dict[str, Counter]
     failed: BaseException | None = None
     inbox: queue.Queue[Any] = queue.Queue(_AHEAD)
     threading.Thread(target=_read, args=(conn, inbox), name="tally-reader", daemon=True).start()
-    try:
-        conn.send(("ok", "up", None, kept.take()))
-        while True:
-            msg = inbox.get()
-            if msg is None:  # the runner's end closed
-                return
-            if type(msg) is list:
-                if failed is None:
-                    try:
-                        for lines in msg:
-                            tally.add(*read_lines(*lines))
-                    except Exception as exc:  # noqa: BLE001 - answered at the next question
-                        failed = exc
-                continue
-            op, args = msg
-            if op == "close":
-                return
-            _answer(conn, tally, op, args, failed, kept)
-    finally:
-        tally.close()
-        conn.close()
+    with child.serving():
+        try:
+            conn.send(("ok", "up", None, kept.take()))
+            while (msg := inbox.get()) is not None:  # None: the runner's end closed
+                if type(msg) is list:
+                    if failed is None:
+                        try:
+                            for lines in msg:
+                                tally.add(*read_lines(*lines))
+                        except Exception as exc:  # noqa: BLE001 - answered at the next question
+                            failed = exc
+                    continue
+                op, args = msg
+                if op == "close":
+                    return
+                _answer(conn, tally, op, args, failed, kept)
+        finally:
+            tally.close()
+            conn.close()
 
 
 def _read(conn: Any, inbox: queue.Queue[Any]) -> None:
@@ -253,10 +197,7 @@ def _answer(conn: Any, tally: Tally, op: str, args: tuple, failed: BaseException
         value = None if op == "state" else getattr(tally, op)(*args)
         conn.send(("ok", value, state, kept.take()))
     except Exception as exc:  # noqa: BLE001 - raised again in the runner
-        try:
-            conn.send(("error", exc, state, kept.take()))
-        except Exception:  # noqa: BLE001 - an exception that does not pickle
-            conn.send(("error", RuntimeError(f"tally: {type(exc).__name__}: {exc}"), state, []))
+        child.send_error(conn, exc, state, kept.take())
 
 
 _example, _response = row_reader(Example), row_reader(Response)

@@ -1,0 +1,140 @@
+"""A second process on the machine's other core, for work that reads what the run hands it and answers at the end:
+a large run's tally (results/tally_process.py) and `--validate`'s count of calls (dry.ProcessDriver).
+
+A warm rerun or a `--validate` of a large dataset is one thread of Python; where a part of that work only consumes
+what the main process produces and nothing waits for it until the end, it runs in a child started with `spawn`
+(never `fork`: the main process has threads) and fed through one pipe:
+
+- `feed` sends a batch; until the child's first message ("up") has come, batches are kept here, so the child's
+  start (about 0.3-0.5 s of the other core) never holds the main process up.
+- `ask` sends a question after every batch and returns the answer; an answer that is an error is raised here.
+- The child ignores SIGINT and SIGTERM (`detach`): the main process decides how a run ends and then asks for what
+  the child has. When the main process's end of the pipe closes (also on kill -9) the child's `recv` ends and so
+  does the child.
+
+`wanted` decides: for work large enough to pay for the start, on a machine with more than one core;
+`RUBRICRUN_SECOND_PROCESS=on|off` forces it either way (tests; `off` for whoever wants one process).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .errors import RubricrunError
+
+ENV = "RUBRICRUN_SECOND_PROCESS"
+_MODES = {"on": "on", "1": "on", "true": "on", "yes": "on", "off": "off", "0": "off", "false": "off", "no": "off"}
+
+
+def wanted(large: bool) -> bool:
+    """Whether to start a child: forced by ENV, else for large work on a machine with more than one core."""
+    mode = _MODES.get(os.environ.get(ENV, "").strip().lower(), "auto")
+    if mode != "auto":
+        return mode == "on"
+    return large and (os.cpu_count() or 1) > 1
+
+
+def detach() -> None:
+    """In the child: Ctrl+C and SIGTERM are the main process's to handle."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def serving() -> Iterator[None]:
+    """In the child, around all its work: when the main process has gone (its end of the pipe closed: an error in
+    its input, kill -9), the child ends quietly, with no traceback on the shared stderr."""
+    try:
+        yield
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        pass
+
+
+class Child:
+    """The main process's side of a child running `target(conn, *args)`, which first sends one message (up) and
+    then answers each question (`ask`) with `(status, value, *extra)`, status "ok" or "error"."""
+
+    def __init__(self, target: Callable[..., None], args: tuple[Any, ...], name: str, ended: str) -> None:
+        self.ended = ended  # the error that says it ended, with {code} for its exit code
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=target, args=(child, *args), name=name, daemon=True)
+        self.proc.start()
+        child.close()
+        self.up = False
+        self._waiting: list[Any] = []  # batches fed before the child was up
+
+    def feed(self, batch: Any, *, wait: bool = False) -> None:
+        """Sends `batch` (None: only what waits), or keeps it while the child is not up (`wait`: until it is)."""
+        if batch is not None:
+            self._waiting.append(batch)
+        if not self.up:
+            if not wait and not self.conn.poll():
+                return
+            self.receive()  # the child's "up"
+            self.up = True
+        for b in self._waiting:
+            self.send(b)
+        self._waiting.clear()
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._waiting)
+
+    def ask(self, question: Any) -> tuple[Any, ...]:
+        """`question` after every batch fed; the answer's value and extras (an error answer is raised)."""
+        self.feed(None, wait=True)
+        self.send(question)
+        return self.receive()
+
+    def send(self, msg: Any) -> None:
+        try:
+            self.conn.send(msg)
+        except OSError:
+            raise self.died() from None
+
+    def receive(self) -> tuple[Any, ...]:
+        try:
+            status, value, *extra = self.conn.recv()
+        except (EOFError, OSError):
+            raise self.died() from None
+        self.answered(extra)
+        if status == "error":
+            raise value
+        return (value, *extra)
+
+    def answered(self, extra: list[Any]) -> None:
+        """What an answer carries besides its value (a subclass reads it)."""
+
+    def died(self) -> RubricrunError:
+        self.proc.join(timeout=5)
+        return RubricrunError(self.ended.format(code=self.proc.exitcode))
+
+    def close(self, question: Any = None) -> None:
+        """Ends the child: `question` (its "stop") if it takes one, then the pipe; killed after 5 s, or at once when it
+        never came up (the main process stops early: bad input)."""
+        if not self.up:
+            self.proc.kill()
+        elif question is not None:
+            try:
+                self.conn.send(question)
+            except OSError:
+                pass
+        self.conn.close()
+        self.proc.join(timeout=5)  # batches still queued (work that ended in an error) are not read
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+
+def send_error(conn: Any, exc: BaseException, *extra: Any) -> None:
+    """In the child: an error answer; one that does not pickle is sent as its type and message."""
+    try:
+        conn.send(("error", exc, *extra))
+    except Exception:  # noqa: BLE001 - an exception that does not pickle
+        conn.send(("error", RuntimeError(f"{type(exc).__name__}: {exc}"), *extra))
