@@ -5,9 +5,9 @@ A warm rerun or a `--validate` of a large dataset is one thread of Python; where
 what the main process produces and nothing waits for it until the end, it runs in a child started with `spawn`
 (never `fork`: the main process has threads) and fed through one pipe:
 
-- `feed` sends a batch; until the child's first message ("up") has come, batches are kept here, so the child's
-  start (about 0.3-0.5 s of the other core) never holds the main process up.
-- `ask` sends a question after every batch and returns the answer; an answer that is an error is raised here.
+- `put` hands the child an item; items go in batches (lists), and until the child's first message ("up") has come,
+  batches are kept here, so the child's start (about 0.3-0.5 s of the other core) never holds the main process up.
+- `ask` sends a question after every item and returns the answer; an answer that is an error is raised here.
 - The child ignores SIGINT and SIGTERM (`detach`): the main process decides how a run ends and then asks for what
   the child has. When the main process's end of the pipe closes (also on kill -9) the child's `recv` ends and so
   does the child.
@@ -59,20 +59,34 @@ class Child:
     """The main process's side of a child running `target(conn, *args)`, which first sends one message (up) and
     then answers each question (`ask`) with `(status, value, *extra)`, status "ok" or "error"."""
 
-    def __init__(self, target: Callable[..., None], args: tuple[Any, ...], name: str, ended: str) -> None:
+    def __init__(
+        self, target: Callable[..., None], args: tuple[Any, ...], name: str, ended: str, *, rows: int, chars: int = 0
+    ) -> None:
         self.ended = ended  # the error that says it ended, with {code} for its exit code
+        self._limits = (rows, chars)  # a batch is sent at `rows` items, or at `chars` of them (0: no such limit)
         ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=target, args=(child, *args), name=name, daemon=True)
         self.proc.start()
         child.close()
         self.up = False
-        self._waiting: list[Any] = []  # batches fed before the child was up
+        self._batch: list[Any] = []  # items put since the last batch
+        self._chars = 0
+        self._waiting: list[list[Any]] = []  # batches made before the child was up
 
-    def feed(self, batch: Any, *, wait: bool = False) -> None:
-        """Sends `batch` (None: only what waits), or keeps it while the child is not up (`wait`: until it is)."""
-        if batch is not None:
-            self._waiting.append(batch)
+    def put(self, item: Any, chars: int = 0) -> None:
+        """One item for the child, sent in a batch (a list) with the ones before it."""
+        self._batch.append(item)
+        self._chars += chars
+        rows, most = self._limits
+        if len(self._batch) >= rows or most and self._chars >= most:
+            self._feed()
+
+    def _feed(self, *, wait: bool = False) -> None:
+        """Sends the batches made, or keeps them while the child is not up (`wait`: until it is)."""
+        if self._batch:
+            self._waiting.append(self._batch)
+            self._batch, self._chars = [], 0
         if not self.up:
             if not wait and not self.conn.poll():
                 return
@@ -84,11 +98,12 @@ class Child:
 
     @property
     def pending(self) -> bool:
-        return bool(self._waiting)
+        """Items put that the child has not been sent yet."""
+        return bool(self._batch or self._waiting)
 
     def ask(self, question: Any) -> tuple[Any, ...]:
-        """`question` after every batch fed; the answer's value and extras (an error answer is raised)."""
-        self.feed(None, wait=True)
+        """`question` after every item put; the answer's value and extras (an error answer is raised)."""
+        self._feed(wait=True)
         self.send(question)
         return self.receive()
 

@@ -195,21 +195,14 @@ class ProcessDriver(child.Child):
     raised by `result`, after preflight: a bad row is reported before it, as the run reports it."""
 
     def __init__(self, cfg: Config, open_counts: Callable[[Config], Counts], chunk: int) -> None:
-        super().__init__(_count, (cfg, open_counts, chunk), "rubricrun-count", _COUNT_ENDED)
-        self.chunk = chunk
-        self._batch: list[Example] = []
+        super().__init__(_count, (cfg, open_counts, chunk), "rubricrun-count", _COUNT_ENDED, rows=chunk)
 
     def add(self, ex: Example) -> None:
-        self._batch.append(ex)
-        if len(self._batch) >= self.chunk:
-            self.feed(self._batch)
-            self._batch = []
+        """preflight's `visit`: one example, sent with its chunk."""
+        self.put(ex)
 
     def result(self) -> tuple[int, Counts]:
         """(examples counted, their Counts, without a cache)."""
-        if self._batch:
-            self.feed(self._batch)
-            self._batch = []
         return self.ask(None)[0]
 
 

@@ -62,18 +62,13 @@ class TallyProcess(child.Child):
     `report`, `n_responses`, `any_ok` and `first_error` after it, answered by the child's Tally."""
 
     def __init__(self, cfg: Config, run_id: str, *, metric_counts: dict[str, Counter], spool: bool) -> None:
-        super().__init__(serve, (cfg, run_id, metric_counts, spool), "rubricrun-tally", _ENDED)
-        self._batch: list[tuple[str, str, str]] = []
-        self._chars = 0
+        args = (cfg, run_id, metric_counts, spool)
+        super().__init__(serve, args, "rubricrun-tally", _ENDED, rows=_BATCH_ROWS, chars=_BATCH_CHARS)
         self._state: tuple[int, bool, str | None] | None = None
 
     def add_lines(self, example: str, responses: str, judgments: str) -> None:
         """One finished example as its lines in the three files (judgments.jsonl's: judgments, then pairwise)."""
-        self._batch.append((example, responses, judgments))
-        self._chars += len(responses) + len(judgments)
-        if len(self._batch) >= _BATCH_ROWS or self._chars >= _BATCH_CHARS:
-            self.feed(self._batch)
-            self._batch, self._chars = [], 0
+        self.put((example, responses, judgments), len(responses) + len(judgments))
 
     def answered(self, extra: list[Any]) -> None:
         state, records = extra
@@ -82,9 +77,6 @@ class TallyProcess(child.Child):
         self._state = state
 
     def _ask(self, op: str, *args: Any) -> Any:
-        if self._batch:
-            self.feed(self._batch)
-            self._batch, self._chars = [], 0
         return self.ask((op, args))[0]
 
     def summary(self) -> Summary:
@@ -109,7 +101,7 @@ class TallyProcess(child.Child):
         return self._known()[2]
 
     def _known(self) -> tuple[int, bool, str | None]:
-        if self._state is None or self._batch or self.pending:
+        if self._state is None or self.pending:
             self._ask("state")
         assert self._state is not None
         return self._state
