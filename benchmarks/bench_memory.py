@@ -8,7 +8,7 @@
 For each size: `--sizes` generic rows with a final answer (scored judge-free, no judge), one candidate, no judges
 (benchmarks/common.py write_dataset / write_config). A cold run of a million calls is too slow on a 2-core machine,
 so the cache is filled directly: for every example, the candidate's request is built as the run builds it
-(pipeline.generation_tasks) and its reply is stored under that request's cache key through ResponseCache, the
+(calls.generation_tasks) and its reply is stored under that request's cache key through ResponseCache, the
 store CachingProvider writes, with the text the fake server would send ("Answer to: ..."). Then, each in its own
 process (peak RSS from os.wait4: the larger of run.py and its tally process; their sampled sum is printed too):
   warm rerun:  `python run.py --run-id mem` with the fake server up; it must make zero server requests (checked);
@@ -54,8 +54,8 @@ def fill_cache(cfg_path: Path) -> int:
     """Store every candidate reply of the config's run in its cache, as CachingProvider would after a call."""
     sys.path.insert(0, str(REPO / "src"))
     from rubricrun.config import load_config
-    from rubricrun.pipeline import generation_tasks
-    from rubricrun.plan import preflight
+    from rubricrun.engine.calls import generation_tasks
+    from rubricrun.engine.preflight import preflight
     from rubricrun.providers.cache import cache_key
     from rubricrun.providers.stack import open_cache
     from rubricrun.types import LLMResponse, Usage

@@ -14,6 +14,7 @@ from factories import one_candidate
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request, message_text
 
 from rubricrun.config import ModelConfig
+from rubricrun.engine.calls import GenTask, response_row
 from rubricrun.judging.answers import (
     _MINUS,
     _minus,
@@ -25,7 +26,6 @@ from rubricrun.judging.answers import (
     split_reasoning,
 )
 from rubricrun.judging.auto import auto_judgment
-from rubricrun.pipeline import GenTask, response_row
 from rubricrun.providers.cache import CACHE_FORMAT, ResponseCache
 from rubricrun.types import Example, LLMRequest, Response, Usage
 

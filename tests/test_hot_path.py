@@ -11,8 +11,8 @@ from conftest import KEY_ENV, read_jsonl, write_config
 from fakeserver import FakeOpenAIServer
 
 from rubricrun.config import load_config
-from rubricrun.graph import Graph
-from rubricrun.plan import preflight
+from rubricrun.engine.graph import Graph
+from rubricrun.engine.preflight import preflight
 from rubricrun.providers.cache import CachingProvider, ResponseCache
 from rubricrun.providers.litellm import LiteLLMProvider
 from rubricrun.providers.stack import build_stack

@@ -1,4 +1,4 @@
-"""plan.preflight's one validating pass and Prepared.examples, a re-iterable that reads the dataset files again each
+"""preflight.preflight's one validating pass and Prepared.examples, a re-iterable that reads the dataset files again each
 time (issue 13, item 3): none of the examples is held; duplicate ids are still found (within a file and across
 datasets); --validate's counts do not depend on how many examples are counted at a time."""
 
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from conftest import SAMPLE_DATASETS, model_entry, write_jsonl
 
-from rubricrun import plan
 from rubricrun.config import load_config
+from rubricrun.engine import preflight
 from rubricrun.errors import InputError
 
 
@@ -24,7 +24,7 @@ def _generic(tmp_path: Path, n: int, name: str = "g.jsonl", start: int = 0) -> s
 
 def test_examples_stream_in_input_order_and_none_is_held(tmp_path: Path, make_config: Any) -> None:
     cfg = load_config(make_config(None, datasets=[{"path": _generic(tmp_path, 30)}]))
-    prepared = plan.preflight(cfg, None)
+    prepared = preflight.preflight(cfg, None)
     assert len(prepared.examples) == 30
     it = iter(prepared.examples)
     first = next(it)
@@ -44,7 +44,7 @@ def test_a_duplicate_id_across_datasets_names_both_places(tmp_path: Path, make_c
     b = str(write_jsonl(tmp_path / "b.jsonl", [{"id": "y", "prompt": "p"}, {"id": "r3", "prompt": "q"}]))
     cfg = load_config(make_config(None, datasets=[{"path": a, "name": "g"}, {"path": b, "name": "g/x"}]))
     with pytest.raises(InputError) as ei:
-        plan.preflight(cfg, None)
+        preflight.preflight(cfg, None)
     assert str(ei.value) == f"{b}:2: key 'id': example id 'g/x/r3' also at {a}:4"
 
 
@@ -59,17 +59,17 @@ def test_validate_counts_do_not_depend_on_the_chunk(
         judging = {"pairwise": pairwise} if pairwise else {}
         path = make_config(None, candidates=cands, judging=judging, filename=f"c{bool(pairwise)}.yaml")
         cfg = load_config(path)
-        whole = plan.count_calls(cfg, None)
-        monkeypatch.setattr(plan, "COUNT_CHUNK", 1)
-        assert plan.count_calls(cfg, None) == whole
-        monkeypatch.setattr(plan, "COUNT_CHUNK", 1000)
+        whole = preflight.count_calls(cfg, None)
+        monkeypatch.setattr(preflight, "COUNT_CHUNK", 1)
+        assert preflight.count_calls(cfg, None) == whole
+        monkeypatch.setattr(preflight, "COUNT_CHUNK", 1000)
         assert whole["examples"] == sum(1 for p in SAMPLE_DATASETS for line in p.open() if line.strip())
 
 
 def test_validate_without_judges_counts_only_replies_the_run_would_reuse(tmp_path: Path, make_config: Any) -> None:
     """Judge-free, single-turn: --validate checks the cache without building the reply, and a row stored in another
     cache format (which the run would ask again) is not counted as cached."""
-    from rubricrun.pipeline import generation_tasks
+    from rubricrun.engine.calls import generation_tasks
     from rubricrun.providers.cache import CACHE_FORMAT, cache_key
     from rubricrun.providers.stack import open_cache
     from rubricrun.types import LLMResponse
@@ -77,13 +77,13 @@ def test_validate_without_judges_counts_only_replies_the_run_would_reuse(tmp_pat
     rows = [{"id": f"q{i}", "question": f"{i} + 1?", "answer": str(i + 1)} for i in range(3)]
     path = make_config(None, judges=[], datasets=[{"path": str(write_jsonl(tmp_path / "qa.jsonl", rows))}])
     cfg = load_config(path)
-    tasks = generation_tasks(cfg, list(plan.preflight(cfg, None).examples))
+    tasks = generation_tasks(cfg, list(preflight.preflight(cfg, None).examples))
     cache = open_cache(cfg)
     assert cache is not None
     cache.set(cache_key(tasks[0].request), LLMResponse(text="1"))
     cache._cache.set(cache_key(tasks[1].request), {"text": "2", "_v": CACHE_FORMAT - 1})  # an older format
     cache.close()
-    counts = plan.count_calls(cfg, None)
+    counts = preflight.count_calls(cfg, None)
     assert (counts["candidate_calls"], counts["candidate_cached"]) == (2 * 3, 1)  # two candidates, three rows
 
 
@@ -98,8 +98,8 @@ def test_a_run_reads_the_examples_preflight_kept_not_the_files_again(
     cfg = load_config(
         make_config(None, datasets=[{"path": _generic(tmp_path, 10)}, {"path": _generic(tmp_path, 3, "h.jsonl")}])
     )
-    prepared = plan.preflight(cfg, None, spool=True)
-    plain = list(plan.preflight(cfg, None).examples)
+    prepared = preflight.preflight(cfg, None, spool=True)
+    plain = list(preflight.preflight(cfg, None).examples)
     (tmp_path / "g.jsonl").write_text("not json\n")  # the files are not read again
     a, b = iter(prepared.examples), iter(prepared.examples)
     assert [next(a).id for _ in range(6)] == [ex.id for ex in plain[:6]]
@@ -114,10 +114,10 @@ def test_an_example_pickle_cannot_keep_turns_the_spool_off(tmp_path: Path, make_
 
     cfg = load_config(make_config(None, datasets=[{"path": _generic(tmp_path, 3)}]))
     kept = ExampleSpool()
-    first = next(iter(plan.preflight(cfg, None).examples))
+    first = next(iter(preflight.preflight(cfg, None).examples))
     kept.add(first)
     kept.add(dataclasses.replace(first, metadata={"f": lambda: None}))
     kept.seal()
     assert not kept.ok
-    examples = plan.Examples(cfg, None, 3, kept)
+    examples = preflight.Examples(cfg, None, 3, kept)
     assert [ex.id for ex in examples] == ["g/r0", "g/r1", "g/r2"]

@@ -170,7 +170,7 @@ def test_qa_sample_gsm8k_final_answer():
 def test_mtbench_sample_turns():
     writing, math, reasoning = load("mtbench_sample").examples
     assert writing.id == "mtbench_sample/101"  # integer question_id kept as a string
-    # every turn is asked, each after the candidate's own answer (pipeline.converse): turn 1 in messages, the rest later
+    # every turn is asked, each after the candidate's own answer (calls.converse): turn 1 in messages, the rest later
     assert writing.messages == ({"role": "user", "content": "Write a two-sentence thank-you note to a teacher."},)
     assert writing.turns == 2
     assert writing.later_turns == (Turn({"role": "user", "content": "Now rewrite it in a more formal tone."}),)

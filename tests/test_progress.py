@@ -14,8 +14,8 @@ import pytest
 from conftest import DELETE, run_dir
 from fakeserver import FakeOpenAIServer, default_reply, message_text
 
-from rubricrun import pool
-from rubricrun.pool import Progress, progress_line, run_pool
+from rubricrun.engine import pool
+from rubricrun.engine.pool import Progress, progress_line, run_pool
 
 
 def synth_responder(body: dict[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""The tally in a second process (results/tally_process.py): a run whose tally is fed in a child process writes
+"""The tally in a second process (engine/tally_process.py): a run whose tally is fed in a child process writes
 the same files as one whose tally runs in the runner's process; the rows read back from their lines equal the
 rows they were written from (types.row_reader against from_row); a SIGTERM to both processes still ends in the
 partial summary and report; the child's end is reported, not hung on. Real run.py over the fake server."""
@@ -20,11 +20,10 @@ from fakeserver import FakeOpenAIServer
 from test_operations import rubric_data, wait_for
 from test_tally import CASES, _responder
 
-from rubricrun import child
 from rubricrun.config import load_config
-from rubricrun.results import tally_process
+from rubricrun.engine import second_process, tally_process
+from rubricrun.engine.tally_process import TallyProcess, open_tally, read_lines
 from rubricrun.results.tally import Tally
-from rubricrun.results.tally_process import TallyProcess, open_tally, read_lines
 from rubricrun.types import Criterion, Example, Judgment, PairJudgment, Response, Usage, from_row, row_reader
 
 # What differs between two reruns of one run whatever the tally: the times, and the calls a rerun makes again (a
@@ -57,7 +56,7 @@ def test_a_tally_in_a_second_process_writes_the_same_files(
         path = make_config(server, retry={"max_attempts": 1}, export={"formats": ["sft", "dpo", "kto"]}, **extra)
         files = []
         for mode in ("off", "off", "on"):  # a run, then its rerun from the cache with the tally here and there
-            monkeypatch.setenv(child.ENV, mode)
+            monkeypatch.setenv(second_process.ENV, mode)
             rc, _, err = cli_main(["--config", str(path), "--run-id", "r"])
             assert rc == 0, err
             files.append(_files(run_dir(tmp_path, "r")))
@@ -116,7 +115,7 @@ def test_open_tally_picks_the_process_by_size_and_by_the_variable(
     cfg = load_config(make_config(None))
     small = {"d": Counter(rubric=10)}
     large = {"d": Counter(rubric=tally_process.PROCESS_MIN)}
-    monkeypatch.delenv(child.ENV, raising=False)
+    monkeypatch.delenv(second_process.ENV, raising=False)
     assert type(open_tally(cfg, "r", metric_counts=small, spool=False)) is Tally
     assert type(open_tally(cfg, "r", metric_counts=None, spool=True)) is Tally  # synthesis: nothing counted
     big = open_tally(cfg, "r", metric_counts=large, spool=False)
@@ -124,9 +123,9 @@ def test_open_tally_picks_the_process_by_size_and_by_the_variable(
         assert isinstance(big, TallyProcess) == ((os.cpu_count() or 1) > 1)
     finally:
         big.close()
-    monkeypatch.setenv(child.ENV, "off")
+    monkeypatch.setenv(second_process.ENV, "off")
     assert type(open_tally(cfg, "r", metric_counts=large, spool=False)) is Tally
-    monkeypatch.setenv(child.ENV, "on")
+    monkeypatch.setenv(second_process.ENV, "on")
     on = open_tally(cfg, "r", metric_counts=small, spool=False)
     try:
         assert isinstance(on, TallyProcess)
@@ -146,7 +145,7 @@ def _children(pid: int) -> list[int]:
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the child through /proc")
 def test_sigterm_to_both_processes_still_ends_in_the_partial_summary(tmp_path: Path, make_config: Any) -> None:
     """`kill` of the whole process group (docker stop, SLURM): the child ignores it and answers the runner."""
-    env = {child.ENV: "on"}
+    env = {second_process.ENV: "on"}
     with FakeOpenAIServer(latency_s=0.3) as server:
         cfg = make_config(server, datasets=rubric_data(tmp_path, 16), judges=[model_entry("j1", "openai/j", server)])
         args = ["--config", str(cfg), "--run-id", "term"]
@@ -172,7 +171,7 @@ def test_the_childs_end_is_an_error_with_the_rows_kept(tmp_path: Path, make_conf
     with FakeOpenAIServer(latency_s=0.2) as server:
         cfg = make_config(server, datasets=rubric_data(tmp_path, 12), judges=[model_entry("j1", "openai/j", server)])
         args = ["--config", str(cfg), "--run-id", "died"]
-        p = start_cli(args, logs=tmp_path / "logs", env={child.ENV: "on"})
+        p = start_cli(args, logs=tmp_path / "logs", env={second_process.ENV: "on"})
         wait_for(server, 6, p)
         deadline = time.monotonic() + 10
         while not _children(p.popen.pid):

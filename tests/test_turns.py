@@ -16,7 +16,7 @@ from fakeserver import FakeOpenAIServer, message_text
 
 from rubricrun.config import load_config
 from rubricrun.data.answers_file import load_replays, replayed_answer
-from rubricrun.plan import load_examples
+from rubricrun.engine.preflight import load_examples
 from rubricrun.tasks import registry
 from rubricrun.tasks.registry import ANSWER_READERS
 

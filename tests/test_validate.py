@@ -1,4 +1,4 @@
-"""--validate counts the calls the run's own code builds (stages.py over dry.py): cached tie-breaks and re-asks
+"""--validate counts the calls the run's own code builds (stages.py over engine/estimate.py): cached tie-breaks and re-asks
 of unreadable judge replies as the run makes them, a bound for the uncached ones, and it never stores. Through the
 fake server; each count is checked against the calls the server saw."""
 
@@ -12,9 +12,9 @@ from conftest import DATA, DEFAULT_RUBRIC, model_entry, write_jsonl
 from factories import one_candidate
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request
 
-from rubricrun import plan
 from rubricrun.config import load_config
-from rubricrun.dry import DRY_PAIR
+from rubricrun.engine import preflight
+from rubricrun.engine.estimate import DRY_PAIR
 from rubricrun.judging.pairwise import read_pair_reply
 from rubricrun.judging.rubric import JUDGE_PARSE_ATTEMPTS
 from rubricrun.providers.base import BaseProvider
@@ -59,13 +59,13 @@ def test_a_cached_tie_break_is_counted(tmp_path: Path, make_config: Any, cli_mai
             tmp_path, server, make_config, judges=judges, judging={"judges_per_criterion": 2, "on_tie": "judge"}
         )
         cfg = load_config(path)
-        before = plan.count_calls(cfg, None)
+        before = preflight.count_calls(cfg, None)
         rc, _, err = cli_main(["--config", str(path), "--run-id", "tie"])
         assert rc == 0, err
         assert _judge_calls(server) == 3
         # before the run: two votes that agree, or a tie-break (asked again once) and each vote asked again once
         assert (before["judge_calls"], before["judge_cached"]) == (2, 0)
-        after = plan.count_calls(cfg, None)
+        after = preflight.count_calls(cfg, None)
     assert (after["judge_calls"], after["judge_cached"]) == (3, 3)  # before this change: (2, 2)
     assert after["judge_calls_at_most"] == 3
     assert before["judge_calls_at_most"] == 2 * JUDGE_PARSE_ATTEMPTS + JUDGE_PARSE_ATTEMPTS >= 3
@@ -87,7 +87,7 @@ def test_a_cached_unreadable_judge_reply_counts_its_reask(tmp_path: Path, make_c
         rc, _, err = cli_main(["--config", str(path), "--run-id", "reask"])
         assert rc == 0, err
         assert _judge_calls(server) == 2
-        counts = plan.count_calls(cfg, None)
+        counts = preflight.count_calls(cfg, None)
         server.reset_log()
         rc, _, err = cli_main(["--config", str(path), "--run-id", "reask"])
         assert rc == 0, err
@@ -121,11 +121,11 @@ def test_counts_before_the_run_are_the_calls_it_makes(tmp_path: Path, make_confi
             judging={"judges_per_criterion": 2, "default_rubric": DEFAULT_RUBRIC, "pairwise": {"all_pairs": True}},
         )
         cfg = load_config(path)
-        before = plan.count_calls(cfg, None)
+        before = preflight.count_calls(cfg, None)
         rc, _, err = cli_main(["--config", str(path), "--run-id", "golden"])
         assert rc == 0, err
         made = len(server.requests)
-        after = plan.count_calls(cfg, None)
+        after = preflight.count_calls(cfg, None)
         server.reset_log()
         rc, _, err = cli_main(["--config", str(path), "--run-id", "golden"])
         assert rc == 0, err
@@ -156,7 +156,7 @@ def test_validate_never_stores(tmp_path: Path, make_config: Any, cli_main: Any) 
         cache = open_cache(cfg)
         assert cache is not None
         stored = len(cache._cache)
-        counts = plan.count_calls(cfg, None)
+        counts = preflight.count_calls(cfg, None)
         assert len(cache._cache) == stored == 2
         cache.close()
     assert (counts["judge_calls"], counts["judge_cached"], counts["judge_calls_at_most"]) == (2, 1, 3)
@@ -173,7 +173,7 @@ def test_dry_replies_read_as_verdicts(make_config: Any) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# The count in a second process (dry.ProcessDriver, child.py)
+# The count in a second process (estimate.ProcessDriver, second_process.py)
 
 
 def _mixed_config(tmp_path: Path, server: FakeOpenAIServer, make_config: Any) -> Path:
@@ -197,9 +197,9 @@ def test_the_count_in_a_second_process_is_the_count_here(
 ) -> None:
     """Before any call, after a run and with one more judge (part cached): the same JSON, with the count here and in
     the child, at a chunk of 3 examples (so many chunks cross the pipe)."""
-    from rubricrun import child
+    from rubricrun.engine import second_process
 
-    monkeypatch.setattr(plan, "COUNT_CHUNK", 3)
+    monkeypatch.setattr(preflight, "COUNT_CHUNK", 3)
     with FakeOpenAIServer() as server:
         path = _mixed_config(tmp_path, server, make_config)
         outputs = []
@@ -209,7 +209,7 @@ def test_the_count_in_a_second_process_is_the_count_here(
                 assert rc == 0, err
             got = {}
             for mode in ("off", "on"):
-                monkeypatch.setenv(child.ENV, mode)
+                monkeypatch.setenv(second_process.ENV, mode)
                 rc, out, err = cli_main(["--config", str(path), "--validate"])
                 assert rc == 0, err
                 got[mode] = json.loads(out)
@@ -225,10 +225,10 @@ def test_a_bad_row_is_reported_with_the_count_in_a_second_process(
     tmp_path: Path, make_config: Any, cli_main: Any, monkeypatch: Any
 ) -> None:
     """The child counts a chunk behind preflight: a bad row late in the file is still the one error, exit 2."""
-    from rubricrun import child
+    from rubricrun.engine import second_process
 
-    monkeypatch.setattr(plan, "COUNT_CHUNK", 2)
-    monkeypatch.setenv(child.ENV, "on")
+    monkeypatch.setattr(preflight, "COUNT_CHUNK", 2)
+    monkeypatch.setenv(second_process.ENV, "on")
     rows: list[Any] = [{"id": f"r{i}", "prompt": f"Question {i}?"} for i in range(9)] + ['{"id": "bad", "prompt": ']
     path = make_config(None, judges=[], datasets=[{"path": str(write_jsonl(tmp_path / "rows.jsonl", rows))}])
     rc, _, err = cli_main(["--config", str(path), "--validate"])
@@ -237,18 +237,18 @@ def test_a_bad_row_is_reported_with_the_count_in_a_second_process(
 
 
 def test_large_local_datasets_get_the_second_process(tmp_path: Path, make_config: Any, monkeypatch: Any) -> None:
-    from rubricrun import child
+    from rubricrun.engine import second_process
 
-    monkeypatch.delenv(child.ENV, raising=False)
+    monkeypatch.delenv(second_process.ENV, raising=False)
     small = write_jsonl(tmp_path / "small.jsonl", [ROW])
     big = tmp_path / "big.jsonl"
-    big.write_bytes(b" " * plan.COUNT_CHILD_BYTES)
+    big.write_bytes(b" " * preflight.COUNT_CHILD_BYTES)
     cfg = load_config(make_config(None, datasets=[{"path": str(small)}]))
-    assert not plan._large(cfg, None)
+    assert not preflight._large(cfg, None)
     cfg = load_config(make_config(None, datasets=[{"path": str(small)}, {"path": str(big)}]))
-    assert plan._large(cfg, None) and not plan._large(cfg, 100)
-    assert child.wanted(True) == ((__import__("os").cpu_count() or 1) > 1) and not child.wanted(False)
-    monkeypatch.setenv(child.ENV, "on")
-    assert child.wanted(False)
-    monkeypatch.setenv(child.ENV, "off")
-    assert not child.wanted(True)
+    assert preflight._large(cfg, None) and not preflight._large(cfg, 100)
+    assert second_process.wanted(True) == ((__import__("os").cpu_count() or 1) > 1) and not second_process.wanted(False)
+    monkeypatch.setenv(second_process.ENV, "on")
+    assert second_process.wanted(False)
+    monkeypatch.setenv(second_process.ENV, "off")
+    assert not second_process.wanted(True)

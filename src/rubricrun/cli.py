@@ -22,7 +22,7 @@ from .errors import InputError, RubricrunError, RunLockedError
 
 if TYPE_CHECKING:
     from .config import Config
-    from .runner import Extras
+    from .engine.runner import Extras
 
 EXPORT_FORMATS = ("sft", "dpo", "kto", "reward", "hybrid", "prompts")
 
@@ -140,7 +140,7 @@ def setup_logging(run_dir: Path | None, quiet: bool = False) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     code = _run(args)
-    from .pool import workers_alive
+    from .engine.pool import workers_alive
 
     if code != 0 and workers_alive():
         # Abandon calls still in flight: the pool threads would otherwise hold the exit until their timeouts.
@@ -168,14 +168,14 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        from .pool import stop_exit_code, stopped_by
+        from .engine.pool import stop_exit_code, stopped_by
 
         print(f"interrupted ({stopped_by() or 'SIGINT'})", file=sys.stderr)
         return stop_exit_code()
 
 
 def _extras(args: argparse.Namespace, cfg: Config) -> Extras:
-    from .runner import Extras
+    from .engine.runner import Extras
 
     formats = tuple(f.strip() for arg in args.export for f in arg.split(",") if f.strip())
     for f in formats:
@@ -213,14 +213,14 @@ def _main(args: argparse.Namespace) -> int:
         raise InputError(f"--run-id {args.run_id!r}: use a plain folder name", key="--run-id")
     cfg = load_config(args.config)
     if args.validate:
-        from .plan import count_calls
+        from .engine.preflight import count_calls
 
         setup_logging(None, quiet=True)
         counts = count_calls(cfg, args.max_examples)
         print(json.dumps({"config": args.config, "valid": True, **counts}, indent=2))
         return 0
-    from .plan import preflight
-    from .runner import execute
+    from .engine.preflight import preflight
+    from .engine.runner import execute
 
     extras = _extras(args, cfg)
     setup_logging(None)
@@ -228,7 +228,7 @@ def _main(args: argparse.Namespace) -> int:
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(cfg.run.output_dir) / run_id
     setup_logging(run_dir)
-    from .pool import install_stop_handlers, set_log_interval
+    from .engine.pool import install_stop_handlers, set_log_interval
 
     set_log_interval(cfg.run.progress_interval_s)
 

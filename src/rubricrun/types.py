@@ -364,7 +364,7 @@ def _typed(hint: Any, value: Any, strict: bool) -> Any:
 @functools.cache
 def row_reader(cls: type) -> Callable[[dict[str, Any]], Any]:
     """`from_row(cls, row)` for a row type, each field's conversion decided once instead of for every value (the
-    tally's second process reads every row of a run back: results/tally_process.py). Equal results
+    tally's second process reads every row of a run back: engine/tally_process.py). Equal results
     (tests/test_tally_process.py): a missing key takes the field's default, an unknown key is ignored. A dict's
     values are kept as read (from_row copies them: equal, and a row just parsed from JSON is nobody else's)."""
     if getattr(cls, "FLATTEN", None):

@@ -1,4 +1,4 @@
-"""One run: lock the run folder, run the stages (graph.py over pipeline.py), score, write every artifact.
+"""One run: lock the run folder, run the stages (graph.py over engine/calls.py), score, write every artifact.
 
 The runner only conducts: each step is one call into the wing that owns it. examples.jsonl, responses.jsonl and
 judgments.jsonl are appended as examples finish, in input order (kill -9 leaves the finished rows); summary.json,
@@ -17,25 +17,25 @@ from typing import Any
 
 import yaml
 
-from .config import Config, config_to_dict, generation_only
-from .errors import RubricrunError
+from ..config import Config, config_to_dict, generation_only
+from ..errors import RubricrunError
+from ..providers.batch import open_batcher
+from ..providers.budget import Budget
+from ..providers.cache import ResponseCache
+from ..providers.pricing import price_table
+from ..providers.stack import build_stack, open_cache
+from ..providers.trace import Tracer
+from ..results import artifacts
+from ..results.costs import cost_report
+from ..results.hub import hub_card
+from ..results.summary import log_summary
+from ..results.summary_types import BudgetSummary, Calls, CostSummary, Summary
+from ..results.tally import Tally
+from ..types import Example, Judgment, PairJudgment, Response, from_row, summary_row
 from .graph import Graph, Synthesis, examples_of
-from .plan import Prepared, preflight
 from .pool import stop_exit_code, stopped_by
-from .providers.batch import open_batcher
-from .providers.budget import Budget
-from .providers.cache import ResponseCache
-from .providers.pricing import price_table
-from .providers.stack import build_stack, open_cache
-from .providers.trace import Tracer
-from .results import artifacts
-from .results.costs import cost_report
-from .results.hub import hub_card
-from .results.summary import log_summary
-from .results.summary_types import BudgetSummary, Calls, CostSummary, Summary
-from .results.tally import Tally
-from .results.tally_process import TallyProcess, open_tally
-from .types import Example, Judgment, PairJudgment, Response, from_row, summary_row
+from .preflight import Prepared, preflight
+from .tally_process import TallyProcess, open_tally
 
 log = logging.getLogger("rubricrun")
 GENERATION_ONLY = "generation only: nothing judged"  # a config without judges (issue 23)
@@ -165,7 +165,7 @@ def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> Tally | TallyProce
 class _Sink:
     """Where finished examples go: examples.jsonl at admission; responses.jsonl and judgments.jsonl (an example's
     pairwise rows after its judgments) when its rows are done; then the tally (a tally in a second process gets the
-    lines just written: results/tally_process.py). A rerun starts the files afresh."""
+    lines just written: engine/tally_process.py). A rerun starts the files afresh."""
 
     def __init__(self, run_dir: Path, tally: Tally | TallyProcess) -> None:
         self.tally = tally
@@ -207,7 +207,7 @@ def _write_results(
     artifacts.write_json(run_dir / "summary.json", summary_row(summary))
     tally.report(run_dir, summary)
     if extras.push_to_hub and not run.interrupted:
-        from .results.hub import push_to_hub
+        from ..results.hub import push_to_hub
 
         card = hub_card(cfg, summary_row(summary))
         paths = push_to_hub(run_dir, extras.push_to_hub, private=extras.private, dry_run=extras.dry_run, card=card)

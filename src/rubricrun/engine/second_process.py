@@ -1,5 +1,5 @@
 """A second process on the machine's other core, for work that reads what the run hands it and answers at the end:
-a large run's tally (results/tally_process.py) and `--validate`'s count of calls (dry.ProcessDriver).
+a large run's tally (engine/tally_process.py) and `--validate`'s count of calls (estimate.ProcessDriver).
 
 A warm rerun or a `--validate` of a large dataset is one thread of Python; where a part of that work only consumes
 what the main process produces and nothing waits for it until the end, it runs in a child started with `spawn`
@@ -25,7 +25,7 @@ import signal
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .errors import RubricrunError
+from ..errors import RubricrunError
 
 ENV = "RUBRICRUN_SECOND_PROCESS"
 _MODES = {"on": "on", "1": "on", "true": "on", "yes": "on", "off": "off", "0": "off", "false": "off", "no": "off"}

@@ -12,23 +12,23 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from . import child
-from .config import Config, generation_only
-from .data.answers_file import load_replays
-from .data.idset import IdHashes
-from .data.loaders import iter_dataset
-from .data.readers import source_label
-from .data.spool import ExampleSpool
-from .dry import Counts, InlineDriver, ProcessDriver
-from .errors import InputError
-from .judging.pairwise import PairJudging
-from .pipeline import synthesis_entry, synthesis_request
-from .providers.base import BaseProvider
-from .providers.cache import ResponseCache, cache_key
-from .providers.pricing import estimate_prompt_tokens, max_tokens_of, price_table, unit_prices
-from .providers.stack import open_cache
-from .tasks import registry
-from .types import Example, LLMRequest, LLMResponse
+from ..config import Config, generation_only
+from ..data.answers_file import load_replays
+from ..data.idset import IdHashes
+from ..data.loaders import iter_dataset
+from ..data.readers import source_label
+from ..data.spool import ExampleSpool
+from ..errors import InputError
+from ..judging.pairwise import PairJudging
+from ..providers.base import BaseProvider
+from ..providers.cache import ResponseCache, cache_key
+from ..providers.pricing import estimate_prompt_tokens, max_tokens_of, price_table, unit_prices
+from ..providers.stack import open_cache
+from ..tasks import registry
+from ..types import Example, LLMRequest, LLMResponse
+from . import second_process
+from .calls import synthesis_entry, synthesis_request
+from .estimate import Counts, InlineDriver, ProcessDriver
 
 
 class Examples:
@@ -245,7 +245,7 @@ def preflight(
     if cfg.judging.pairwise is not None:
         PairJudging(cfg, BaseProvider())  # reads the pairwise template
     if cfg.synthesize is not None:
-        from .data.synth import load_template
+        from ..data.synth import load_template
 
         synthesis_entry(cfg)
         load_template(cfg.synthesize.subtopic_template, "subtopics.j2")
@@ -268,10 +268,10 @@ def _and_keep(visit: Callable[[Example], None] | None, kept: ExampleSpool) -> Ca
 def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
     """--validate: how many calls the run would make (synthesis, candidates, judges), how many are already cached,
     and an upper bound on the cost of the rest (every reply at its max_tokens, every uncached vote asked again, every
-    possible tie broken). Counted by the run's own stages over a dry provider (dry.py). Calls nothing, stores
+    possible tie broken). Counted by the run's own stages over a dry provider (engine/estimate.py). Calls nothing, stores
     nothing. `judge_calls` counts the calls when uncached replies are readable and votes agree;
     `judge_calls_at_most` (and `pairwise_calls_at_most`) when they are not."""
-    if cfg.synthesize is None and child.wanted(_large(cfg, max_examples)):
+    if cfg.synthesize is None and second_process.wanted(_large(cfg, max_examples)):
         return _count_in_child(cfg, max_examples)
     driver = InlineDriver(cfg, lambda: _open_counts(cfg), COUNT_CHUNK)
     try:
@@ -289,7 +289,7 @@ def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
 
 
 def _count_in_child(cfg: Config, max_examples: int | None) -> dict[str, Any]:
-    """count_calls with the count on the other core (dry.ProcessDriver): preflight parses here, the stages count
+    """count_calls with the count on the other core (estimate.ProcessDriver): preflight parses here, the stages count
     there, a chunk behind. Without synthesis (whose count needs the cache here first)."""
     driver = ProcessDriver(cfg, _open_counts, COUNT_CHUNK)
     try:
@@ -365,7 +365,7 @@ def _per_mtok(model: str, prices: dict[str, Any]) -> dict[str, float] | None:
 
 
 COUNT_CHUNK = 1000  # examples counted at a time: every count is per example, so chunks add up to the whole
-# From these sizes on (local dataset files), --validate counts in a second process (child.py): about 20,000 short
+# From these sizes on (local dataset files), --validate counts in a second process (second_process.py): about 20,000 short
 # rows; below them its start (0.3-0.5 s of the other core) costs what it saves.
 COUNT_CHILD_BYTES = 4 << 20
 COUNT_CHILD_EXAMPLES = 20_000
@@ -400,7 +400,7 @@ def _count_synthesis(cfg: Config, tally: Counts) -> tuple[list[Example], dict[st
     scfg = cfg.synthesize
     if scfg is None:
         return [], {}
-    from .data.synth import synthesize
+    from ..data.synth import synthesize
 
     replay = _CacheReplay(tally.cache)
     try:

@@ -5,7 +5,7 @@ counted are the ones the run's own code builds: cached tie-breaks and re-asks of
 An uncached reply is unknown, so what follows from it is counted as the run makes it when the reply is readable and
 votes agree (a placeholder of max_tokens for a candidate, a readable verdict for a judge), and bounded besides: each
 uncached judge or pairwise vote asked again once, and each criterion with an even number of voters and an uncached
-vote given a tie-break when `judging.on_tie: judge` (the `*_at_most` counts of plan.count_calls). A generation whose
+vote given a tie-break when `judging.on_tie: judge` (the `*_at_most` counts of preflight.count_calls). A generation whose
 reply no call reads (stages.reply_feeds_calls) is not run: the cache is asked only whether it holds the reply, for
 many keys a query (ResponseCache.fresh_many), which keeps 1,000,000 judge-free rows fast.
 """
@@ -17,15 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import child
-from .config import Config
-from .judging.ask import JUDGE_PARSE_ATTEMPTS
-from .judging.rubric import JudgeItem, tie_breaker
-from .providers.base import BaseProvider
-from .providers.cache import ResponseCache, cache_key
-from .providers.pricing import call_cost, estimate_prompt_tokens, max_tokens_of
+from ..config import Config
+from ..judging.ask import JUDGE_PARSE_ATTEMPTS
+from ..judging.rubric import JudgeItem, tie_breaker
+from ..providers.base import BaseProvider
+from ..providers.cache import ResponseCache, cache_key
+from ..providers.pricing import call_cost, estimate_prompt_tokens, max_tokens_of
+from ..types import Example, LLMRequest, LLMResponse
+from . import second_process
 from .stages import Stages, Unit, conversations, new_unit, reply_feeds_calls
-from .types import Example, LLMRequest, LLMResponse
 
 DRY_MARK = "\ue000rubricrun-dry\ue000"  # starts a placeholder answer: a request carrying one is never looked up
 DRY_PAIR = "[[C]]"  # a pairwise judge's placeholder reply (a rubric judge's: its protocol's `dry_reply`)
@@ -187,8 +187,8 @@ class InlineDriver:
             self.counts.priced(self.stages.judging.request(breaker, item, 0), JUDGE_PARSE_ATTEMPTS)
 
 
-class ProcessDriver(child.Child):
-    """An InlineDriver in a second process (child.py), for a large `--validate`: preflight's examples are sent a
+class ProcessDriver(second_process.Child):
+    """An InlineDriver in a second process (second_process.py), for a large `--validate`: preflight's examples are sent a
     chunk at a time (pickled) and counted there while preflight parses the next chunk, on the other core; `result`
     waits for the count. The child counts the examples in the order preflight read them, so every count and every
     sum of the cost bound is the one an InlineDriver here makes (tests/test_validate.py). An error of the count is
@@ -211,14 +211,14 @@ _COUNT_ENDED = "the call count's process ended (exit code {code}); nothing was c
 
 def _count(conn: Any, cfg: Config, open_counts: Callable[[Config], Counts], chunk: int) -> None:
     """The child of a ProcessDriver: an InlineDriver fed the chunks until None, then its (n, Counts) sent back."""
-    child.detach()
+    second_process.detach()
     driver = InlineDriver(cfg, lambda: open_counts(cfg), chunk)
-    with child.serving():
+    with second_process.serving():
         try:
             conn.send(("ok", "up"))
             failed = _counted_chunks(conn, driver)
             if failed is not None:
-                child.send_error(conn, failed)
+                second_process.send_error(conn, failed)
             else:
                 assert driver.counts is not None
                 conn.send(("ok", (driver.n, replace(driver.counts, cache=None))))

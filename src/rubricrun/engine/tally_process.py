@@ -7,7 +7,7 @@ files; with a `TallyProcess` it hands the same lines to a child process, which r
 run asks the child for the summary, the export and report.html, so the tally's own code, and so every byte it
 writes, is the same in both places (tests/test_tally_process.py runs both and compares every file).
 
-The child (child.py: `spawn`, one pipe, batches kept until it is up, SIGINT and SIGTERM left to the runner) gets the
+The child (second_process.py: `spawn`, one pipe, batches kept until it is up, SIGINT and SIGTERM left to the runner) gets the
 config, the run id and preflight's metric counts; rows are sent in batches of lines (a pickled list of str is one
 copy), and it reads up to _AHEAD batches ahead of its tally, so a send waits only when the tally is that far behind
 (memory stays bounded either way). Ctrl+C or a stop reach the runner, which then asks the child for the summary of
@@ -27,11 +27,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import child
 from ..config import Config
+from ..results.summary_types import Summary
+from ..results.tally import Tally
 from ..types import Example, Judgment, PairJudgment, Response, row_reader
-from .summary_types import Summary
-from .tally import Tally
+from . import second_process
 
 log = logging.getLogger("rubricrun")
 
@@ -47,7 +47,7 @@ def open_tally(
     """The run's tally: here, or in a second process for a large run (the module docstring)."""
     if metric_counts is not None:
         examples = sum(sum(c.values()) for c in metric_counts.values())
-        if child.wanted(examples >= PROCESS_MIN):
+        if second_process.wanted(examples >= PROCESS_MIN):
             try:
                 return TallyProcess(cfg, run_id, metric_counts=metric_counts, spool=spool)
             except Exception as exc:  # noqa: BLE001 - no process to be had (limits, an odd interpreter): run it here
@@ -57,7 +57,7 @@ def open_tally(
     return Tally(cfg, run_id, metric_counts=metric_counts, spool=spool)
 
 
-class TallyProcess(child.Child):
+class TallyProcess(second_process.Child):
     """A `Tally` in a child process, with the runner's side of it: `add_lines` during the run; `summary`, `export`,
     `report`, `n_responses`, `any_ok` and `first_error` after it, answered by the child's Tally."""
 
@@ -140,7 +140,7 @@ class _Kept(logging.Handler):
 
 def serve(conn: Any, cfg: Config, run_id: str, metric_counts: dict[str, Counter], spool: bool) -> None:
     """The child: a Tally fed with the rows the runner sends, answering its questions until the pipe closes."""
-    child.detach()
+    second_process.detach()
     kept = _Kept()
     logger = logging.getLogger("rubricrun")
     logger.handlers[:] = [kept]
@@ -150,7 +150,7 @@ def serve(conn: Any, cfg: Config, run_id: str, metric_counts: dict[str, Counter]
     failed: BaseException | None = None
     inbox: queue.Queue[Any] = queue.Queue(_AHEAD)
     threading.Thread(target=_read, args=(conn, inbox), name="tally-reader", daemon=True).start()
-    with child.serving():
+    with second_process.serving():
         try:
             conn.send(("ok", "up", None, kept.take()))
             while (msg := inbox.get()) is not None:  # None: the runner's end closed
@@ -189,7 +189,7 @@ def _answer(conn: Any, tally: Tally, op: str, args: tuple, failed: BaseException
         value = None if op == "state" else getattr(tally, op)(*args)
         conn.send(("ok", value, state, kept.take()))
     except Exception as exc:  # noqa: BLE001 - raised again in the runner
-        child.send_error(conn, exc, state, kept.take())
+        second_process.send_error(conn, exc, state, kept.take())
 
 
 _example, _response = row_reader(Example), row_reader(Response)

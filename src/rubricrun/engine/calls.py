@@ -1,6 +1,6 @@
 """What one call of a run is, through the provider stack (providers/stack.py): a candidate turn (GenTask,
 its request and its response row), and synthesis (prompts from a topic). graph.py decides when each call is
-made (stages.py builds them); --validate counts them by running those same stages over a dry provider (dry.py).
+made (stages.py builds them); --validate counts them by running those same stages over a dry provider (engine/estimate.py).
 """
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .config import Config, ModelConfig
-from .data.answers_file import Answers, load_replays, replay_model, replayed_answer
-from .data.turns import turn_view
-from .errors import NotDone, ProviderError
-from .judging.answers import quality_flags, split_reasoning
+from ..config import Config, ModelConfig
+from ..data.answers_file import Answers, load_replays, replay_model, replayed_answer
+from ..data.turns import turn_view
+from ..errors import NotDone, ProviderError
+from ..judging.answers import quality_flags, split_reasoning
+from ..providers.base import BaseProvider
+from ..providers.cache import cache_key
+from ..providers.routing import model_request, route_for
+from ..tasks import registry
+from ..types import Example, LLMRequest, LLMResponse, Response, Usage, direct_init, to_row
 from .pool import Interrupted, Progress, run_pool
-from .providers.base import BaseProvider
-from .providers.cache import cache_key
-from .providers.routing import model_request, route_for
-from .tasks import registry
-from .types import Example, LLMRequest, LLMResponse, Response, Usage, direct_init, to_row
 
 log = logging.getLogger("rubricrun")
 
@@ -181,7 +181,7 @@ def synthesize(
     """Prompts synthesized from a topic, through the same cached stack as every other call; the synthesis log;
     and whether Ctrl+C interrupted it (then the examples and log are those of the steps that finished).
     `on_examples` gets each step's new examples as soon as the step ends (they flow into generation)."""
-    from .data.synth import synthesize as run_synthesis
+    from ..data.synth import synthesize as run_synthesis
 
     scfg = cfg.synthesize
     assert scfg is not None

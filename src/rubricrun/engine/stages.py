@@ -1,6 +1,6 @@
 """The per-example work of a run, one piece at a time: a conversation's turn, its judge calls and its next turn, an
 example's pairwise comparisons. Each piece hands the pieces that follow it to `submit`; the caller decides where
-they run: graph.py on thread pools (the run), dry.py inline on the calling thread (--validate, which so counts the
+they run: graph.py on thread pools (the run), engine/estimate.py inline on the calling thread (--validate, which so counts the
 calls the run's own code builds). Nothing here knows about threads beyond the unit's lock.
 """
 
@@ -11,14 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import Config, ModelConfig
-from .data.answers_file import load_replays
-from .judging.auto import auto_judgment
-from .judging.pairwise import PairJudging, pair_items
-from .pipeline import GenTask, generate_one, turn_task
-from .providers.base import BaseProvider
-from .tasks import registry
-from .types import Example, Judgment, PairJudgment, Response
+from ..config import Config, ModelConfig
+from ..data.answers_file import load_replays
+from ..judging.auto import auto_judgment
+from ..judging.pairwise import PairJudging, pair_items
+from ..providers.base import BaseProvider
+from ..tasks import registry
+from ..types import Example, Judgment, PairJudgment, Response
+from .calls import GenTask, generate_one, turn_task
 
 # (kind, unit, work, its args): kind is "generate" (a candidate turn), "judge" or "pairwise"
 Submit = Callable[[str, "Unit", Callable[..., None], tuple[Any, ...]], None]

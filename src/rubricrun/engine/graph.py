@@ -22,13 +22,13 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
 
-from .config import Config
-from .pipeline import synthesize
+from ..config import Config
+from ..providers.base import BaseProvider
+from ..providers.cache import CachingProvider
+from ..types import Example, Judgment, PairJudgment, Response
+from .calls import synthesize
 from .pool import GRACE_S, STOP_SIGNALS, THREAD_PREFIX, Progress, end_now, heard_stop
-from .providers.base import BaseProvider
-from .providers.cache import CachingProvider
 from .stages import Stages, Unit, conversations, new_unit
-from .types import Example, Judgment, PairJudgment, Response
 
 log = logging.getLogger("rubricrun")
 
