@@ -1,5 +1,6 @@
-"""Command line: `python run.py --config config.yaml [--run-id ID] [--max-examples N] [--validate]`, and
-`python run.py --compare RUN_A RUN_B [--out DIR]` (or `rubricrun compare RUN_A RUN_B [--out DIR]`).
+"""Command line: `python run.py --config config.yaml [--run-id ID] [--max-examples N] [--validate]`,
+`python run.py --compare RUN_A RUN_B [--out DIR]` (or `rubricrun compare RUN_A RUN_B [--out DIR]`), and
+`python run.py --view [OUTPUTS_DIR] [--port N] [--host H]` (the viewer, src/rubricrun/viewer/).
 
 Exit codes: 0 done, 1 a run-time failure (cache or disk, or every candidate call failed), 2 bad input (config,
 data, CLI) or the run id in use, 3 stopped on budget, 130 interrupted (Ctrl+C), 143 stopped by SIGTERM.
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from .engine.runner import Extras
 
 EXPORT_FORMATS = ("sft", "dpo", "kto", "reward", "hybrid", "prompts")
+VIEW_PORT = 8765
 
 log = logging.getLogger("rubricrun")
 
@@ -62,6 +64,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare two finished run folders (score change with paired CIs, flipped verdicts); no --config",
     )
     p.add_argument("--out", help="with --compare: the folder for compare.json and compare.html")
+    p.add_argument(
+        "--view",
+        nargs="?",
+        const="outputs",
+        metavar="OUTPUTS_DIR",
+        help="browse the run folders under OUTPUTS_DIR (default outputs/) in a local web app: every row, search, "
+        "run-to-run flips, human labels; no --config",
+    )
+    p.add_argument(
+        "--port", type=int, default=VIEW_PORT, help=f"with --view: the port (default {VIEW_PORT}; 0: any free one)"
+    )
+    p.add_argument("--host", default="127.0.0.1", help="with --view: the address to listen on (default 127.0.0.1)")
     return p
 
 
@@ -82,7 +96,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         return argparse.Namespace(compare=[args.run_a, args.run_b], out=args.out)
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.compare:
+    viewing = [f for f, v in (("--port", args.port != VIEW_PORT), ("--host", args.host != "127.0.0.1")) if v]
+    if args.view is not None:
+        others = [
+            f for f, v in (("--config", args.config), ("--compare", args.compare), ("--run-id", args.run_id)) if v
+        ]
+        if others:
+            parser.error(f"--view takes no {others[0]}")
+        if not 0 <= args.port <= 65535:
+            parser.error(f"--port {args.port}: use 0 to 65535")
+    elif viewing:
+        parser.error(f"{viewing[0]} goes with --view")
+    elif args.compare:
         others = [f for f, v in (("--config", args.config), ("--run-id", args.run_id), ("--export", args.export)) if v]
         if others:
             parser.error(f"--compare takes no {others[0]}")
@@ -202,9 +227,29 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _view(args: argparse.Namespace) -> int:
+    outputs = Path(args.view)
+    if not outputs.is_dir():
+        raise InputError(f"--view {args.view}: no such folder (run folders are written under run.output_dir)")
+    from .viewer.app import serve
+
+    setup_logging(None)
+    try:
+        serve(outputs, args.host, args.port)
+    except OSError as exc:
+        raise InputError(
+            f"--host {args.host} --port {args.port}: cannot listen there ({exc.strerror or exc})"
+        ) from None
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 def _main(args: argparse.Namespace) -> int:
     from .config import load_config
 
+    if getattr(args, "view", None) is not None:
+        return _view(args)
     if args.compare:
         return _compare(args)
     if args.max_examples is not None and args.max_examples < 1:
