@@ -17,6 +17,7 @@ import functools
 import json
 import logging
 import secrets
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -164,15 +165,36 @@ def _hostname(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-def serve(outputs: Path, host: str, port: int, announce: Callable[[str], None] = print) -> None:
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on (host, port), as Werkzeug would make it; OSError when that address cannot be bound."""
+    from werkzeug.serving import get_sockaddr, select_address_family
+
+    family = select_address_family(host, port)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(get_sockaddr(host, port, family))
+        sock.listen(128)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def serve(outputs: Path, host: str, port: int, announce: Callable[[str], None] | None = None) -> None:
     """Serve until Ctrl+C. OSError when the address cannot be bound (in use, unknown host): the CLI says so."""
     from werkzeug.serving import make_server
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    sock = _listen(host, port)  # ours: Werkzeug's own bind prints a paragraph and exits 1 when the port is taken
     app = create_app(outputs, loopback_only=host in LOOPBACK)
-    server = make_server(host, port, app, threaded=True)
+    try:
+        server = make_server(host, port, app, threaded=True, fd=sock.fileno())
+    finally:
+        sock.close()  # (the server holds its own duplicate)
     shown = f"[{host}]" if ":" in host else host
-    announce(f"rubricrun viewer on http://{shown}:{server.server_port}/ (run folders in {outputs}); Ctrl+C stops it")
+    line = f"rubricrun viewer on http://{shown}:{server.port}/ (run folders in {outputs}); Ctrl+C stops it"
+    (announce or functools.partial(print, flush=True))(line)
     try:
         server.serve_forever()
     finally:

@@ -345,7 +345,7 @@ class RunIndex:
             every = [_verdict(j) for j in js]
             if continued:
                 every = [_verdict(r) for r in earlier if r.get("response_id") == rid and r.get("kind") != "pairwise"]
-            out.docs.append((resp, " ".join(t for j in js for t in (j.explanation, j.error) if t)))
+            out.docs.append((resp, " ".join(_explanations(js))))
             out.scores.append((*_score(every), *self._tokens(con, every), resp))
 
     def _rows_of(self, con: sqlite3.Connection, ex: int) -> list[dict[str, Any]]:
@@ -398,6 +398,15 @@ def _verdict(j: rows.JudgmentHead | dict[str, Any]) -> tuple[str, float, str, st
             j.get("votes") or [],
         )
     return j.criterion_id, j.weight, j.verdict, j.judge, j.votes
+
+
+def _explanations(js: list[rows.JudgmentHead]) -> Iterator[str]:
+    """What the judges wrote of a response: each judgment's explanation and error, and each vote's."""
+    for j in js:
+        yield from (t for t in (j.explanation, j.error) if t)
+        for v in j.votes:
+            if isinstance(v, dict):
+                yield from (t for t in (v.get("explanation"), v.get("error")) if isinstance(t, str) and t)
 
 
 def _score(every: list[tuple]) -> tuple[float | None, int, int, int, int]:

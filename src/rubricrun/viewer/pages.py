@@ -104,7 +104,7 @@ def example_page_view(run_id: str, example_id: str) -> tuple[Any, views.ExampleV
 @bp.get("/runs/<run_id>/examples/<path:example_id>")
 def example(run_id: str, example_id: str) -> str:
     info, view = example_page_view(run_id, example_id)
-    return render("example.html.j2", run=info, v=view)
+    return render("example.html.j2", run=info, v=view, counts=search.counts(viewer().index(run_id)))
 
 
 @bp.get("/runs/<run_id>/labels")

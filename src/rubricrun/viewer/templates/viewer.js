@@ -3,11 +3,11 @@
 (function () {
   "use strict";
   var live = document.body.getAttribute("data-live");
-  var seen = null;
 
   function refreshListing() {
     var here = document.getElementById("listing");
-    if (!here) return;
+    var note = document.getElementById("live-note");
+    if (!here) { if (note) note.textContent = "The run wrote more rows since this page opened: reload to see them."; return; }
     fetch(location.href).then(function (r) { return r.text(); }).then(function (html) {
       var fresh = new DOMParser().parseFromString(html, "text/html").getElementById("listing");
       if (fresh) here.replaceWith(document.adoptNode(fresh));
@@ -16,13 +16,12 @@
 
   function poll() {
     fetch(live).then(function (r) { return r.json(); }).then(function (s) {
+      var changed = false;
       document.querySelectorAll("[data-count]").forEach(function (el) {
         var k = el.getAttribute("data-count");
-        if (k in s) el.textContent = s[k];
+        if (k in s && el.textContent !== String(s[k])) { el.textContent = s[k]; changed = true; }
       });
-      var now = [s.examples, s.responses, s.judgments].join("/");
-      if (seen !== null && now !== seen) refreshListing();
-      seen = now;
+      if (changed) refreshListing();
       if (s.status !== "running") { location.reload(); return; }
       setTimeout(poll, 2000);
     }).catch(function () { setTimeout(poll, 5000); });
