@@ -1,4 +1,4 @@
-"""One SQLite index per run folder, kept in the viewer's own cache (never inside the run folder).
+"""One SQLite index per run folder, kept in the viewer's own cache (never inside the run folder); ingest.py adds to it.
 
 It holds no row text: each example and response is a byte span of its JSONL file, each example's judgments one or
 more spans of judgments.jsonl (a run writes an example's judgments together), and pages read their rows back from
@@ -30,23 +30,16 @@ import re
 import sqlite3
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import msgspec
-
-from ..results.scoring import score_response
-from ..types import Criterion
 from . import rows
+from .ingest import Ingest, Writer
 
 log = logging.getLogger("rubricrun")
 
 SCHEMA = "1"
 ROW_FILES = ("examples", "responses", "judgments")
-VERDICTS = {"met": 0, "not_met": 1, "error": 2}
 KINDS = ("dataset", "candidate", "criterion", "judge")
-COMMIT_LINES = 50_000  # rows between commits while indexing (a build stopped half way resumes from the last one)
 FTS = "fts5(t, content='', detail=none, columnsize=0)"
 
 _SQL = f"""
@@ -60,13 +53,16 @@ create table if not exists responses(n integer primary key, id text not null uni
   candidate integer, sample integer, turn integer, status integer, score real, met integer not null default 0,
   not_met integer not null default 0, errors integer not null default 0, judged integer not null default 0,
   finals text not null default '', votes text not null default '', off integer not null, len integer not null);
+create table if not exists jspans(ex integer not null, off integer not null, len integer not null);
+create virtual table if not exists fts_prompt using {FTS};
+create virtual table if not exists fts_resp using {FTS};
+"""
+# Made after a refresh's rows are in (cheaper than kept up to date while a whole run is added), then kept.
+_INDEXES = """
 create index if not exists responses_asc on responses(score is null, score, n);
 create index if not exists responses_desc on responses(score is null, score desc, n);
 create index if not exists responses_ex on responses(ex);
-create table if not exists jspans(ex integer not null, off integer not null, len integer not null);
 create index if not exists jspans_ex on jspans(ex);
-create virtual table if not exists fts_prompt using {FTS};
-create virtual table if not exists fts_resp using {FTS};
 """
 _TABLES = ("files", "names", "examples", "responses", "jspans")
 _FTS_TABLES = ("fts_prompt", "fts_resp")
@@ -92,16 +88,6 @@ def _connect(path: Path) -> sqlite3.Connection:
     return con
 
 
-@dataclass
-class _Group:
-    """One example's consecutive lines of judgments.jsonl: their span and each response's verdicts."""
-
-    example_id: str
-    start: int
-    end: int
-    verdicts: dict[str, list[rows.JudgmentHead]] = field(default_factory=dict)
-
-
 class RunIndex:
     """The index of one run folder. Thread-safe: one writer at a time (`refresh`), readers from a small pool."""
 
@@ -112,8 +98,7 @@ class RunIndex:
         self._pool: list[sqlite3.Connection] = []
         self._pool_lock = threading.Lock()
         self._seen: tuple | None = None  # the run's start and its files' sizes when last indexed
-        self._names: dict[str, dict[str, int]] = {}
-        self._ids: dict[str, dict[str, Any]] = {}  # examples / responses: id -> what indexing them found
+        self._names: dict[str, dict[str, int]] = {}  # kind -> name -> its code in the index
         self._writer = self._open()
 
     def _open(self) -> sqlite3.Connection:
@@ -185,22 +170,37 @@ class RunIndex:
                 self._reset(con)
                 offsets = {}
             con.execute("insert or replace into meta values ('started', ?)", (str(seen[0]),))
-            self._names = {k: {} for k in KINDS}
-            for kind, code, name in con.execute("select kind, code, name from names"):
-                self._names[kind][name] = code
-            self._ids = {"examples": {}, "responses": {}}
-            changed = False
-            for name in ROW_FILES:
-                path = self.run_dir / f"{name}.jsonl"
-                end = rows.complete_end(path, sizes[name]) if sizes[name] else 0
-                if end > offsets.get(name, 0):
-                    con.execute("begin")
-                    getattr(self, f"_add_{name}")(con, path, offsets.get(name, 0), end)
-                    self._commit(con, name, end, again=False)
-                    changed = True
-            self._ids = {}
+            self._load_names(con)
+            ends = {n: rows.complete_end(self.run_dir / f"{n}.jsonl", sizes[n]) if sizes[n] else 0 for n in ROW_FILES}
+            todo = [n for n in ROW_FILES if ends[n] > offsets.get(n, 0)]
+            if todo:
+                self._add(con, todo, offsets, ends)
+                con.executescript(_INDEXES)
             self._seen = seen
-            return changed
+            return bool(todo)
+
+    def _add(self, con: sqlite3.Connection, todo: list[str], offsets: dict[str, int], ends: dict[str, int]) -> None:
+        """Each file's lines from its offset to its end (ingest.py), examples first, then responses, judgments."""
+        db = Writer(con)
+        try:
+            step = Ingest(db, self.run_dir, self._names)
+            for name in todo:
+                db.run("begin")
+                getattr(step, name)(self.run_dir / f"{name}.jsonl", offsets.get(name, 0), ends[name])
+                step.commit(name, ends[name], again=False)
+            db.close()
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                db.close()
+            if con.in_transaction:
+                con.execute("rollback")
+            self._load_names(con)  # (codes given to names whose rows were rolled back)
+            raise
+
+    def _load_names(self, con: sqlite3.Connection) -> None:
+        self._names = {k: {} for k in KINDS}
+        for kind, code, name in con.execute("select kind, code, name from names"):
+            self._names[kind][name] = code
 
     def _reset(self, con: sqlite3.Connection) -> None:
         con.execute("begin")
@@ -209,211 +209,6 @@ class RunIndex:
         for fts in _FTS_TABLES:
             con.execute(f"insert into {fts}({fts}) values ('delete-all')")
         con.execute("commit")
-
-    def _code(self, con: sqlite3.Connection, kind: str, name: str, label: str | None = None) -> int:
-        codes = self._names[kind]
-        code = codes.get(name)
-        if code is None:
-            code = codes[name] = len(codes)
-            con.execute("insert into names values (?, ?, ?, ?)", (kind, code, name, label))
-        return code
-
-    @staticmethod
-    def _commit(con: sqlite3.Connection, name: str, offset: int, again: bool = True) -> None:
-        con.execute("insert or replace into files values (?, ?)", (name, offset))
-        con.execute("commit")
-        if again:
-            con.execute("begin")
-
-    def _known(self, con: sqlite3.Connection, kind: str, key: str) -> Any:
-        """What indexing an example ((n, dataset code)) or a response (n) found, from this refresh's memory
-        or, for rows of an earlier refresh, from the database; None if not indexed."""
-        got = self._ids[kind].get(key)
-        if got is None:
-            if kind == "examples":
-                got = con.execute("select n, dataset from examples where id = ?", (key,)).fetchone()
-            else:
-                got = con.execute("select n from responses where id = ?", (key,)).fetchone()
-            if got is not None:
-                got = self._ids[kind][key] = got if kind == "examples" else got[0]
-        return got
-
-    def _add_examples(self, con: sqlite3.Connection, path: Path, start: int, end: int) -> None:
-        decode = rows.DECODERS["examples"].decode
-        n = con.execute("select coalesce(max(n), 0) from examples").fetchone()[0]
-        batch, docs = [], []
-        for off, line in rows.whole_lines(path, start, end):
-            try:
-                ex = decode(line)
-            except msgspec.DecodeError:
-                continue
-            if ex.id in self._ids["examples"]:
-                continue
-            n += 1
-            ds = self._code(con, "dataset", ex.dataset)
-            self._ids["examples"][ex.id] = (n, ds)
-            batch.append((n, ex.id, ds, off, len(line)))
-            msgs = [*ex.messages, *(t.get("message") or {} for t in ex.later_turns if isinstance(t, dict))]
-            docs.append((n, " ".join(rows.text_of(m.get("content")) for m in msgs if isinstance(m, dict))))
-            for c in ex.rubric:
-                if isinstance(c, dict) and isinstance(c.get("id"), str):
-                    self._code(con, "criterion", c["id"], c.get("text"))
-            if len(batch) >= COMMIT_LINES:
-                self._flush(con, "examples", batch, docs)
-                self._commit(con, "examples", off + len(line) + 1)
-        self._flush(con, "examples", batch, docs)
-
-    def _add_responses(self, con: sqlite3.Connection, path: Path, start: int, end: int) -> None:
-        decode = rows.DECODERS["responses"].decode
-        n = con.execute("select coalesce(max(n), 0) from responses").fetchone()[0]
-        batch, docs = [], []
-        for off, line in rows.whole_lines(path, start, end):
-            try:
-                r = decode(line)
-            except msgspec.DecodeError:
-                continue
-            if r.id in self._ids["responses"]:
-                continue
-            ex, ds = self._known(con, "examples", r.example_id) or (None, None)
-            n += 1
-            self._ids["responses"][r.id] = n
-            cand = self._code(con, "candidate", r.candidate)
-            batch.append((n, r.id, ex, ds, cand, r.sample_index, r.turn, 0 if r.status == "ok" else 1, off, len(line)))
-            docs.append((n, " ".join(t for t in (r.text, r.reasoning, r.error) if t)))
-            if len(batch) >= COMMIT_LINES:
-                self._flush(con, "responses", batch, docs)
-                self._commit(con, "responses", off + len(line) + 1)
-        self._flush(con, "responses", batch, docs)
-
-    @staticmethod
-    def _flush(con: sqlite3.Connection, kind: str, batch: list, docs: list) -> None:
-        if kind == "examples":
-            con.executemany("insert or ignore into examples values (?, ?, ?, ?, ?)", batch)
-            con.executemany("insert into fts_prompt(rowid, t) values (?, ?)", docs)
-        else:
-            con.executemany(
-                "insert or ignore into responses(n, id, ex, dataset, candidate, sample, turn, status, off, len) "
-                "values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                batch,
-            )
-            con.executemany("insert into fts_resp(rowid, t) values (?, ?)", docs)
-        batch.clear()
-        docs.clear()
-
-    def _add_judgments(self, con: sqlite3.Connection, path: Path, start: int, end: int) -> None:
-        decode = rows.DECODERS["judgments"].decode
-        out = _Verdicts()
-        group: _Group | None = None
-        first = True
-        for off, line in rows.whole_lines(path, start, end):
-            try:
-                j = decode(line)
-            except msgspec.DecodeError:
-                continue
-            if group is None or j.example_id != group.example_id:
-                if group is not None:
-                    self._add_group(con, group, out, continued=first)
-                    first = False
-                    if out.lines >= COMMIT_LINES:
-                        out.flush(con)
-                        self._commit(con, "judgments", group.end)
-                group = _Group(j.example_id, off, off)
-            group.end = off + len(line) + 1
-            out.lines += 1
-            if j.kind != "pairwise":
-                group.verdicts.setdefault(j.response_id, []).append(j)
-        if group is not None:
-            self._add_group(con, group, out, continued=first)
-        out.flush(con)
-
-    def _add_group(self, con: sqlite3.Connection, group: _Group, out: _Verdicts, continued: bool) -> None:
-        """One example's judgment lines: their span and, per response, its verdicts, score and explanations. The
-        first group a refresh reads may continue one the refresh before saw in part (the run was writing it then):
-        its responses are rescored from all their lines."""
-        known = self._known(con, "examples", group.example_id)
-        if known is None:
-            return
-        ex = known[0]
-        if continued and con.execute("select 1 from jspans where ex = ? limit 1", (ex,)).fetchone() is None:
-            continued = False
-        con.execute("insert into jspans values (?, ?, ?)", (ex, group.start, group.end - group.start - 1))
-        earlier = self._rows_of(con, ex) if continued else []
-        for rid, js in group.verdicts.items():
-            resp = self._known(con, "responses", rid)
-            if resp is None:
-                continue
-            every = [_verdict(j) for j in js]
-            if continued:
-                every = [_verdict(r) for r in earlier if r.get("response_id") == rid and r.get("kind") != "pairwise"]
-            out.docs.append((resp, " ".join(_explanations(js))))
-            out.scores.append((*_score(every), *self._tokens(con, every), resp))
-
-    def _rows_of(self, con: sqlite3.Connection, ex: int) -> list[dict[str, Any]]:
-        spans = con.execute("select off, len from jspans where ex = ? order by off", (ex,)).fetchall()
-        return rows.read_rows(self.run_dir / "judgments.jsonl", spans)
-
-    def _tokens(self, con: sqlite3.Connection, every: list[tuple]) -> tuple[str, str]:
-        """A response's `finals` and `votes` strings (module docstring)."""
-        finals, votes = [], []
-        for crit_id, _, verdict, judge, panel in every:
-            c, v = self._code(con, "criterion", crit_id), VERDICTS.get(verdict, 2)
-            finals.append(f"{c}:{v}")
-            votes.append(f"{self._code(con, 'judge', judge)}:{v}:{c}")
-            for vote in panel:
-                if isinstance(vote, dict):
-                    who = self._code(con, "judge", str(vote.get("judge")))
-                    votes.append(f"{who}:{VERDICTS.get(vote.get('verdict'), 2)}:{c}")
-        return f",{','.join(finals)},", f",{','.join(votes)},"
-
-
-class _Verdicts:
-    """What the judgment lines of one commit add, written in batches."""
-
-    def __init__(self) -> None:
-        self.lines = 0
-        self.docs: list[tuple] = []
-        self.scores: list[tuple] = []
-
-    def flush(self, con: sqlite3.Connection) -> None:
-        con.executemany("insert into fts_resp(rowid, t) values (?, ?)", self.docs)
-        con.executemany(
-            "update responses set score = ?, met = ?, not_met = ?, errors = ?, judged = ?, finals = ?, votes = ? "
-            "where n = ?",
-            self.scores,
-        )
-        self.lines = 0
-        self.docs.clear()
-        self.scores.clear()
-
-
-def _verdict(j: rows.JudgmentHead | dict[str, Any]) -> tuple[str, float, str, str, list[Any]]:
-    """(criterion id, weight, verdict, judge, votes) of a judgment, decoded or a plain row."""
-    if isinstance(j, dict):
-        w = j.get("weight")
-        return (
-            str(j.get("criterion_id", "")),
-            float(w) if isinstance(w, (int, float)) else 0.0,
-            str(j.get("verdict", "error")),
-            str(j.get("judge", "")),
-            j.get("votes") or [],
-        )
-    return j.criterion_id, j.weight, j.verdict, j.judge, j.votes
-
-
-def _explanations(js: list[rows.JudgmentHead]) -> Iterator[str]:
-    """What the judges wrote of a response: each judgment's explanation and error, and each vote's."""
-    for j in js:
-        yield from (t for t in (j.explanation, j.error) if t)
-        for v in j.votes:
-            if isinstance(v, dict):
-                yield from (t for t in (v.get("explanation"), v.get("error")) if isinstance(t, str) and t)
-
-
-def _score(every: list[tuple]) -> tuple[float | None, int, int, int, int]:
-    """A response's normalized score and verdict counts, by results/scoring.py (the per-response score report.html
-    rebuilds from a run folder's judgments)."""
-    s = score_response([Criterion(c, "", float(w)) for c, w, *_ in every], [v for _, _, v, *_ in every])
-    return s.normalized, s.met, s.not_met, s.errors, len(every)
 
 
 @contextlib.contextmanager

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import rows
-from .index import KINDS, VERDICTS, RunIndex
+from .index import KINDS, RunIndex
+from .ingest import VERDICTS
 
 PAGE_MAX = 500
 _ORDER = {"score": "r.score is null, r.score, r.n", "-score": "r.score is null, r.score desc, r.n"}
