@@ -37,6 +37,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -72,7 +73,7 @@ class Texts:
         return " ".join(out)
 
 
-def write_run(folder: Path, responses: int, criteria: int, seed: int = 0) -> dict[str, int]:
+def write_run(folder: Path, responses: int, criteria: int, seed: int = 0) -> dict[str, Any]:
     """A run folder of `responses` responses (2 candidates) x `criteria` criteria, as a finished run writes it."""
     rng = random.Random(seed)
     texts = Texts(rng)
@@ -83,7 +84,6 @@ def write_run(folder: Path, responses: int, criteria: int, seed: int = 0) -> dic
         "datasets:\n- name: bench\n  path: bench.jsonl\n",
         encoding="utf-8",
     )
-    sizes = {}
     with (
         open(folder / "examples.jsonl", "w", encoding="utf-8") as fe,
         open(folder / "responses.jsonl", "w", encoding="utf-8") as fr,
@@ -124,10 +124,10 @@ def write_run(folder: Path, responses: int, criteria: int, seed: int = 0) -> dic
             fj.write("\n".join(jlines) + "\n")
     summary = {"run_id": RUN_ID, "status": "complete", "examples": responses // 2, "datasets": {}}
     (folder / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
-    for name in ("examples", "responses", "judgments"):
-        sizes[name] = (folder / f"{name}.jsonl").stat().st_size
-    sizes["search_word"] = texts.words[200]  # type: ignore[assignment]  # middling: the 200th most frequent word
-    return sizes
+    return {
+        "bytes": sum((folder / f"{name}.jsonl").stat().st_size for name in ("examples", "responses", "judgments")),
+        "search_word": texts.words[200],  # of middling frequency: the 200th most frequent word
+    }
 
 
 def _get(url: str) -> tuple[float, int]:
@@ -150,12 +150,17 @@ def _vmhwm(pid: int) -> float:
 
 def bench_viewer(work: Path, responses: int, criteria: int, repeat: int) -> None:
     outputs = work / "outputs"
-    t = time.perf_counter()
-    info = write_run(outputs / RUN_ID, responses, criteria)
-    mb = sum(v for k, v in info.items() if k != "search_word") / 1e6  # type: ignore[misc]
-    print(
-        f"wrote {responses:,} responses x {criteria} criteria ({mb:.0f} MB of JSONL) in {time.perf_counter() - t:.1f} s"
-    )
+    made = work / f"run-{responses}x{criteria}.json"  # a --workdir run folder of this size is written once
+    if made.is_file():
+        info = json.loads(made.read_text())
+        print(f"reusing the run folder in {outputs / RUN_ID}")
+    else:
+        t = time.perf_counter()
+        shutil.rmtree(outputs, ignore_errors=True)
+        info = write_run(outputs / RUN_ID, responses, criteria)
+        made.write_text(json.dumps(info))
+        took = time.perf_counter() - t
+        print(f"wrote {responses:,} x {criteria} criteria ({info['bytes'] / 1e6:.0f} MB of JSONL) in {took:.1f} s")
     shutil.rmtree(work / "cache", ignore_errors=True)  # a cold cache: the first open builds the index
     env = {**os.environ, "XDG_CACHE_HOME": str(work / "cache"), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(

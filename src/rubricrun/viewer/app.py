@@ -27,11 +27,12 @@ from typing import Any
 import jinja2
 from flask import Flask, abort, g, jsonify, request, url_for
 from markupsafe import Markup
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import Conflict, HTTPException
 
 from ..results import report
 from . import runs
 from .index import RunIndex, cache_dir
+from .rows import StaleIndex
 
 log = logging.getLogger("rubricrun")
 TEMPLATES = Path(__file__).parent / "templates"
@@ -52,6 +53,7 @@ class Viewer:
         self._indexes: dict[str, RunIndex] = {}
         self._lock = threading.Lock()
         self.compares: dict[tuple, Any] = {}
+        self.compare_lock = threading.Lock()  # one comparison made at a time (it holds both runs' rows)
 
     def run_dir(self, run_id: str) -> Path:
         """The folder of a run id named in a URL; 404 unless it is a run folder directly under outputs."""
@@ -147,6 +149,10 @@ def create_app(outputs: Path, cache: Path | None = None, loopback_only: bool = T
         resp.headers["Referrer-Policy"] = "no-referrer"
         resp.headers["Cache-Control"] = "no-store"
         return resp
+
+    @app.errorhandler(StaleIndex)
+    def _stale(exc: StaleIndex) -> Any:
+        return _error(Conflict(f"{exc}: the run was started again; reload the page"))
 
     @app.errorhandler(HTTPException)
     def _error(exc: HTTPException) -> Any:

@@ -157,16 +157,17 @@ def comparison(run_a: str, run_b: str) -> dict[str, Any]:
     a, b = viewer().run_dir(run_a), viewer().run_dir(run_b)
     key = (run_a, run_b, *(_mtimes(a)), *(_mtimes(b)))
     cache = viewer().compares
-    if key not in cache:
-        try:
-            ra, rb = compare.load_run(a), compare.load_run(b)
-        except InputError as exc:
-            abort(409, f"cannot compare: {exc}")
-        data = compare.comparison_row(ra, rb, compare.compare_runs(ra, rb))
-        data.update(run_a=run_a, run_b=run_b)
-        cache.clear()  # one comparison kept: a comparison of two large runs holds their rows while it is made
-        cache[key] = data
-    return cache[key]
+    with viewer().compare_lock:
+        if key not in cache:
+            try:
+                ra, rb = compare.load_run(a), compare.load_run(b)
+            except InputError as exc:
+                abort(409, f"cannot compare: {exc}")
+            data = compare.comparison_row(ra, rb, compare.compare_runs(ra, rb))
+            data.update(run_a=run_a, run_b=run_b)
+            cache.clear()  # the last comparison kept (compare.json's data: small beside the rows it came from)
+            cache[key] = data
+        return cache[key]
 
 
 def _mtimes(path: Any) -> tuple:

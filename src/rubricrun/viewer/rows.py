@@ -97,8 +97,15 @@ def complete_end(path: Path, size: int) -> int:
     return 0
 
 
+class StaleIndex(ValueError):
+    """A span of the index no longer holds a row: the run was started again since the index last looked."""
+
+
 def read_spans(path: Path, spans: Iterable[tuple[int, int]]) -> list[bytes]:
     """The bytes at each (offset, length), in order."""
+    spans = list(spans)
+    if not spans:
+        return []
     fd = os.open(path, os.O_RDONLY)
     try:
         return [os.pread(fd, length, off) for off, length in spans]
@@ -110,7 +117,10 @@ def read_rows(path: Path, spans: Iterable[tuple[int, int]]) -> list[dict[str, An
     """The rows at each (offset, length): one line each (a span of several lines gives each of its rows)."""
     out = []
     for chunk in read_spans(path, spans):
-        out.extend(json.loads(line) for line in chunk.split(b"\n") if line.strip())
+        try:
+            out.extend(json.loads(line) for line in chunk.split(b"\n") if line.strip())
+        except ValueError:
+            raise StaleIndex(f"{path} changed under the index") from None
     return out
 
 

@@ -19,8 +19,8 @@ from typing import Any
 import yaml
 
 MARKERS = ("config.yaml", "summary.json", "responses.jsonl")
-_yaml_cache: dict[Path, tuple[int, dict[str, Any]]] = {}
-_yaml_lock = threading.Lock()
+_cache: dict[Path, tuple[int, dict[str, Any] | None]] = {}
+_cache_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -107,11 +107,7 @@ def _summary(path: Path) -> dict[str, Any] | None:
     lock, done = _mtime(path / ".lock"), _mtime(path / "summary.json")
     if done is None or (lock is not None and done < lock):
         return None
-    try:
-        data = json.loads((path / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return _cached(path / "summary.json", done, json.loads)
 
 
 def status_of(path: Path, summary: dict[str, Any] | None) -> str:
@@ -121,22 +117,28 @@ def status_of(path: Path, summary: dict[str, Any] | None) -> str:
 
 
 def read_config(path: Path) -> dict[str, Any]:
-    """A run's resolved config.yaml ({} when missing or unreadable), cached by its mtime."""
+    """A run's resolved config.yaml ({} when missing or unreadable)."""
     mtime = _mtime(path / "config.yaml")
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     if mtime is None:
         return {}
-    with _yaml_lock:
-        got = _yaml_cache.get(path)
+    return _cached(path / "config.yaml", mtime, lambda text: yaml.load(text, Loader=loader)) or {}  # noqa: S506
+
+
+def _cached(path: Path, mtime: int, parse: Any) -> dict[str, Any] | None:
+    """A file's parsed mapping (None when unreadable or not a mapping), kept while its mtime stays: the runs page
+    reads every run's summary and config at each visit."""
+    with _cache_lock:
+        got = _cache.get(path)
         if got is not None and got[0] == mtime:
             return got[1]
     try:
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        data = yaml.load((path / "config.yaml").read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        data = {}
-    data = data if isinstance(data, dict) else {}
-    with _yaml_lock:
-        _yaml_cache[path] = (mtime, data)
+        data = parse(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError):
+        data = None
+    data = data if isinstance(data, dict) else None
+    with _cache_lock:
+        _cache[path] = (mtime, data)
     return data
 
 

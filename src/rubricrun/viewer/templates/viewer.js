@@ -34,7 +34,7 @@
   var KEY = "rubricrun.rater";
   function say(text) { if (status) status.textContent = text; }
   if (rater) {
-    rater.value = localStorage.getItem(KEY) || "";
+    rater.value = rater.value || localStorage.getItem(KEY) || "";
     rater.addEventListener("change", function () { localStorage.setItem(KEY, rater.value.trim()); });
     var sheet = document.querySelector("[data-then]");
     var params = new URLSearchParams(location.search);
