@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run candidate models over datasets, judge each response criterion by criterion, "
         "write examples/responses/judgments/trace/summary under outputs/<run_id>/.",
     )
-    p.add_argument("--config", help="YAML config (see config.example.yaml); required unless --compare")
+    p.add_argument("--config", help="YAML config (see config.example.yaml); required unless --compare or --view")
     p.add_argument("--run-id", help="run folder name under run.output_dir; reuse one to resume or rerun from cache")
     p.add_argument("--max-examples", type=int, help="use at most N examples from each dataset")
     p.add_argument("--validate", action="store_true", help="check config and data, count the calls, call nothing")
@@ -112,7 +112,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if others:
             parser.error(f"--compare takes no {others[0]}")
     elif not args.config:
-        parser.error("the following arguments are required: --config (or --compare RUN_A RUN_B)")
+        parser.error("the following arguments are required: --config (or --compare RUN_A RUN_B, or --view)")
     elif args.out:
         parser.error("--out goes with --compare")
     return args
