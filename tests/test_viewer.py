@@ -409,8 +409,8 @@ def test_api_responses_are_the_rows_with_their_judgments(outputs: Path, viewer: 
     assert viewer.get("/runs/..%2Fbefore")[0] == 404
 
 
-def _ids(viewer: Viewer, **query: str) -> set[str]:
-    got = viewer.json("/api/runs/before/responses?" + urlencode({**query, "limit": 500}))
+def _ids(viewer: Viewer, run: str = "before", **query: str) -> set[str]:
+    got = viewer.json(f"/api/runs/{run}/responses?" + urlencode({**query, "limit": 500}))
     assert got["total"] == len(got["rows"])
     return {r["id"] for r in got["rows"]}
 
@@ -464,57 +464,90 @@ def _lines(rows: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(r) + "\n" for r in rows)
 
 
+class LiveRun:
+    """A run folder written as a run writes it, its `.lock` naming a live process; rows from run `before`."""
+
+    def __init__(self, outputs: Path, tmp: Path) -> None:
+        self.examples, self.responses = _rows(outputs, "before", "examples"), _rows(outputs, "before", "responses")
+        self.judgments = _rows(outputs, "before", "judgments")
+        self.path = tmp / "out" / "live"
+        self.path.mkdir(parents=True)
+        (self.path / "config.yaml").write_bytes((outputs / "before" / "config.yaml").read_bytes())
+        self.holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+        self.start()
+        self.append("examples", self.examples[:1])
+        self.append("responses", self.of("responses", 0))
+        self.append("judgments", [])
+
+    def of(self, name: str, k: int) -> list[dict[str, Any]]:
+        """The rows of `name` of the k-th example (pairwise judgments left out)."""
+        rows = self.responses if name == "responses" else self.judgments
+        return [r for r in rows if r["example_id"] == self.examples[k]["id"] and r.get("kind") != "pairwise"]
+
+    def start(self) -> None:
+        """As a run (re)starting does: its lock rewritten (a new mtime), its row files started afresh."""
+        time.sleep(0.01)
+        (self.path / ".lock").write_text(f"pid {self.holder.pid}\n")
+        for name in ("examples", "responses", "judgments"):
+            (self.path / f"{name}.jsonl").write_text("")
+
+    def append(self, name: str, rows: list[dict[str, Any]], extra: str = "") -> None:
+        with open(self.path / f"{name}.jsonl", "a") as fh:
+            fh.write(_lines(rows) + extra)
+
+    def close(self) -> None:
+        self.holder.kill()
+        self.holder.wait()
+
+
+def test_the_index_follows_a_growing_run(outputs: Path, tmp_path: Path) -> None:
+    """New whole lines are indexed as they land, a half line waits, a restart or a file written afresh (a batch
+    run's next pass) is indexed anew; nothing lands in the run folder."""
+    live = LiveRun(outputs, tmp_path)
+    v = Viewer(tmp_path / "out", tmp_path / "cache")
+    try:
+        first, second = live.of("responses", 0), live.of("responses", 1)
+        assert v.json("/api/runs/live")["status"] == "running"
+        assert v.json("/api/runs/live/responses")["total"] == len(first)
+        live.append("examples", live.examples[1:2])
+        live.append("responses", second, '{"id": "half a line')
+        assert v.json("/api/runs/live")["responses"] == len(first) + len(second)  # the half line waits
+        live.append("judgments", live.of("judgments", 0))
+        met = {j["response_id"] for j in live.of("judgments", 0) if j["verdict"] == "met"}
+        assert _ids(v, "live", verdict="met") == met
+        live.start()  # started again: everything afresh
+        live.append("examples", live.examples[:1])
+        live.append("responses", first[:1])
+        assert [r["id"] for r in v.json("/api/runs/live/responses")["rows"]] == [first[0]["id"]]
+        (live.path / "responses.jsonl").write_text(_lines(first[1:] + second[:1]))  # afresh, same start, longer
+        assert [r["id"] for r in v.json("/api/runs/live/responses")["rows"]] == [
+            r["id"] for r in first[1:] + second[:1]
+        ]
+    finally:
+        v.close()
+        live.close()
+    assert sorted(p.name for p in live.path.iterdir()) == [".lock", "config.yaml"] + [
+        f"{n}.jsonl" for n in ("examples", "judgments", "responses")
+    ]
+
+
 @needs_driver
 def test_a_running_run_shows_rows_as_they_land(outputs: Path, tmp_path: Path) -> None:
-    """A run folder written as a run writes it (its .lock naming a live process): the list page polls and shows
-    the rows appended after it opened; a line still being written waits; a restart indexes afresh."""
-    src = outputs / "before"
-    examples, responses = _rows(outputs, "before", "examples"), _rows(outputs, "before", "responses")
-    judgments = _rows(outputs, "before", "judgments")
-    live = tmp_path / "out" / "live"
-    live.mkdir(parents=True)
-    (live / "config.yaml").write_bytes((src / "config.yaml").read_bytes())
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    """The list page of a running run polls: rows appended after it opened appear without a reload."""
+    live = LiveRun(outputs, tmp_path)
+    v = Viewer(tmp_path / "out", tmp_path / "cache")
     try:
-        (live / ".lock").write_text(f"pid {holder.pid}\n")
-        first = [r for r in responses if r["example_id"] == examples[0]["id"]]
-        (live / "examples.jsonl").write_text(_lines(examples[:1]))
-        (live / "responses.jsonl").write_text(_lines(first))
-        (live / "judgments.jsonl").write_text("")
-        v = Viewer(tmp_path / "out", tmp_path / "cache")
-        try:
-            assert v.json("/api/runs/live")["status"] == "running"
-            with Driver(tmp_path) as d:
-                d.get(v.url + "/runs/live/examples")
-                assert d.text("#total") == str(len(first))
-                second = [r for r in responses if r["example_id"] == examples[1]["id"]]
-                with open(live / "examples.jsonl", "a") as fh:
-                    fh.write(_lines(examples[1:2]))
-                with open(live / "responses.jsonl", "a") as fh:
-                    fh.write(_lines(second) + '{"id": "half a line')
-                d.wait(lambda: d.text("#total") == str(len(first) + len(second)), message="the new rows")
-                assert examples[1]["id"] in d.script("return document.getElementById('rows').textContent")
-            assert v.json("/api/runs/live")["responses"] == len(first) + len(second)  # the half line waits
-            with open(live / "judgments.jsonl", "a") as fh:
-                fh.write(_lines([j for j in judgments if j["example_id"] == examples[0]["id"]]))
-            assert v.json("/api/runs/live/responses?verdict=met&limit=500")["total"] > 0
-            time.sleep(0.01)  # (a new mtime for the lock)
-            (live / ".lock").write_text(f"pid {holder.pid}\n")  # started again: the files start afresh
-            (live / "responses.jsonl").write_text(_lines(first[:1]))
-            (live / "judgments.jsonl").write_text("")
-            assert v.json("/api/runs/live/responses")["total"] == 1
-        finally:
-            v.close()
+        with Driver(tmp_path) as d:
+            d.get(v.url + "/runs/live/examples")
+            assert d.text("#total") == str(len(live.of("responses", 0)))
+            live.append("examples", live.examples[1:2])
+            live.append("responses", live.of("responses", 1))
+            want = str(len(live.of("responses", 0)) + len(live.of("responses", 1)))
+            d.wait(lambda: d.text("#total") == want, message="the new rows")
+            assert live.examples[1]["id"] in d.script("return document.getElementById('rows').textContent")
     finally:
-        holder.kill()
-        holder.wait()
-    assert sorted(p.name for p in live.iterdir()) == [
-        ".lock",
-        "config.yaml",
-        "examples.jsonl",
-        "judgments.jsonl",
-        "responses.jsonl",
-    ]
+        v.close()
+        live.close()
 
 
 def test_a_dead_run_without_summary_is_unfinished(tmp_path: Path, outputs: Path, viewer: Viewer) -> None:

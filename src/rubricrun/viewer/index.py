@@ -44,7 +44,7 @@ FTS = "fts5(t, content='', detail=none, columnsize=0)"
 
 _SQL = f"""
 create table if not exists meta(key text primary key, value text);
-create table if not exists files(name text primary key, offset integer not null);
+create table if not exists files(name text primary key, offset integer not null, tail blob);
 create table if not exists names(kind text not null, code integer not null, name text not null, label text,
   primary key(kind, name));
 create table if not exists examples(n integer primary key, id text not null unique, dataset integer,
@@ -162,10 +162,11 @@ class RunIndex:
         with self._lock, _file_lock(self.path.with_suffix(".lock")):
             seen = self._stat()
             con = self._writer
-            offsets = dict(con.execute("select name, offset from files"))
+            known = {name: (offset, tail) for name, offset, tail in con.execute("select name, offset, tail from files")}
+            offsets = {name: offset for name, (offset, _) in known.items()}
             started = con.execute("select value from meta where key = 'started'").fetchone()
             sizes = dict(zip(ROW_FILES, seen[1:], strict=True))
-            if (started and started[0] != str(seen[0])) or any(sizes[n] < offsets.get(n, 0) for n in ROW_FILES):
+            if (started and started[0] != str(seen[0])) or any(not self._same(n, sizes[n], *known[n]) for n in known):
                 log.info("viewer: %s was started again or rewritten: indexing it afresh", self.run_dir)
                 self._reset(con)
                 offsets = {}
@@ -178,6 +179,13 @@ class RunIndex:
                 con.executescript(_INDEXES)
             self._seen = seen
             return bool(todo)
+
+    def _same(self, name: str, size: int, offset: int, tail: bytes | None) -> bool:
+        """Whether a file still holds what was indexed: as long as it was, and the same bytes before the offset (a
+        batch run writes its row files afresh at each pass without starting again)."""
+        if size < offset:
+            return False
+        return tail is None or rows.tail(self.run_dir / f"{name}.jsonl", offset) == tail
 
     def _add(self, con: sqlite3.Connection, todo: list[str], offsets: dict[str, int], ends: dict[str, int]) -> None:
         """Each file's lines from its offset to its end (ingest.py), examples first, then responses, judgments."""

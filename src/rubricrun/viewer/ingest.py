@@ -114,7 +114,8 @@ class Ingest:
         return code
 
     def commit(self, name: str, offset: int, again: bool = True) -> None:
-        self.db.run("insert or replace into files values (?, ?)", (name, offset))
+        tail = rows.tail(self.run_dir / f"{name}.jsonl", offset)
+        self.db.run("insert or replace into files values (?, ?, ?)", (name, offset, tail))
         self.db.run("commit")
         if again:
             self.db.run("begin")

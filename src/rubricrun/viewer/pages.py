@@ -76,16 +76,17 @@ def examples(run_id: str) -> str:
     query, page = _query(request.args)
     total, hits = search.search(index, query)
     texts = views.snippets(index, hits)
+    info = runs.run_info(index.run_dir)
     return render(
         "examples.html.j2",
-        run=runs.run_info(index.run_dir),
+        run=info,
         query=query,
         page=page,
         pages=max(1, -(-total // views.PAGE)),
         total=total,
         hits=hits,
         texts=texts,
-        facets=views.choices(index),
+        facets=views.choices(index, runs.default_rubric(info.config)),
         counts=search.counts(index),
     )
 

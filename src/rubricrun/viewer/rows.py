@@ -113,6 +113,13 @@ def read_spans(path: Path, spans: Iterable[tuple[int, int]]) -> list[bytes]:
         os.close(fd)
 
 
+def tail(path: Path, offset: int, size: int = 64) -> bytes:
+    """The `size` bytes before `offset` (what refresh checks to tell a file appended to from one written afresh)."""
+    start = max(0, offset - size)
+    got = read_spans(path, [(start, offset - start)]) if offset else []
+    return got[0] if got else b""
+
+
 def read_rows(path: Path, spans: Iterable[tuple[int, int]]) -> list[dict[str, Any]]:
     """The rows at each (offset, length): one line each (a span of several lines gives each of its rows)."""
     out = []

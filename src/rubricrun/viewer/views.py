@@ -137,10 +137,15 @@ def flips(data: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [dict(f) for d in data["datasets"].values() for f in d.get("flips") or ()]
 
 
-def choices(index: RunIndex) -> dict[str, list[tuple[str, str]]]:
-    """The list page's filter choices, (value, what the menu shows): a criterion with the start of its text."""
+def choices(index: RunIndex, default_rubric: Sequence[dict[str, Any]]) -> dict[str, list[tuple[str, str]]]:
+    """The list page's filter choices, (value, what the menu shows): a criterion with the start of its text (from
+    the rows' rubrics, else the config's default rubric, else the judge-free criterion's)."""
     out = {k: [(n, n) for n, _ in search.names(index, k)] for k in ("dataset", "candidate", "judge")}
-    out["criterion"] = [(n, f"{n}: {_cut(t, 60)}" if t else n) for n, t in search.names(index, "criterion")]
+    texts = {**AUTO_TEXT, **{str(c["id"]): str(c.get("text") or "") for c in default_rubric}}
+    out["criterion"] = [
+        (n, f"{n}: {_cut(t, 60)}" if (t := label or texts.get(n)) else n)
+        for n, label in search.names(index, "criterion")
+    ]
     return out
 
 
