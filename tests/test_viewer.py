@@ -203,6 +203,10 @@ def test_pages_render_in_chromium(outputs: Path, viewer: Viewer, tmp_path: Path)
     home = _visible_text(_dom(tmp_path, viewer.url + "/"))
     assert "before" in home and "after" in home and "complete" in home
 
+    for path in ("/", "/runs/before", "/compare/before/after"):  # nothing from the network: no CDN, no fonts
+        status, page = viewer.get(path)
+        assert status == 200 and not re.search(r"""(src|href|url)\s*[=(]\s*["']?(https?:)?//""", page), path
+        assert "<link" not in page and "<script src" not in page and "@import" not in page
     run = _visible_text(_dom(tmp_path, viewer.url + "/runs/before"))
     for name, d in summary["datasets"].items():
         assert name in run
