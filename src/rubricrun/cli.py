@@ -98,9 +98,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     viewing = [f for f, v in (("--port", args.port != VIEW_PORT), ("--host", args.host != "127.0.0.1")) if v]
     if args.view is not None:
-        others = [
-            f for f, v in (("--config", args.config), ("--compare", args.compare), ("--run-id", args.run_id)) if v
-        ]
+        given = (("--config", args.config), ("--compare", args.compare), ("--run-id", args.run_id))
+        given += (("--export", args.export), ("--validate", args.validate), ("--out", args.out))
+        others = [f for f, v in (*given, ("--max-examples", args.max_examples is not None)) if v]
         if others:
             parser.error(f"--view takes no {others[0]}")
         if not 0 <= args.port <= 65535:
