@@ -619,8 +619,8 @@ def test_view_serves_until_ctrl_c(outputs: Path, tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
         env={**_env(), "XDG_CACHE_HOME": str(tmp_path / "xdg")},
-        # A shell's Ctrl+C: SIGINT at its default, whatever this process was left with (in the whole suite an
-        # earlier test leaves SIGINT ignored here, and a child inherits an ignored signal: ExecPlan 022).
+        # A shell's Ctrl+C: SIGINT at its default, whatever pytest was started with (a background job of a shell
+        # starts with SIGINT ignored, and a child inherits an ignored signal: ExecPlan 022, Surprises).
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
