@@ -3,7 +3,6 @@ built from a cold cache) under 15 s; then a filtered page, a searched page and a
 viewer's memory under 500 MB.
 
     .venv/bin/python benchmarks/bench_viewer.py [--responses 100000] [--criteria 10] [--repeat 5] [--workdir DIR]
-    .venv/bin/python benchmarks/bench_viewer.py --writer-ab 3                            # and the writer thread's gain
     PYTHONPATH=/tmp/duckdb-site .venv/bin/python benchmarks/bench_viewer.py --duckdb   # also DuckDB, side by side
 
 It writes a run folder synthetically, in the documented format (docs/run-folder.md; no model calls): examples with a
@@ -19,11 +18,9 @@ from this process:
   frequency); a search with a filter, sorted by score; a deep page (the last); a deep page sorted by score; an
   example page; the JSON twin's deep page (50 rows with their judgments).
 
-The viewer's peak memory is /proc/PID/status VmHWM of the server process after all of that. `--writer-ab N` builds
-the index N more times in this process with its SQL on the writer thread (viewer/ingest.py) and N times inline,
-alternating, for the ratio of the two. `--duckdb` builds the same folder into DuckDB (read_json) and times its
-search (ILIKE: its full-text extension needs a download); it needs `duckdb` importable (pip install --target
-/tmp/duckdb-site duckdb). Both are the evidence of ExecPlan 022's Decision Log.
+The viewer's peak memory is /proc/PID/status VmHWM of the server process after all of that. `--duckdb` builds the
+same folder into DuckDB (read_json) and times its search (ILIKE: its full-text extension needs a download), the
+evidence of ExecPlan 022's Decision Log; it needs `duckdb` importable (pip install --target /tmp/duckdb-site duckdb).
 """
 
 from __future__ import annotations
@@ -44,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import PY, REPO, RUN_PY, banner, workdir  # noqa: E402
+from common import PY, RUN_PY, banner, workdir  # noqa: E402
 
 RUN_ID = "bench"
 VOCAB = 20_000
@@ -210,45 +207,6 @@ def bench_viewer(work: Path, responses: int, criteria: int, repeat: int) -> None
         proc.wait(timeout=30)
 
 
-def bench_writer(work: Path, rounds: int) -> None:
-    """The index built in this process, its SQL on the writer thread (viewer/ingest.py) against the same SQL run
-    inline, alternating, `rounds` each: wall and CPU, and the ratio of the medians."""
-    sys.path.insert(0, str(REPO / "src"))
-    from concurrent.futures import Future
-
-    from rubricrun.viewer import index, ingest
-
-    class Inline(ingest.Writer):
-        def __init__(self, con: Any) -> None:
-            self.con, self._error = con, None
-
-        def _put(self, fn: Any, args: tuple, done: Future | None = None) -> None:
-            out = fn(*args)
-            if done is not None:
-                done.set_result(out)
-
-        def close(self) -> None:
-            pass
-
-    got: dict[str, list[tuple[float, float]]] = {"writer thread": [], "inline": []}
-    for _ in range(rounds):
-        for name, writer in (("writer thread", ingest.Writer), ("inline", Inline)):
-            index.Writer = writer  # type: ignore[misc]
-            shutil.rmtree(work / "ab-cache", ignore_errors=True)
-            idx = index.RunIndex(work / "outputs" / RUN_ID, work / "ab-cache")
-            t, c = time.perf_counter(), time.process_time()
-            idx.refresh()
-            got[name].append((time.perf_counter() - t, time.process_time() - c))
-            idx.close()
-    index.Writer = ingest.Writer  # type: ignore[misc]
-    for name, runs in got.items():
-        walls = ", ".join(f"{w:.2f}" for w, _ in runs)
-        print(f"  index build, {name:13s}: wall {walls} s (median {statistics.median(w for w, _ in runs):.2f}), "
-              f"CPU median {statistics.median(c for _, c in runs):.2f} s")  # fmt: skip
-    ratio = statistics.median(w for w, _ in got["writer thread"]) / statistics.median(w for w, _ in got["inline"])
-    print(f"  writer thread / inline (wall, medians): {ratio:.2f}")
-
-
 def bench_duckdb(work: Path, repeat: int) -> None:
     """The same run folder in DuckDB: build with read_json, search with ILIKE (no download: no FTS extension)."""
     import duckdb
@@ -296,8 +254,6 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--workdir", help="keep the run folder and the index here")
     ap.add_argument("--duckdb", action="store_true", help="also build and search the run with DuckDB")
-    ap.add_argument("--writer-ab", type=int, default=0, metavar="N", help="also N in-process index builds each, "
-                    "SQL on the writer thread against inline")  # fmt: skip
     args = ap.parse_args()
     banner(f"viewer: {args.responses:,} responses x {args.criteria} criteria")
     if args.workdir:
@@ -311,8 +267,6 @@ def main() -> None:
 
 def _all(work: Path, args: argparse.Namespace) -> None:
     bench_viewer(work, args.responses, args.criteria, args.repeat)
-    if args.writer_ab:
-        bench_writer(work, args.writer_ab)
     if args.duckdb:
         bench_duckdb(work, args.repeat)
 

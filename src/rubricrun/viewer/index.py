@@ -196,10 +196,7 @@ class RunIndex:
                 db.run("begin")
                 getattr(step, name)(self.run_dir / f"{name}.jsonl", offsets.get(name, 0), ends[name])
                 step.commit(name, ends[name], again=False)
-            db.close()
         except BaseException:
-            with contextlib.suppress(BaseException):
-                db.close()
             if con.in_transaction:
                 con.execute("rollback")
             self._load_names(con)  # (codes given to names whose rows were rolled back)

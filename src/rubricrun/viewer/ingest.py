@@ -1,19 +1,14 @@
 """Adding a run folder's new lines to its index (index.py, whose docstring says what the tables hold).
 
-`Ingest` reads each file's whole lines from an offset (rows.py), decodes the fields the index needs and hands its
-SQL to a `Writer`: one thread that runs the statements in order on the index's connection. sqlite3 lets go of the
-GIL while SQLite works (FTS5 tokenizing, b-trees), so on two cores the next lines are decoded while the last ones
-are written (ExecPlan 022, Artifacts). Commits come every COMMIT_LINES lines, each with the offset it reached, so a
-build that stops half way resumes there.
+`Ingest` reads each file's whole lines from an offset (rows.py), decodes the fields the index needs and writes them
+in batches of BATCH rows through a `Writer`. Commits come every COMMIT_LINES lines, each with the offset it
+reached, so a build that stops half way resumes there.
 """
 
 from __future__ import annotations
 
-import queue
 import sqlite3
-import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,64 +21,28 @@ from . import rows
 
 VERDICTS = {"met": 0, "not_met": 1, "error": 2}
 COMMIT_LINES = 50_000  # lines between commits
-BATCH = 5_000  # rows handed to the writer at a time
+BATCH = 5_000  # rows written at a time
 
 
 class Writer:
-    """The index's statements for one refresh, run in order on a thread of its own. `run` and `many` return at
-    once; `one` waits for its row. The first error stops the writer and is raised by the next call or `close`."""
+    """The index's statements for one refresh, run in order on its connection. (On a thread of their own they did
+    not overlap the decoding: ExecPlan 022, Decision Log.)"""
 
     def __init__(self, con: sqlite3.Connection) -> None:
         self.con = con
-        self._queue: queue.Queue[tuple[Callable[..., Any], tuple, Future | None] | None] = queue.Queue(maxsize=8)
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._work, name="viewer-index-writer", daemon=True)
-        self._thread.start()
-
-    def _work(self) -> None:
-        while (item := self._queue.get()) is not None:
-            fn, args, done = item
-            try:
-                out = fn(*args) if self._error is None else None
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                self._error, out = exc, None
-            if done is not None:
-                done.set_result(out)
-
-    def _put(self, fn: Callable[..., Any], args: tuple, done: Future | None = None) -> None:
-        if self._error is not None:
-            raise self._error
-        self._queue.put((fn, args, done))
 
     def run(self, sql: str, args: tuple = ()) -> None:
-        self._put(self.con.execute, (sql, args))
+        self.con.execute(sql, args)
 
     def many(self, sql: str, rows_: list[tuple]) -> None:
-        """executemany; the list must not change afterwards (callers start a new one)."""
         if rows_:
-            self._put(self.con.executemany, (sql, rows_))
+            self.con.executemany(sql, rows_)
 
     def one(self, sql: str, args: tuple = ()) -> Any:
-        """The first row of a query, once every statement before it ran."""
-        return self._ask(lambda: self.con.execute(sql, args).fetchone())
+        return self.con.execute(sql, args).fetchone()
 
     def all(self, sql: str, args: tuple = ()) -> list[Any]:
-        return self._ask(lambda: self.con.execute(sql, args).fetchall())
-
-    def _ask(self, fn: Callable[[], Any]) -> Any:
-        done: Future = Future()
-        self._put(fn, (), done)
-        got = done.result()
-        if self._error is not None:
-            raise self._error
-        return got
-
-    def close(self) -> None:
-        """Wait for every statement; raise the writer's error if there was one."""
-        self._queue.put(None)
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
+        return self.con.execute(sql, args).fetchall()
 
 
 @dataclass
@@ -267,7 +226,7 @@ class Ingest:
 
 
 class _Verdicts:
-    """What the judgment lines add, handed to the writer in batches."""
+    """What the judgment lines add, written in batches."""
 
     def __init__(self, db: Writer) -> None:
         self.db = db
