@@ -12,6 +12,8 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
+
 from rubricrun import config as C
 from rubricrun.results import summary_types as S
 from rubricrun.tasks import registry
@@ -98,8 +100,8 @@ def _summary_keys(cls: type, prefix: str, out: list[str], depth: int) -> None:
     """summary.json keys as paths (`datasets.*.candidates.*.score`, `datasets.*.leaderboard[].rank`), `depth`
     levels of nested summary types deep (deeper ones are described in their parent's row)."""
     hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        if f.name == getattr(cls, "FLATTEN", None):  # its keys sit beside the others, named by the metric
+    for f in msgspec.structs.fields(cls):
+        if cls is S.DatasetCandidate and f.name == "extra":  # its keys sit beside the others, named by the metric
             continue
         key = prefix + f.name
         out.append(key)
@@ -108,7 +110,7 @@ def _summary_keys(cls: type, prefix: str, out: list[str], depth: int) -> None:
         inner, sub = (
             (args[1], key + ".*.") if origin is dict else (args[0], key + "[].") if origin is tuple else (tp, key + ".")
         )
-        if depth and dataclasses.is_dataclass(inner):
+        if depth and isinstance(inner, type) and issubclass(inner, msgspec.Struct):
             _summary_keys(inner, sub, out, depth - 1)
 
 
@@ -122,7 +124,7 @@ def test_the_summary_reference_has_every_key_down_to_the_per_dataset_results() -
     ]
     assert sorted(set(keys) - set(documented)) == [], "summary.json keys missing from docs/run-folder.md"
     assert sorted(set(documented) - set(keys)) == [], "docs/run-folder.md lists summary.json keys that do not exist"
-    assert [k for k in documented if "." not in k] == [f.name for f in dataclasses.fields(S.Summary)]  # file order
+    assert [k for k in documented if "." not in k] == list(S.Summary.__struct_fields__)  # file order
 
 
 ROW_TYPES = {
@@ -154,7 +156,7 @@ def test_the_run_folder_reference_has_every_file_and_row_field(
     assert sorted(files - written - CONDITIONAL_FILES) == [], "docs/run-folder.md lists files a run does not write"
     pairwise = next(line for line in (DOCS / "run-folder.md").read_text().splitlines() if "(pairwise)" in line)
     for name, cls, text in [*((n, c, " ".join(rows[n])) for n, c in ROW_TYPES.items()), ("", PairJudgment, pairwise)]:
-        fields = [f.name for f in dataclasses.fields(cls) if f.metadata.get("row", True)]
+        fields = cls.__struct_fields__
         assert [n for n in fields if f"`{n}`" not in text] == [], f"{name or 'pairwise'}: fields not documented"
 
 

@@ -9,12 +9,13 @@ expected a number, got 'heavy'`. Schemas, ids and the `fields` mapping are descr
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
+
+import msgspec
 
 from ..config import DatasetConfig, dataset_name
 from ..errors import InputError
@@ -131,7 +132,7 @@ def iter_dataset(
 def _with_kept(ex: Example, row: Any, keep: Sequence[str]) -> Example:
     """The example with the `keep` columns of its row in `prefilled` (beside what its schema put there)."""
     kept = {c: v for c in keep if (v := resolve(row, c)) not in (None, MISSING)}
-    return dataclasses.replace(ex, prefilled={**ex.prefilled, **kept})
+    return msgspec.structs.replace(ex, prefilled={**ex.prefilled, **kept})
 
 
 def _schema(schemas: Sequence[RowSchema], name: str) -> RowSchema:

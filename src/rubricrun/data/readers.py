@@ -18,22 +18,20 @@ import io
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from msgspec import Struct
+
 from ..config import DatasetConfig
 from ..errors import InputError
-from ..types import direct_init
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _PARQUET_MAGIC = b"PAR1"
 _MAX_REASON = 300  # characters of a library's error message kept in the one-line error
 
 
-@direct_init  # types.direct_init: one per dataset row, read twice a run (preflight, and --validate's count)
-@dataclass(frozen=True)
-class RawRow:
+class RawRow(Struct, frozen=True):  # a Struct: one per dataset row, read twice a run (preflight, --validate's count)
     file: str  # what an error names: the path, or "<path>:row <i>" where a source has no lines
     line: int | None  # 1-based line for JSONL and CSV
     value: Any = None  # the parsed row (normally a dict)

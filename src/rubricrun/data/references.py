@@ -10,8 +10,9 @@ to `metadata["references"]`. An empty reference in the file leaves the row's own
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
+
+import msgspec
 
 from ..config import DatasetConfig
 from ..errors import InputError
@@ -59,9 +60,9 @@ def join_references(examples: Sequence[Example], dataset: str, references: dict[
             continue
         metadata = {**ex.metadata, "references": list(turns)}
         later = tuple(
-            dataclasses.replace(t, reference=turns[k] if k < len(turns) and turns[k] else t.reference)
+            msgspec.structs.replace(t, reference=turns[k] if k < len(turns) and turns[k] else t.reference)
             for k, t in enumerate(ex.later_turns, start=1)
         )
         own = turns[0] if turns[0] else ex.reference
-        out.append(dataclasses.replace(ex, reference=own, metadata=metadata, later_turns=later))
+        out.append(msgspec.structs.replace(ex, reference=own, metadata=metadata, later_turns=later))
     return out

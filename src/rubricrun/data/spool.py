@@ -1,22 +1,23 @@
 """The examples preflight's validating pass read, kept for the run in an anonymous temporary file (plan 012), so
-that the run does not read and normalize the dataset files a second time: unpickling a chunk of examples costs
-about half of parsing them. Memory stays flat: CHUNK examples are held while they are written or read.
+that the run does not read and normalize the dataset files a second time: reading a chunk of examples back (as
+MessagePack, codec.pack) costs a fraction of parsing them. Memory stays flat: CHUNK examples are held while they are
+written or read.
 
 Each iteration reads the file through its own offsets (os.pread), so two iterations never share a file position.
-An example that cannot be pickled (a value from a reader that pickle does not know) turns the spool off: the run
-then reads the files again, as it did before the spool.
+An example that cannot be packed (a value from a reader that MessagePack does not know) turns the spool off: the
+run then reads the files again, as it did before the spool.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
 import tempfile
 from collections.abc import Iterator
 
+from .. import codec
 from ..types import Example
 
-CHUNK = 1000  # examples a pickle: pickle's memo then shares their keys and repeated strings
+CHUNK = 1000  # examples a write and a read
 
 
 class ExampleSpool:
@@ -25,9 +26,9 @@ class ExampleSpool:
     def __init__(self) -> None:
         self._fh = tempfile.TemporaryFile(prefix="rubricrun-examples-")  # noqa: SIM115 (closed with the spool)
         self._chunk: list[Example] = []
-        self._spans: list[tuple[int, int]] = []  # (offset, size) of each pickled chunk
+        self._spans: list[tuple[int, int]] = []  # (offset, size) of each chunk
         self._end = 0
-        self.ok = True  # False: something could not be pickled; read the dataset files instead
+        self.ok = True  # False: something could not be packed; read the dataset files instead
 
     def add(self, example: Example) -> None:
         if not self.ok:
@@ -40,8 +41,8 @@ class ExampleSpool:
         if not self._chunk or not self.ok:
             return
         try:
-            data = pickle.dumps(self._chunk, pickle.HIGHEST_PROTOCOL)
-        except Exception:  # noqa: BLE001 - an unpicklable value: fall back to the files
+            data = codec.pack(self._chunk)
+        except Exception:  # noqa: BLE001 - a value MessagePack does not know: fall back to the files
             self.close()
             return
         finally:
@@ -59,7 +60,7 @@ class ExampleSpool:
     def __iter__(self) -> Iterator[Example]:
         fd = self._fh.fileno()
         for offset, size in self._spans:
-            yield from pickle.loads(os.pread(fd, size, offset))
+            yield from codec.unpack(os.pread(fd, size, offset), list[Example])
 
     def close(self) -> None:
         self.ok = False

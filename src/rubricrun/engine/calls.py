@@ -8,9 +8,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from msgspec import Struct
+
+from .. import codec
 from ..config import Config, ModelConfig
 from ..data.answers_file import Answers, load_replays, replay_model, replayed_answer
 from ..data.turns import turn_view
@@ -20,7 +22,7 @@ from ..providers.base import BaseProvider
 from ..providers.cache import cache_key
 from ..providers.routing import model_request, route_for
 from ..tasks import registry
-from ..types import Example, LLMRequest, LLMResponse, Response, Usage, direct_init, to_row
+from ..types import Example, LLMRequest, LLMResponse, Response, Usage
 from .pool import Interrupted, Progress, run_pool
 
 log = logging.getLogger("rubricrun")
@@ -32,9 +34,7 @@ Replays = dict[str, Answers]  # a responses_from candidate's answers file, by ca
 # Candidate responses
 
 
-@direct_init  # types.direct_init: one is built per candidate call
-@dataclass(frozen=True)
-class GenTask:
+class GenTask(Struct, frozen=True):  # a Struct: one is built per candidate call (plan 018)
     """One turn of one conversation: the example, the candidate, the sample, and the candidate's own answers to
     the turns before this one (empty at turn 1). `order` is the conversation's place in input order."""
 
@@ -122,7 +122,6 @@ def response_row(task: GenTask, key: str, resp: LLMResponse | None, error: str |
         error=error,
         finish_reason=resp.finish_reason if resp else None,
         usage=resp.usage if resp else Usage(),
-        cache_hit=resp.cache_hit if resp else False,
         key=key,
         flags=flags,
         reasoning=reasoning,
@@ -224,4 +223,4 @@ def synthesize(
         bar.close()
     with lock:  # a copy: a thread left behind must not change what is written
         examples, logs = list(examples), list(logs)
-    return examples, [to_row(entry) for entry in logs], interrupted or stop.is_set()
+    return examples, [codec.to_data(entry) for entry in logs], interrupted or stop.is_set()

@@ -6,8 +6,8 @@ An uncached reply is unknown, so what follows from it is counted as the run make
 votes agree (a placeholder of max_tokens for a candidate, a readable verdict for a judge), and bounded besides: each
 uncached judge or pairwise vote asked again once, and each criterion with an even number of voters and an uncached
 vote given a tie-break when `judging.on_tie: judge` (the `*_at_most` counts of preflight.count_calls). A generation whose
-reply no call reads (stages.reply_feeds_calls) is not run: the cache is asked only whether it holds the reply, for
-many keys a query (ResponseCache.fresh_many), which keeps 1,000,000 judge-free rows fast.
+reply no call reads (stages.reply_feeds_calls) is not run: the cache is asked only whether it holds the reply
+(ResponseCache.fresh_many, a chunk of examples at a time), which keeps 1,000,000 judge-free rows fast.
 """
 
 from __future__ import annotations

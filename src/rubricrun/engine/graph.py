@@ -24,7 +24,6 @@ from typing import Any, Protocol
 
 from ..config import Config
 from ..providers.base import BaseProvider
-from ..providers.cache import CachingProvider
 from ..types import Example, Judgment, PairJudgment, Response
 from .calls import synthesize
 from .pool import GRACE_S, STOP_SIGNALS, THREAD_PREFIX, Progress, end_now, heard_stop
@@ -63,8 +62,6 @@ class Graph:
         # Counts for the bars: any thread puts (kind, added, done), the conductor alone updates the bars (a put is
         # one C call under the GIL: no lock per call).
         self.counts: queue.SimpleQueue[tuple[str, int, int]] = queue.SimpleQueue()
-        # A call the cache answers runs where it is found, never on a pool (CachingProvider.try_cached).
-        self.try_cached = stack.try_cached if isinstance(stack, CachingProvider) else None
         self.conductor = threading.get_ident()  # the thread that runs `run` (set again there)
         self.lock = threading.Lock()  # guards what follows
         self.pooled = 0  # calls handed to a pool (the cache could not answer them)
@@ -188,7 +185,7 @@ class Graph:
         with unit.lock:
             unit.pending += 1
             unit.generating += gen
-        if self.try_cached is not None and self.try_cached(fn, *args):  # answered from the cache, here
+        if self.stack.try_cached(fn, *args):  # answered from the cache, here: never waits for a pool
             self.counts.put((kind, 1, 1))
             self._release(unit, generated=gen)
             return

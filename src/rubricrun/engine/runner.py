@@ -11,12 +11,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from msgspec.structs import replace
 
+from .. import codec
 from ..config import Config, config_to_dict, generation_only
 from ..errors import RubricrunError
 from ..providers.batch import open_batcher
@@ -29,9 +31,9 @@ from ..results import artifacts
 from ..results.costs import cost_report
 from ..results.hub import hub_card
 from ..results.summary import log_summary
-from ..results.summary_types import BudgetSummary, Calls, CostSummary, Summary
+from ..results.summary_types import BudgetSummary, Calls, Summary, summary_data
 from ..results.tally import Tally
-from ..types import Example, Judgment, PairJudgment, Response, from_row, summary_row
+from ..types import Example, Judgment, PairJudgment, Response
 from .graph import Graph, Synthesis, examples_of
 from .pool import stop_exit_code, stopped_by
 from .preflight import Prepared, preflight
@@ -173,7 +175,7 @@ class _Sink:
             n: artifacts.JsonlAppender(run_dir / f"{n}.jsonl") for n in ("examples", "responses", "judgments")
         }
         self._lines = isinstance(tally, TallyProcess)
-        self._admitted: dict[int, str] = {}  # id(example) -> its examples.jsonl line, until it finishes
+        self._admitted: dict[int, bytes] = {}  # id(example) -> its examples.jsonl line, until it finishes
 
     def admit(self, example: Example) -> None:
         line = self.files["examples"].write([example])
@@ -184,9 +186,10 @@ class _Sink:
         self, example: Example, responses: list[Response], judgments: list[Judgment], pairs: list[PairJudgment]
     ) -> None:
         r = self.files["responses"].write(responses)
-        j = self.files["judgments"].write([*judgments, *pairs])
+        j, p = codec.lines(judgments), codec.lines(pairs)
+        self.files["judgments"].write_lines(j + p)
         if self._lines:
-            self.tally.add_lines(self._admitted.pop(id(example)), r, j)  # type: ignore[union-attr]
+            self.tally.add_lines(self._admitted.pop(id(example)), r, j, p)  # type: ignore[union-attr]
         else:
             self.tally.add(example, responses, judgments, pairs)
 
@@ -204,12 +207,12 @@ def _write_results(
     formats = list(run.formats)
     if formats and not run.interrupted:
         summary = replace(summary, export=tally.export(run_dir, formats))
-    artifacts.write_json(run_dir / "summary.json", summary_row(summary))
+    artifacts.write_json(run_dir / "summary.json", summary_data(summary))
     tally.report(run_dir, summary)
     if extras.push_to_hub and not run.interrupted:
         from ..results.hub import push_to_hub
 
-        card = hub_card(cfg, summary_row(summary))
+        card = hub_card(cfg, summary_data(summary))
         paths = push_to_hub(run_dir, extras.push_to_hub, private=extras.private, dry_run=extras.dry_run, card=card)
         verb = "would upload" if extras.dry_run else "uploaded"
         log.info("hub %s: %s %s", extras.push_to_hub, verb, ", ".join(paths))
@@ -231,9 +234,7 @@ def _with_facts(
         responses_not_done=run.tasks - tally.n_responses,
         skipped_rows=len(prepared.skipped),
         wall_s=round(time.monotonic() - run.t0, 2),
-        costs=from_row(
-            CostSummary, cost_report(run.tracer.by_model, price_table(run.cfg), budget.provider_usd), strict=True
-        ),
+        costs=cost_report(run.tracer.by_model, price_table(run.cfg), budget.provider_usd),
         budget=BudgetSummary(run.cfg.run.budget_usd, round(budget.spent, 6), budget.stopped),
         synthesis=tuple(run.synthesis) if run.cfg.synthesize is not None else None,  # also when Ctrl+C stopped it
     )

@@ -3,12 +3,12 @@
 A warm rerun is one thread of Python doing per-example work, and the tally (summary.SummaryAcc and the report's
 sampler, results/tally.py) is a fifth of it (ExecPlan 012). The runner already encodes every row for its .jsonl
 files; with a `TallyProcess` it hands the same lines to a child process, which reads them back into rows
-(types.row_reader) and feeds an ordinary `Tally` with them, in input order, while the run goes on. The end of the
+(codec.decode_lines) and feeds an ordinary `Tally` with them, in input order, while the run goes on. The end of the
 run asks the child for the summary, the export and report.html, so the tally's own code, and so every byte it
 writes, is the same in both places (tests/test_tally_process.py runs both and compares every file).
 
 The child (second_process.py: `spawn`, one pipe, batches kept until it is up, SIGINT and SIGTERM left to the runner) gets the
-config, the run id and preflight's metric counts; rows are sent in batches of lines (a pickled list of str is one
+config, the run id and preflight's metric counts; rows are sent in batches of lines (a pickled list of bytes is one
 copy), and it reads up to _AHEAD batches ahead of its tally, so a send waits only when the tally is that far behind
 (memory stays bounded either way). Ctrl+C or a stop reach the runner, which then asks the child for the summary of
 what was done, as it would ask its own tally. What the child logs (a failed report, say) comes back with its next
@@ -18,7 +18,6 @@ preflight counted (the summary is then fed as the run goes), or as `RUBRICRUN_SE
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import threading
@@ -27,10 +26,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import codec
 from ..config import Config
 from ..results.summary_types import Summary
 from ..results.tally import Tally
-from ..types import Example, Judgment, PairJudgment, Response, row_reader
+from ..types import Example, Judgment, PairJudgment, Response
 from . import second_process
 
 log = logging.getLogger("rubricrun")
@@ -66,9 +66,10 @@ class TallyProcess(second_process.Child):
         super().__init__(serve, args, "rubricrun-tally", _ENDED, rows=_BATCH_ROWS, chars=_BATCH_CHARS)
         self._state: tuple[int, bool, str | None] | None = None
 
-    def add_lines(self, example: str, responses: str, judgments: str) -> None:
-        """One finished example as its lines in the three files (judgments.jsonl's: judgments, then pairwise)."""
-        self.put((example, responses, judgments), len(responses) + len(judgments))
+    def add_lines(self, example: bytes, responses: bytes, judgments: bytes, pairs: bytes) -> None:
+        """One finished example as its lines in the three files (judgments.jsonl's: its judgments, then its pairwise
+        rows)."""
+        self.put((example, responses, judgments, pairs), len(responses) + len(judgments) + len(pairs))
 
     def answered(self, extra: list[Any]) -> None:
         state, records = extra
@@ -192,24 +193,13 @@ def _answer(conn: Any, tally: Tally, op: str, args: tuple, failed: BaseException
         second_process.send_error(conn, exc, state, kept.take())
 
 
-_example, _response = row_reader(Example), row_reader(Response)
-_judgment, _pair = row_reader(Judgment), row_reader(PairJudgment)
-
-
-def _rows(text: str) -> list[dict[str, Any]]:
-    """A file's lines (each ends in a newline; JSON strings escape theirs) as their objects, with one parse."""
-    return json.loads(f"[{text[:-1].replace(chr(10), ',')}]") if text else []
-
-
 def read_lines(
-    example: str, responses: str, judgments: str
+    example: bytes, responses: bytes, judgments: bytes, pairs: bytes
 ) -> tuple[Example, list[Response], list[Judgment], list[PairJudgment]]:
     """One example's rows back from their lines: what runner._Sink wrote, as the objects it wrote them from."""
-    js: list[Judgment] = []
-    pairs: list[PairJudgment] = []
-    for row in _rows(judgments):
-        if row.get("kind") == "pairwise":
-            pairs.append(_pair(row))
-        else:
-            js.append(_judgment(row))
-    return _example(json.loads(example)), [_response(r) for r in _rows(responses)], js, pairs
+    return (
+        codec.decode(example, Example),
+        codec.decode_lines(responses, Response),
+        codec.decode_lines(judgments, Judgment),
+        codec.decode_lines(pairs, PairJudgment),
+    )

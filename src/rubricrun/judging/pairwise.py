@@ -222,6 +222,5 @@ class PairJudging:
             error="; ".join(errors) or None,
             keys=(ab.key, ba.key),
             usage=ab.usage + ba.usage,
-            cache_hit=ab.cache_hit and ba.cache_hit,
             response_ids=(item.a.id, item.b.id),
         )

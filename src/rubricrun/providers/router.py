@@ -15,6 +15,8 @@ import threading
 import time
 from typing import Any
 
+import msgspec
+
 from ..config import Config, ModelConfig, RouterConfig
 from ..errors import ProviderError
 from ..types import LLMRequest, LLMResponse
@@ -141,7 +143,7 @@ class RouterProvider(BaseProvider):
             raise self._error(exc, request) from None
         resp = to_response(raw, request, (time.perf_counter() - start) * 1000)
         hidden = getattr(raw, "_hidden_params", None) or {}
-        return dataclasses.replace(resp, deployment=self._label(request.model, hidden.get("model_id")))
+        return msgspec.structs.replace(resp, deployment=self._label(request.model, hidden.get("model_id")))
 
     def _label(self, group: str, dep_id: Any) -> str | None:
         return self._labels.get(group, {}).get(str(dep_id)) if dep_id is not None else None

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from msgspec import Struct
+
 from ..config import ModelConfig
-from ..types import LLMRequest, direct_init
+from ..types import LLMRequest
 
 
-@direct_init  # types.direct_init: one per request built
-@dataclass(frozen=True)
-class Route:
+class Route(Struct, frozen=True):  # a Struct: one per request built (plan 018)
     model: str
     api_base: str | None
     api_key_env: str | None

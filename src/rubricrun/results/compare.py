@@ -23,11 +23,12 @@ from typing import Any
 
 import yaml
 
+from .. import codec
 from ..errors import InputError
 from ..judging.auto import AUTO_CRITERION
 from ..tasks import registry
 from ..tasks.spec import CandidateResult, DatasetResult
-from ..types import Criterion, Example, Judgment, Response, from_row, to_row
+from ..types import Criterion, Example, Judgment, Response
 from . import artifacts, metrics, stats
 
 log = logging.getLogger("rubricrun")
@@ -122,8 +123,8 @@ def _criterion_rows(path: Path) -> list[dict[str, Any]]:
 
 def _typed(cls: type, rows: list[dict[str, Any]], path: Path) -> list[Any]:
     try:
-        return [from_row(cls, r) for r in rows]
-    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        return [codec.convert(r, cls) for r in rows]
+    except codec.DecodeError as exc:
         raise _fail(path, f"not a rubricrun {cls.__name__.lower()} row: {exc}") from None
 
 
@@ -298,7 +299,7 @@ def comparison_row(a: RunData, b: RunData, changes: Sequence[DatasetChange]) -> 
         "change": "B - A, paired over the examples both runs scored (95% percentile bootstrap CI)",
         "bootstrap_samples": a.bootstrap_samples,
         "seed": a.seed,
-        "datasets": {d.name: {k: v for k, v in to_row(d).items() if k != "name"} for d in changes},
+        "datasets": {d.name: {k: v for k, v in codec.to_data(d).items() if k != "name"} for d in changes},
     }
 
 

@@ -7,13 +7,12 @@ statistic. Per-example data is embedded once as JSON in a <script type="applicat
 by the page's JS with textContent only, 25 examples a page, with a text filter and a failures / disagreements
 selector.
 
-Rows may be the dataclasses from types.py or the plain dicts read back from the JSONL files.
+Rows may be the row types of types.py or the plain dicts read back from the JSONL files.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import heapq
 import json
 import logging
@@ -29,14 +28,15 @@ from urllib.parse import quote
 import jinja2
 import yaml
 from markupsafe import Markup
+from msgspec import Struct
 
 from ..tasks import registry
-from ..types import Criterion, Example, Judgment, Response, Score, from_row
+from ..types import Criterion, Example, Judgment, Response, Score
 from . import artifacts
 from .charts import dataset_radar, histogram_svg
 from .scoring import score_response
 from .summary import section_of
-from .summary_types import DatasetSummary, Summary
+from .summary_types import DatasetSummary, Summary, read_summary
 
 FAILURE_CAP = 100
 REPORT_EXAMPLES = 200  # examples the page embeds at most: the first half in input order, then the worst (see sample)
@@ -113,15 +113,10 @@ def _asset(name: str) -> Markup:
 
 
 def _row(x: Any) -> dict[str, Any]:
-    """A row as a dict, shallow (dataclasses.asdict deep-copies and is slow on 30,000 judgments)."""
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return {name: getattr(x, name) for name in _field_names(type(x))}
+    """A row as a dict, shallow (its values as they are: codec.to_data would copy every text)."""
+    if isinstance(x, Struct):
+        return {name: getattr(x, name) for name in x.__struct_fields__}
     return dict(x)
-
-
-@functools.cache
-def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls))  # fields() builds its tuple anew at every call
 
 
 def _get(row: Any, name: str) -> Any:
@@ -286,7 +281,7 @@ def render_report(
     """The page. `summary` may be the typed Summary or summary.json's data; `scores` (response id -> Score) are the
     run's own per-response scores, rebuilt from the judgments when not given. `shown`: the rows are a sample of a
     larger run (see `sample`); the page says how many examples it shows of how many."""
-    s = summary if isinstance(summary, Summary) else from_row(Summary, summary)
+    s = summary if isinstance(summary, Summary) else read_summary(summary)
     exs, resps, judgs = [_row(x) for x in examples], [_row(x) for x in responses], [_row(x) for x in judgments]
     failures = shown.failures if shown else _failures(resps, judgs)
     failed = shown.failed if shown else {k: len(v) for k, v in failures.items()}
@@ -323,7 +318,7 @@ def write_report(
     scores: Mapping[str, Score] | None = None,
     shown: Shown | None = None,
 ) -> Path:
-    """Write run_dir/report.html atomically and return its path. Rows may be dataclasses or their dicts;
+    """Write run_dir/report.html atomically and return its path. Rows may be row types or their dicts;
     `criteria` ((example_id, criterion_id) -> Criterion) supplies texts for criteria not in the example's own
     rubric (a config default rubric); without it those show their ids."""
     path = Path(run_dir) / "report.html"
@@ -352,7 +347,7 @@ def write_report_safely(run_dir: Path, summary: Summary, sampled: Mapping[str, A
 def write_report_from_dir(run_dir: Path, limit: int = REPORT_EXAMPLES) -> Path:
     """Rebuild report.html from a finished run's files (rows passed as the dicts read back from JSONL)."""
     run_dir = Path(run_dir)
-    summary = from_row(Summary, json.loads((run_dir / "summary.json").read_text(encoding="utf-8")))
+    summary = read_summary(json.loads((run_dir / "summary.json").read_text(encoding="utf-8")))
     rows = {n: artifacts.read_jsonl(run_dir / f"{n}.jsonl") for n in ("examples", "responses", "judgments")}
     rows["judgments"] = [j for j in rows["judgments"] if j.get("kind") != "pairwise"]  # summarized in summary.json
     rubric = _default_rubric(run_dir / "config.yaml")

@@ -16,7 +16,7 @@ from typing import Any
 from ..config import Config
 from ..tasks import registry
 from ..tasks.spec import DatasetResult, Section
-from ..types import Criterion, Example, Judgment, PairJudgment, Response, summary_row
+from ..types import Criterion, Example, Judgment, PairJudgment, Response
 from . import agreement, metrics, stats
 from .accum import ByExample, ExampleIds
 from .charts import histogram_bins
@@ -33,6 +33,7 @@ from .summary_types import (
     MacroScore,
     Overall,
     Summary,
+    summary_data,
 )
 
 log = logging.getLogger("rubricrun")
@@ -347,7 +348,7 @@ def log_summary(summary: Summary) -> None:
     for name, d in summary.datasets.items():
         console = section_of(d.metric).console
         if console is not None:  # the metric's own lines (a judge meta-evaluation: one per judge)
-            for line in console(name, summary_row(d)):
+            for line in console(name, summary_data(d)):
                 log.info("%s", line)
             continue
         for cand, r in d.candidates.items():

@@ -2,26 +2,31 @@
 results/report.py reads. summary.json is the per-dataset results (`datasets`), their macro average (`overall`) and
 the run-level sections (judges, pairwise judging, calls, costs, budget, synthesis, export).
 
-Field order is the key order in the file. Every field has a default so that types.from_row() can read a summary
-written by an older version (a missing key takes its default, an unknown one such as the pooled `candidates` of
-releases before issue 21 is ignored); OMIT_IF_NONE fields are left out of the file when None (types.summary_row).
+Field order is the key order in the file; the codec (codec.py) writes and reads them, through `summary_data` and
+`read_summary` below. A type declared `omit_defaults` has two kinds of field: those without a default are always
+written, and those with one (None) are written only when set (summary.json has always left out keys it had nothing
+for). The other types give every field a default. A summary of an older version reads (`read_summary`: a missing key
+takes its default, an unknown one such as the pooled `candidates` of releases before issue 21 is ignored). One irregularity:
+a dataset candidate's `extra` (its metric's own figures) sits beside its fields in the file (`summary_data`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import Any
+
+from msgspec import Struct, field
+
+from .. import codec
 
 
-@dataclass(frozen=True)
-class JudgeRates:
+class JudgeRates(Struct, frozen=True):
     met_rate: float | None = None
     judged: int = 0
     errors: int = 0
 
 
-@dataclass(frozen=True)
-class JudgePairAgreement:
+class JudgePairAgreement(Struct, frozen=True):
     """Two judges over the units both voted on (results/agreement.py)."""
 
     a: str = ""
@@ -31,8 +36,7 @@ class JudgePairAgreement:
     cohen_kappa: float | None = None
 
 
-@dataclass(frozen=True)
-class CriterionAgreement:
+class CriterionAgreement(Struct, frozen=True):
     """One criterion (by text) over the responses several judges voted on."""
 
     criterion_id: str = ""
@@ -43,8 +47,7 @@ class CriterionAgreement:
     krippendorff_alpha: float | None = None
 
 
-@dataclass(frozen=True)
-class Agreement:
+class Agreement(Struct, frozen=True):
     """Where several judges voted on a criterion: overall, per judge pair, per criterion, and the criteria
     on which the judges split most often."""
 
@@ -58,16 +61,12 @@ class Agreement:
     most_disagreed: tuple[CriterionAgreement, ...] = ()
 
 
-@dataclass(frozen=True)
-class JudgeSummary:
-    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset({"agreement"})
-
-    per_judge: dict[str, JudgeRates] = field(default_factory=dict)
+class JudgeSummary(Struct, frozen=True, omit_defaults=True):
+    per_judge: dict[str, JudgeRates]
     agreement: Agreement | None = None
 
 
-@dataclass(frozen=True)
-class Calls:
+class Calls(Struct, frozen=True):
     """This invocation's model call attempts (the tracer's counts)."""
 
     made: int = 0
@@ -75,8 +74,7 @@ class Calls:
     errors: int = 0
 
 
-@dataclass(frozen=True)
-class ModelCost:
+class ModelCost(Struct, frozen=True):
     """One (role, model): what results/costs.py cost_report writes per model."""
 
     role: str = ""
@@ -92,8 +90,7 @@ class ModelCost:
     provider_usd: float | None = None  # what the provider itself reported (LiteLLM response_cost), if anything
 
 
-@dataclass(frozen=True)
-class CostSummary:
+class CostSummary(Struct, frozen=True):
     total_usd: float = 0.0
     saved_usd: float = 0.0
     provider_total_usd: float | None = None
@@ -101,19 +98,15 @@ class CostSummary:
     unpriced: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class BudgetSummary:
+class BudgetSummary(Struct, frozen=True):
     budget_usd: float | None = None
     spent_usd: float = 0.0
     stopped: bool = False
 
 
-@dataclass(frozen=True)
-class DatasetCandidate:
+class DatasetCandidate(Struct, frozen=True):
     """One candidate's headline on one dataset (results/metrics.py CandidateResult). `extra` holds the metric's
     own fields (mean_normalized, by_tag, by_category, by_field, ...): in the file they sit beside the others."""
-
-    FLATTEN: ClassVar[str] = "extra"
 
     score: float | None = None
     ci: tuple[float | None, float | None] = (None, None)
@@ -128,8 +121,7 @@ class DatasetCandidate:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class DatasetRankRow:
+class DatasetRankRow(Struct, frozen=True):
     rank: int = 0
     candidate: str = ""
     score: float | None = None
@@ -139,22 +131,18 @@ class DatasetRankRow:
     within_noise_of: tuple[str, ...] = ()  # paired bootstrap over this dataset's examples includes 0
 
 
-@dataclass(frozen=True)
-class DatasetSummary:
+class DatasetSummary(Struct, frozen=True, omit_defaults=True):
     """One dataset: its metric, the judge-failure policy that applied, its candidates and leaderboard (a judge
     meta-evaluation: its judges), and the metric's dataset-level figures (`extra`, left out when it has none)."""
 
-    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset({"extra"})
-
-    metric: str = "rubric"
-    on_error: str = "exclude"
-    candidates: dict[str, DatasetCandidate] = field(default_factory=dict)
-    leaderboard: tuple[DatasetRankRow, ...] = ()
+    metric: str
+    on_error: str
+    candidates: dict[str, DatasetCandidate]
+    leaderboard: tuple[DatasetRankRow, ...]
     extra: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True)
-class PairOutcome:
+class PairOutcome(Struct, frozen=True):
     """a against b on one dataset: rates over the examples both were compared on, each with a percentile
     bootstrap CI over examples (an example with several turns counts the mean of its turns)."""
 
@@ -183,8 +171,7 @@ class PairOutcome:
     longer_n: int = 0  # those verdicts
 
 
-@dataclass(frozen=True)
-class Rating:
+class Rating(Struct, frozen=True):
     """A Bradley-Terry rating on Chatbot Arena's Elo-like scale (1000 + 400 log10 strength), with a bootstrap CI."""
 
     candidate: str = ""
@@ -193,8 +180,7 @@ class Rating:
     mean_chars: float | None = None  # mean length of its compared answers (verbosity bias)
 
 
-@dataclass(frozen=True)
-class PairwiseJudging:
+class PairwiseJudging(Struct, frozen=True):
     """One dataset's pairwise judging: outcomes per pair, ratings (three or more candidates), position bias."""
 
     pairs: tuple[PairOutcome, ...] = ()
@@ -204,14 +190,12 @@ class PairwiseJudging:
     mean_chars: dict[str, float | None] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class MacroScore:
+class MacroScore(Struct, frozen=True):
     score: float | None = None  # None unless the candidate has a headline on every dataset
     datasets: int = 0  # datasets with a headline for this candidate
 
 
-@dataclass(frozen=True)
-class Overall:
+class Overall(Struct, frozen=True):
     """The only number across datasets: the unweighted mean of per-dataset headlines, labelled as such."""
 
     macro_average_of: str = "dataset headlines"
@@ -219,22 +203,16 @@ class Overall:
     candidates: dict[str, MacroScore] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Summary:
+class Summary(Struct, frozen=True, kw_only=True, omit_defaults=True):
     """summary.json. The fields from `status` on are the run's facts, which the runner adds to what
     results/summary.py build_summary computes from the rows."""
 
-    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset(
-        {"overall", "status", "stopped_by", "note", "calls", "responses_not_done", "skipped_rows", "wall_s"}
-        | {"costs", "budget", "synthesis", "export", "pairwise_judging"}
-    )
-
-    run_id: str = ""
-    pass_threshold: float | None = None
-    examples: int = 0
-    datasets: dict[str, DatasetSummary] = field(default_factory=dict)  # the headline results, one per dataset
+    run_id: str
+    pass_threshold: float | None
+    examples: int
+    datasets: dict[str, DatasetSummary]  # the headline results, one per dataset
     overall: Overall | None = None
-    judges: JudgeSummary = JudgeSummary()
+    judges: JudgeSummary
     pairwise_judging: dict[str, PairwiseJudging] | None = None  # per dataset, when judging.pairwise is set
     status: str | None = None  # complete / interrupted / stopped_on_budget
     stopped_by: str | None = None  # interrupted: the signal that stopped it (SIGINT, SIGTERM)
@@ -247,3 +225,35 @@ class Summary:
     budget: BudgetSummary | None = None
     synthesis: tuple[dict[str, Any], ...] | None = None  # the synthesis log, as data/synth.py writes it
     export: dict[str, dict[str, int]] | None = None  # format -> counts, as results/export.py returns them
+
+
+def summary_data(obj: Summary | DatasetSummary) -> dict[str, Any]:
+    """summary.json's data (or one dataset's entry in it): each candidate's `extra` beside its other fields."""
+    data = codec.to_data(obj)
+    for d in data["datasets"].values() if isinstance(obj, Summary) else (data,):
+        for c in d["candidates"].values():
+            c.update(c.pop("extra"))
+    return data
+
+
+def read_summary(data: Mapping[str, Any]) -> Summary:
+    """summary.json's data as a Summary (DecodeError when it is not one): the keys of a candidate that are not its
+    fields are its `extra`; a key that a summary of an older version may lack reads as it did then (_OLDER)."""
+    own = set(DatasetCandidate.__struct_fields__)
+    datasets = {}
+    for name, d in (data.get("datasets") or {}).items():
+        cands = {
+            n: {**{k: v for k, v in c.items() if k in own}, "extra": {k: v for k, v in c.items() if k not in own}}
+            for n, c in (d.get("candidates") or {}).items()
+        }
+        datasets[name] = {**_OLDER["datasets"], **d, "candidates": cands}
+    judges = {**_OLDER["judges"], **(data.get("judges") or {})}
+    return codec.convert({**_OLDER["summary"], **data, "datasets": datasets, "judges": judges}, Summary)
+
+
+# The keys always written that a summary of an older version may lack, with the values they read as.
+_OLDER: dict[str, dict[str, Any]] = {
+    "summary": {"run_id": "", "pass_threshold": None, "examples": 0},
+    "datasets": {"metric": "rubric", "on_error": "exclude", "leaderboard": []},
+    "judges": {"per_judge": {}},
+}

@@ -3,7 +3,8 @@
 The runner hands every finished example to `Tally.add` with its rows (responses, judgments, pairwise rows), in
 input order, and asks for the summary, the export files and report.html at the end. Memory per example stays
 small whatever the texts and the dataset's size (.agent/plans/009-limits.md, item 3):
-- the full rows are pickled, example by example, to an anonymous temporary file (gone when the tally is);
+- the full rows are spooled, example by example, to an anonymous temporary file (gone when the tally is), as
+  MessagePack (codec.pack);
 - `add` keeps only counters: how many examples of each dataset call for each metric (the dataset's metric is a
   majority vote, decided before the summary's pass), and for pairwise judging the pairwise rows, their examples'
   ids and datasets and the compared responses' text lengths;
@@ -13,20 +14,22 @@ small whatever the texts and the dataset's size (.agent/plans/009-limits.md, ite
 - the export and the report read the spool back one example at a time.
 When the counts of metrics are known before the run (preflight counted them: `metric_counts`), `add` feeds the
 SummaryAcc and the report's sampler itself, and the rows are spooled only if an export will read them (`spool`):
-a warm rerun then pickles and re-reads nothing (plan 012).
+a warm rerun then spools and re-reads nothing (plan 012).
 """
 
 from __future__ import annotations
 
 import logging
-import pickle
+import struct
 import tempfile
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from msgspec.structs import replace
+
+from .. import codec
 from ..config import Config
 from ..tasks import registry
 from ..types import Criterion, Example, Judgment, PairJudgment, Response, Turn
@@ -37,6 +40,8 @@ from .summary import SummaryAcc
 from .summary_types import Summary
 
 _NO_TURN = Turn(message={})
+_Rows = tuple[Example, tuple[Response, ...], tuple[Judgment, ...], tuple[PairJudgment, ...]]  # one spooled example
+_SIZE = struct.Struct("<Q")  # each spooled example: its size, then its bytes
 log = logging.getLogger("rubricrun")
 _NONE: dict[str, Any] = {}  # the one empty dict of every slim example that has nothing there (only read)
 
@@ -97,8 +102,8 @@ class Tally:
     ) -> None:
         """One example with its rows (an example with no responses yet still counts as an example)."""
         if self._spool is not None:
-            rows = (example, tuple(responses), tuple(judgments), tuple(pairs))
-            pickle.dump(rows, self._spool, pickle.HIGHEST_PROTOCOL)
+            data = codec.pack((example, responses, judgments, pairs))
+            self._spool.write(_SIZE.pack(len(data)) + data)
         if self._acc is not None:  # the example's criteria, found once for the summary and the sampler
             rubric, crit = self._criteria(example)
             self._acc.add(example.id, example, responses, judgments, crit, rubric)
@@ -140,11 +145,8 @@ class Tally:
         self._spool.flush()
         self._spool.seek(0)
         try:
-            while True:
-                try:
-                    yield pickle.load(self._spool)
-                except EOFError:
-                    return
+            while head := self._spool.read(_SIZE.size):
+                yield codec.unpack(self._spool.read(_SIZE.unpack(head)[0]), _Rows)
         finally:
             self._spool.seek(0, 2)  # further adds append
 
