@@ -135,9 +135,12 @@ def tally_child(n: int, out_dir: str) -> None:
     for i in range(n):
         eid = f"gen/ex{i}"
         ex = Example(
-            id=eid, dataset="gen", source=f"data.jsonl:{i + 1}", messages=({"role": "user", "content": f"Q {i}?"},)
+            id=eid,
+            dataset="gen",
+            source=f"data.jsonl:{i + 1}",
+            messages=({"role": "user", "content": f"Q {i}?"},),
+            answer=str(i),
         )
-        ex = Example(**{**ex.__dict__, "answer": str(i)})
         r = Response(
             id=f"{eid}#cand1#0",
             example_id=eid,
@@ -149,7 +152,6 @@ def tally_child(n: int, out_dir: str) -> None:
             error=None,
             finish_reason="stop",
             usage=Usage(20, 80, 100),
-            cache_hit=True,
             key=f"{i:064x}",
         )
         j = Judgment(
