@@ -8,11 +8,11 @@ import math
 import random
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Sequence
-from dataclasses import replace
 from itertools import combinations
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 from test_agreement import unit
 
 from rubricrun.results import agreement, stats

@@ -113,10 +113,14 @@ class ResponseCache:
         return read_reply(self._cache.get(key))
 
     def fresh_many(self, keys: list[str]) -> set[str]:
-        """The keys among `keys` stored in this format (--validate asks for every example's key): by the tag each
-        row is stored with, one `get` a key."""
-        get = self._cache.get
-        return {key for key in keys if get(key, tag=True)[1] == CACHE_FORMAT}
+        """The keys among `keys` stored in this format (--validate asks for every example's key, a chunk at a
+        time): by the tag each row is stored with, one `get` a key, the chunk in one transaction (SQLite then takes
+        its locks once, not once a key: about half the cost; writers elsewhere wait those few milliseconds)."""
+        cache = self._cache
+        if not keys or not len(cache):  # an empty cache (a first --validate) answers nothing
+            return set()
+        with cache.transact():
+            return {key for key in keys if cache.get(key, tag=True)[1] == CACHE_FORMAT}
 
     def set(self, key: str, response: LLMResponse) -> None:
         self._write(self._cache.set, key, stored_reply(response), tag=CACHE_FORMAT)
