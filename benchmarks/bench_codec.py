@@ -25,76 +25,55 @@ from typing import Any, Literal
 import msgspec
 import pydantic
 
-
-@dataclasses.dataclass(frozen=True)
-class DUsage:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-
-
-@dataclasses.dataclass(frozen=True)
-class DResponse:
-    id: str
-    example_id: str
-    candidate: str
-    model: str
-    sample_index: int
-    status: Literal["ok", "error"]
-    text: str | None
-    error: str | None
-    finish_reason: str | None
-    usage: DUsage
-    key: str = ""
-    flags: dict[str, Any] = dataclasses.field(default_factory=dict)
-    reasoning: str | None = None
-    turn: int = 1
+# One row type (responses.jsonl's shape), declared each way from one list of (name, type, default).
+_NONE = object()  # no default
+USAGE = [("prompt_tokens", int, 0), ("completion_tokens", int, 0), ("total_tokens", int, 0)]
+RESPONSE = [
+    *((n, t, _NONE) for n, t in [("id", str), ("example_id", str), ("candidate", str), ("model", str)]),
+    ("sample_index", int, _NONE),
+    ("status", Literal["ok", "error"], _NONE),
+    *((n, str | None, _NONE) for n in ("text", "error", "finish_reason")),
+    ("usage", "Usage", _NONE),
+    ("key", str, ""),
+    ("flags", dict[str, Any], dict),  # a default factory
+    ("reasoning", str | None, None),
+    ("turn", int, 1),
+]
 
 
-class SUsage(msgspec.Struct, frozen=True):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
+def _dataclass(name: str, spec: list, usage: type | None = None) -> type:
+    fields = []
+    for n, t, d in spec:
+        t = usage if t == "Usage" else t
+        if d is _NONE:
+            fields.append((n, t))
+        else:
+            fields.append((n, t, dataclasses.field(default_factory=d) if d is dict else dataclasses.field(default=d)))
+    return dataclasses.make_dataclass(name, fields, frozen=True)
 
 
-class SResponse(msgspec.Struct, frozen=True):
-    id: str
-    example_id: str
-    candidate: str
-    model: str
-    sample_index: int
-    status: Literal["ok", "error"]
-    text: str | None
-    error: str | None
-    finish_reason: str | None
-    usage: SUsage
-    key: str = ""
-    flags: dict[str, Any] = msgspec.field(default_factory=dict)
-    reasoning: str | None = None
-    turn: int = 1
+def _struct(name: str, spec: list, usage: type | None = None) -> type:
+    fields = []
+    for n, t, d in spec:
+        t = usage if t == "Usage" else t
+        fields.append((n, t) if d is _NONE else (n, t, msgspec.field(default_factory=d) if d is dict else d))
+    return msgspec.defstruct(name, fields, frozen=True)
 
 
-class PUsage(pydantic.BaseModel, frozen=True):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
+def _model(name: str, spec: list, usage: type | None = None) -> type:
+    fields: dict[str, Any] = {}
+    for n, t, d in spec:
+        t = usage if t == "Usage" else t
+        fields[n] = (t, ...) if d is _NONE else (t, pydantic.Field(default_factory=d) if d is dict else d)
+    return pydantic.create_model(name, __config__=pydantic.ConfigDict(frozen=True), **fields)
 
 
-class PResponse(pydantic.BaseModel, frozen=True):
-    id: str
-    example_id: str
-    candidate: str
-    model: str
-    sample_index: int
-    status: Literal["ok", "error"]
-    text: str | None
-    error: str | None
-    finish_reason: str | None
-    usage: PUsage
-    key: str = ""
-    flags: dict[str, Any] = pydantic.Field(default_factory=dict)
-    reasoning: str | None = None
-    turn: int = 1
+DUsage = _dataclass("DUsage", USAGE)
+DResponse = _dataclass("DResponse", RESPONSE, DUsage)
+SUsage = _struct("SUsage", USAGE)
+SResponse = _struct("SResponse", RESPONSE, SUsage)
+PUsage = _model("PUsage", USAGE)
+PResponse = _model("PResponse", RESPONSE, PUsage)
 
 
 def _fields(i: int) -> dict[str, Any]:

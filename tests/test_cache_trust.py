@@ -121,3 +121,33 @@ def test_after_a_normal_exit_cache_db_alone_holds_every_row(tmp_path: Path, make
         assert all(cache.get(k) is not None for k in keys)
     finally:
         cache.close()
+
+
+def test_a_row_naming_a_file_is_never_read_nor_its_file_deleted(tmp_path: Path) -> None:
+    """A row whose value "lives in a file" (diskcache's file modes) names any path it likes: the store reads it as a
+    miss and, overwriting the row, deletes nothing outside its folder, nor the database itself."""
+    from rubricrun.types import LLMResponse
+
+    cache_dir, outside = tmp_path / "cache", tmp_path / "outside.bin"
+    outside.write_bytes(b'{"format":2,"text":"from a file"}')  # even a valid row is not read from a file
+    reply = LLMResponse(text="stored")
+    names = ["cache.db", "../outside.bin", str(outside), "ab/../../outside.bin", "ab/cd/../../../outside.bin"]
+    for name in names:
+        cache = ResponseCache(cache_dir)
+        cache.set("k", reply)
+        cache.close()
+        con = sqlite3.connect(cache_dir / "cache.db")
+        with con:
+            for mode in (diskcache.core.MODE_BINARY, diskcache.core.MODE_TEXT, diskcache.core.MODE_PICKLE):
+                con.execute("UPDATE Cache SET mode = ?, filename = ?, value = NULL WHERE key = 'k'", (mode, name))
+        con.close()
+        cache = ResponseCache(cache_dir)
+        try:
+            assert cache.get("k") is None, name
+            assert cache.fresh_many(["k"]) == set()  # --validate counts it as the run will: a miss
+            cache.set("k", reply)  # overwrites the row: diskcache removes the file the old row named, if inside
+            assert cache.get("k") is not None
+            cache.delete("k")
+        finally:
+            cache.close()
+        assert outside.exists() and (cache_dir / "cache.db").exists(), name

@@ -50,20 +50,15 @@ def cache_key(request: LLMRequest) -> str:
 class _JsonDisk(diskcache.Disk):
     """diskcache's `Disk` (its documented extension point, passed as `disk=`) for a store of bytes that trusts no
     row: `fetch` hands back raw bytes and nothing else (diskcache's own would unpickle a pickled row, or read the
-    file a row names: both are a miss here), `remove` deletes nothing outside the cache folder, and keys other than
-    str or bytes are refused (diskcache would pickle them). Settings a folder's database holds do not reach it."""
+    file a row names: both are a miss here), `remove` deletes nothing outside the cache folder, and a key stored
+    pickled is never unpickled. Settings a folder's database holds do not reach it."""
 
     def __init__(self, directory: str, **_settings: Any) -> None:
         super().__init__(directory, min_file_size=_IN_DB)
         self._root = os.path.realpath(directory)
 
-    def put(self, key: Any) -> tuple[Any, bool]:
-        if type(key) not in (str, bytes):
-            raise TypeError(f"cache keys are str, not {type(key).__name__}")
-        return super().put(key)
-
     def get(self, key: Any, raw: bool) -> Any:
-        return super().get(key, raw) if raw else bytes(key)  # a key stored pickled is not unpickled
+        return super().get(key, raw) if raw else bytes(key)  # (our keys are str: stored raw)
 
     def store(self, value: Any, read: bool, key: Any = diskcache.UNKNOWN) -> tuple[int, int, str | None, Any]:
         if type(value) is not bytes or read:
