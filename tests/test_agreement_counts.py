@@ -165,8 +165,7 @@ def test_counts_equal_the_list_definitions_over_random_panels(seed: int) -> None
     for text, units in by_text.items():
         assert close(stats.percent_agreement_counts(counts.criteria[text]), ref_percent_agreement(units))
         assert close(stats.krippendorff_alpha_counts(counts.criteria[text]), ref_krippendorff(units))
-    # The list-based report and the accumulated one are the same rows; so is the summary's.
-    assert agreement.agreement_report(everything, criteria) == counts.report()
+    # The summary's judge statistics are the accumulated ones.
     assert judge_stats(everything, criteria) == acc.summary()
 
 

@@ -69,7 +69,8 @@ def test_validate_counts_do_not_depend_on_the_chunk(
 def test_validate_without_judges_counts_only_replies_the_run_would_reuse(tmp_path: Path, make_config: Any) -> None:
     """Judge-free, single-turn: --validate checks the cache without building the reply, and a row stored in another
     cache format (which the run would ask again) is not counted as cached."""
-    from rubricrun.engine.calls import generation_tasks
+    from oracles import first_turns
+
     from rubricrun.providers.cache import CACHE_FORMAT, cache_key
     from rubricrun.providers.stack import open_cache
     from rubricrun.types import LLMResponse
@@ -77,7 +78,7 @@ def test_validate_without_judges_counts_only_replies_the_run_would_reuse(tmp_pat
     rows = [{"id": f"q{i}", "question": f"{i} + 1?", "answer": str(i + 1)} for i in range(3)]
     path = make_config(None, judges=[], datasets=[{"path": str(write_jsonl(tmp_path / "qa.jsonl", rows))}])
     cfg = load_config(path)
-    tasks = generation_tasks(cfg, list(preflight.preflight(cfg, None).examples))
+    tasks = first_turns(cfg, list(preflight.preflight(cfg, None).examples))
     cache = open_cache(cfg)
     assert cache is not None
     cache.set(cache_key(tasks[0].request), LLMResponse(text="1"))

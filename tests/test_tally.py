@@ -19,12 +19,12 @@ import pytest
 from conftest import DATA, model_entry, write_jsonl
 from factories import example, judgment, response
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request, message_text
+from oracles import build_summary, criteria_index
 
 from rubricrun.config import load_config
 from rubricrun.results.export import FORMATS, build_export, write_export
 from rubricrun.results.report import render_report, write_report_from_dir
 from rubricrun.results.scoring import score_all
-from rubricrun.results.summary import build_summary, criteria_index
 from rubricrun.results.tally import Tally
 from rubricrun.tasks.registry import metric_of as detect_metric
 from rubricrun.types import Example, Judgment, PairJudgment, Response, Usage, from_row, summary_row

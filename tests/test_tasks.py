@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
+from oracles import detect_format
 
-from rubricrun.data.loaders import detect_format
 from rubricrun.tasks import registry
 from rubricrun.tasks.spec import Metric, Task
 

@@ -7,19 +7,18 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config, ModelConfig
-from ..data.answers_file import Answers, load_replays, replay_model, replayed_answer
+from ..data.answers_file import Answers, replay_model, replayed_answer
 from ..data.turns import turn_view
 from ..errors import NotDone, ProviderError
 from ..judging.answers import quality_flags, split_reasoning
 from ..providers.base import BaseProvider
 from ..providers.cache import cache_key
 from ..providers.routing import model_request, route_for
-from ..tasks import registry
 from ..types import Example, LLMRequest, LLMResponse, Response, Usage, direct_init, to_row
 from .pool import Interrupted, Progress, run_pool
 
@@ -73,32 +72,6 @@ def turn_task(
     replay = replayed_answer(cand, replays.get(cand.name), ex, turn) if cand.replays else None
     request = candidate_request(cand, view, s, cfg.run.seed)
     return GenTask(view, cand, s, request, turn, answers, order, replay)
-
-
-def generation_tasks(cfg: Config, examples: Sequence[Example], replays: Replays | None = None) -> list[GenTask]:
-    """Every conversation's first turn, in input order (later turns: next_turn_tasks)."""
-    replays = load_replays(cfg, registry.ANSWER_READERS) if replays is None else replays
-    pairs = [
-        (ex, cand, s)
-        for ex in examples
-        for cand in registry.candidates_for(cfg, ex)
-        for s in range(cand.samples_per_prompt)
-    ]
-    return [turn_task(cfg, ex, cand, s, (), i, replays) for i, (ex, cand, s) in enumerate(pairs)]
-
-
-def next_turn_tasks(
-    cfg: Config, tasks: Sequence[GenTask], done: dict[str, Response], replays: Replays, examples: dict[str, Example]
-) -> list[GenTask]:
-    """The next turn of every conversation whose turn in `tasks` was answered; a failed turn ends its conversation."""
-    out = []
-    for t in tasks:
-        r = done.get(t.response_id)
-        ex = examples[t.example.id]
-        if r is None or r.status != "ok" or t.turn >= ex.turns:
-            continue
-        out.append(turn_task(cfg, ex, t.candidate, t.sample_index, (*t.answers, r.text or ""), t.order, replays))
-    return out
 
 
 def response_row(task: GenTask, key: str, resp: LLMResponse | None, error: str | None) -> Response:

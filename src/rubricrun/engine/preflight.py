@@ -146,12 +146,6 @@ def _first_source(cfg: Config, max_examples: int | None, ex: Example, upto: int)
     return None
 
 
-def load_examples(cfg: Config, max_examples: int | None) -> tuple[list[Example], list[str]]:
-    """All datasets' examples (each dataset capped at max_examples) in a list, and the skipped bad rows."""
-    count, skipped = validate_examples(cfg, max_examples)
-    return list(Examples(cfg, max_examples, count)), skipped
-
-
 def model_entries(cfg: Config) -> list[tuple[str, Any]]:
     """(config key, entry) for every candidate and judge, keyed as the config spells them."""
     out: list[tuple[str, Any]] = [(f"candidates[{i}]", m) for i, m in enumerate(cfg.candidates)]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -352,27 +352,6 @@ def _extra(spec: Metric, agg: _CandidateAgg) -> dict[str, Any]:
     if by_turn and "by_turn" not in extra:  # multi-turn datasets: turn 1, turn 2, ... beside their average
         extra["by_turn"] = by_turn
     return extra
-
-
-def dataset_results(
-    cfg: Config, examples: Sequence[Example], responses: Sequence[Response], judgments: Sequence[Judgment]
-) -> list[DatasetResult]:
-    """One DatasetResult per dataset of the run (config order, then synthesized ones), each with its metric
-    (`datasets[].metric` or detected), its on_error policy, the config's criteria and samples per prompt."""
-    counts: dict[str, Counter] = {}
-    for ex in examples:
-        counts.setdefault(ex.dataset, Counter())[registry.metric_of(ex)] += 1
-    accs = dataset_accs(cfg, counts)
-    by_ex: dict[str, tuple[list[Response], list[Judgment]]] = {ex.id: ([], []) for ex in examples}
-    for r in responses:
-        if r.example_id in by_ex:
-            by_ex[r.example_id][0].append(r)
-    for j in judgments:
-        if j.example_id in by_ex:
-            by_ex[j.example_id][1].append(j)
-    for ex in examples:
-        accs[ex.dataset].add(ex, *by_ex[ex.id], registry.criteria_for(ex, cfg))
-    return [acc.result() for acc in accs.values()]
 
 
 def dataset_accs(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import math
 from array import array
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
@@ -42,40 +42,8 @@ def _r(x: float | None, nd: int = 4) -> float | None:
     return None if x is None else round(x, nd)
 
 
-def build_summary(
-    cfg: Config,
-    run_id: str,
-    examples: Sequence[Example],
-    responses: Sequence[Response],
-    judgments: Sequence[Judgment],
-    criteria: Mapping[tuple[str, str], Criterion],
-    pairs: Sequence[PairJudgment] = (),
-    text_len: Mapping[str, int] | None = None,
-) -> Summary:
-    """What the rows say; the runner adds the run's facts (status, calls, costs, ...).
-    `criteria` maps (example_id, criterion_id) to the criterion judged (its text, for judge agreement); `pairs` are the
-    pairwise judgments (judging.pairwise), summarized per dataset by results/pairwise.py; `text_len` is passed on to it.
-    The rows go through SummaryAcc example by example, as results/tally.py feeds it during a run."""
-    counts: dict[str, Counter] = {}
-    for ex in examples:
-        counts.setdefault(ex.dataset, Counter())[registry.metric_of(ex)] += 1
-    acc = SummaryAcc(cfg, counts)
-    groups: dict[str, tuple[list[Response], list[Judgment]]] = {ex.id: ([], []) for ex in examples}
-    for r in responses:
-        groups.setdefault(r.example_id, ([], []))[0].append(r)
-    for j in judgments:
-        groups.setdefault(j.example_id, ([], []))[1].append(j)
-    by_id = {ex.id: ex for ex in examples}
-    for eid, (rs, js) in groups.items():
-        acc.add(eid, by_id.get(eid), rs, js, criteria)
-    if text_len is None:
-        compared = {rid for p in pairs for rid in p.response_ids}
-        text_len = {r.id: len(r.text or "") for r in responses if r.id in compared}
-    return acc.summary(run_id, pairs, examples, text_len)
-
-
 class SummaryAcc:
-    """build_summary fed one example at a time: per dataset a metrics.DatasetAcc; the judges' counters and
+    """The summary of a run's rows, fed one example at a time: per dataset a metrics.DatasetAcc; the judges' counters and
     the agreement counts of the voted judgments (agreement.AgreementCounts). `counts`: dataset -> metric -> rows calling
     for it (registry.metric_of), known before the first example (the dataset's metric is a majority vote)."""
 
@@ -325,11 +293,6 @@ def _agreement_detail(counts: agreement.AgreementCounts) -> dict[str, Any]:
         "criteria": tuple(CriterionAgreement(**row) for row in report["criteria"]),
         "most_disagreed": tuple(CriterionAgreement(**row) for row in report["most_disagreed"]),
     }
-
-
-def criteria_index(cfg: Config, examples: Sequence[Example]) -> dict[tuple[str, str], Criterion]:
-    """(example id, criterion id) -> the criterion its responses are scored on (for categories and tags)."""
-    return {(ex.id, c.id): c for ex in examples for c in registry.criteria_for(ex, cfg)}
 
 
 def _fmt(x: float | None) -> str:
