@@ -9,6 +9,7 @@ summarizes one example at a time (results/summary.SummaryAcc).
 - `build_summary(...)`: the summary of rows given as lists (SummaryAcc fed example by example);
   `dataset_results(...)`: each dataset's metric results over lists; `criteria_index(cfg, examples)`.
 - `counted(judgments, criteria)`: the agreement counts of a list of judgments.
+- `leaderboard(per_candidate)`: stats.rank over candidates' per-example scores, as the summary ranks them.
 - `extract_final_number(text)`: the number a response commits to.
 """
 
@@ -25,7 +26,7 @@ from rubricrun.data.readers import RawRow
 from rubricrun.engine.calls import GenTask, turn_task
 from rubricrun.engine.preflight import Examples, validate_examples
 from rubricrun.judging.answers import final_answer, span_number
-from rubricrun.results import metrics
+from rubricrun.results import metrics, stats
 from rubricrun.results.agreement import AgreementCounts
 from rubricrun.results.summary import SummaryAcc
 from rubricrun.results.summary_types import Summary
@@ -156,3 +157,20 @@ def extract_final_number(text: str) -> float | None:
     """The number a response commits to (judging.answers.final_answer), or None."""
     span = final_answer(text)
     return span_number(span) if span is not None else None
+
+
+def leaderboard(per_candidate: Mapping[str, Mapping[str, float]], *, n_boot: int = 1000, seed: int = 0) -> list[dict]:
+    """Candidates ranked by mean score (one score per example id), best first (stats.rank): two are told apart when
+    their paired_diff CI (over shared example ids) excludes 0; fewer than two shared ids leave them undecided."""
+    names = list(per_candidate)
+    cis = {
+        name: stats.mean_ci([per_candidate[name][i] for i in sorted(per_candidate[name])], n_boot=n_boot, seed=seed)
+        for name in names
+    }
+    separated = {
+        frozenset((x, y))
+        for i, x in enumerate(names)
+        for y in names[i + 1 :]
+        if stats.paired_diff(per_candidate[x], per_candidate[y], n_boot=n_boot, seed=seed)["significant"]
+    }
+    return stats.rank(cis, separated)

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import yaml
 
-from .errors import InputError
+from .errors import InputError, read_text
 
 # --------------------------------------------------------------------------------------------------
 # The config objects
@@ -398,12 +398,7 @@ class _Builder:
 
 def load_config(path: str | os.PathLike[str]) -> Config:
     file = str(path)
-    try:
-        text = Path(file).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("config file not found", file=file) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read config: {e}", file=file) from None
+    text = read_text(file, "config")
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as e:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class RubricrunError(Exception):
     """Base class."""
@@ -21,6 +23,17 @@ class InputError(RubricrunError):
         if key:
             where = f"{where}: key '{key}'" if where else f"key '{key}'"
         super().__init__(f"{where}: {message}" if where else message)
+
+
+def read_text(path: str, what: str, *, key: str | None = None) -> str:
+    """The UTF-8 text of the file at `path`, or the InputError that names it (and `key`): `what` says what the file
+    is ("config", "template")."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{what} file not found", file=path, key=key) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read {what}: {e}", file=path, key=key) from None
 
 
 class ProviderError(RubricrunError):

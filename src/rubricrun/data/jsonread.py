@@ -7,7 +7,8 @@ Two passes, so that what reads today reads the same and broken JSON is repaired 
    decoder refuses: single quotes, trailing or doubled commas, a missing comma, Python's True/False/None,
    a value cut off at max_tokens (which json-repair completes: callers decide whether to trust that, see
    `quoted_in`).
-Callers walk the values (`walk`) for what they need and stop at the first match.
+Callers walk the values (`walk`) for what they need and stop at the first match; `object_with` is that walk for a
+judge's verdict object.
 """
 
 from __future__ import annotations
@@ -54,6 +55,20 @@ def walk(value: Any) -> Iterator[Any]:
     children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
     for child in children:
         yield from walk(child)
+
+
+def object_with(text: str, key: str) -> dict[str, Any] | None:
+    """The first object holding `key` (a judge's verdict): complete JSON first; else one json-repair reads, unless
+    the reply was cut off after the key (no closing brace follows it), which would be a guess at what was meant."""
+    for value in strict_values(text, "{"):
+        for obj in walk(value):
+            if isinstance(obj, dict) and key in obj:
+                return obj
+    for value, chunk in repaired_values(text):
+        for obj in walk(value):
+            if isinstance(obj, dict) and key in obj and "}" in chunk[chunk.rfind(key) :]:
+                return obj
+    return None
 
 
 def quoted_in(item: str, text: str) -> bool:

@@ -15,10 +15,9 @@ import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..config import Config, ModelConfig
-from ..errors import InputError
+from ..errors import InputError, read_text
 from ..providers.base import BaseProvider
 from ..providers.routing import model_request, route_for
 from ..types import Example, LLMRequest, LLMResponse, PairJudgment, Response
@@ -57,10 +56,7 @@ def load_pair_template(path: str | None) -> str:
     if not path:
         return PAIR_TEMPLATE
     key = "judging.pairwise.prompt_template"
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read pairwise template: {exc}", file=path, key=key) from None
+    text = read_text(path, "pairwise template", key=key)
     for name in _PLACEHOLDERS:
         if "{" + name + "}" not in text:
             raise InputError(f"pairwise template has no {{{name}}} placeholder", file=path, key=key)

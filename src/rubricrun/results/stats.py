@@ -3,7 +3,7 @@
 Everything here is deterministic given `seed`: each bootstrap draws from its own numpy
 `Generator(PCG64(seed))`, never from a global RNG.
 
-Bootstrap conventions (shared by `mean_ci`, `paired_diff` and `leaderboard`):
+Bootstrap conventions (shared by `mean_ci` and `paired_diff`):
 - the unit of resampling is the example: callers pass one value per example (for `paired_diff`, one value per
   example id and candidate), so the CI reflects example-to-example variation only;
 - a resample is `n` example indexes drawn with `integers(0, n)`, resamples one after the other from one stream;
@@ -245,50 +245,30 @@ def paired_diff(
     return out
 
 
-def leaderboard(
-    per_candidate: Mapping[str, Mapping[str, float]], *, n_boot: int = 1000, seed: int = 0
-) -> list[dict[str, Any]]:
-    """Rank candidates by mean score (one score per example id), best first, with CIs and noise neighbours.
-
-    Each row is {"rank", "candidate", "mean", "ci_low", "ci_high", "n", "within_noise_of"}. Rows are sorted by mean
-    descending, then by name; candidates with no scores (mean None) come last. `rank` is competition ranking:
-    exactly equal means share a rank ("1224"). `within_noise_of` lists, in leaderboard order, the other candidates
-    this one cannot be told apart from: their paired_diff CI (over shared example ids) includes 0, or fewer than two
-    shared ids leave the comparison undecided. The relation is symmetric.
-    """
-    names = list(per_candidate)
-    cis = {
-        name: mean_ci([per_candidate[name][i] for i in sorted(per_candidate[name])], n_boot=n_boot, seed=seed)
-        for name in names
-    }
-    separated = {
-        frozenset((x, y))
-        for i, x in enumerate(names)
-        for y in names[i + 1 :]
-        if paired_diff(per_candidate[x], per_candidate[y], n_boot=n_boot, seed=seed)["significant"]
-    }
-    return rank(cis, separated)
-
-
 def rank(cis: Mapping[str, Mapping[str, Any]], separated: set[frozenset[str]]) -> list[dict[str, Any]]:
-    """The leaderboard rows from each candidate's `mean_ci` result and the pairs whose paired_diff is significant
-    (computed once by the caller, who also reports them): see `leaderboard`."""
+    """The leaderboard: each candidate's `mean_ci` result ranked, best first, with its noise neighbours; `separated`
+    holds the pairs whose paired_diff is significant (computed once by the caller, who also reports them).
+
+    Each row is {"rank", "candidate", "score" (the mean), "ci_low", "ci_high", "n", "within_noise_of"}. Rows are
+    sorted by mean descending, then by name; candidates with no scores (mean None) come last. `rank` is competition
+    ranking: exactly equal means share a rank ("1224"). `within_noise_of` lists, in leaderboard order, the other
+    candidates this one cannot be told apart from (the pair is not in `separated`). The relation is symmetric."""
     order = sorted(cis, key=lambda name: (cis[name]["mean"] is None, -(cis[name]["mean"] or 0.0), name))
     rows: list[dict[str, Any]] = []
     for pos, name in enumerate(order):
         ci = cis[name]
         rank = pos + 1
-        if rows and rows[-1]["mean"] == ci["mean"]:
+        if rows and rows[-1]["score"] == ci["mean"]:
             rank = rows[-1]["rank"]
         rows.append(
             {
                 "rank": rank,
                 "candidate": name,
-                "mean": ci["mean"],
+                "score": ci["mean"],
                 "ci_low": ci["ci_low"],
                 "ci_high": ci["ci_high"],
                 "n": ci["n"],
-                "within_noise_of": [o for o in order if o != name and frozenset((name, o)) not in separated],
+                "within_noise_of": tuple(o for o in order if o != name and frozenset((name, o)) not in separated),
             }
         )
     return rows

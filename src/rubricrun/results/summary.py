@@ -109,18 +109,7 @@ def _dataset(cfg: Config, result: DatasetResult, category: Categories) -> Datase
     separated = _separated(cfg, cands)
     per_example = _rows_are_candidates(result.metric)  # a meta-evaluation's judges have no per-example values
     cis = {n: {"mean": c.score, "ci_low": c.ci[0], "ci_high": c.ci[1], "n": c.n} for n, c in cands.items()}
-    board = tuple(
-        DatasetRankRow(
-            rank=row["rank"],
-            candidate=row["candidate"],
-            score=row["mean"],
-            ci_low=row["ci_low"],
-            ci_high=row["ci_high"],
-            n=row["n"],
-            within_noise_of=tuple(row["within_noise_of"]),
-        )
-        for row in stats.rank(cis, separated)
-    )
+    board = tuple(DatasetRankRow(**row) for row in stats.rank(cis, separated))
     rows = {
         n: DatasetCandidate(
             c.score,
