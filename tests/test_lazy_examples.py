@@ -14,7 +14,7 @@ import pytest
 from conftest import SAMPLE_DATASETS, model_entry, write_jsonl
 
 from rubricrun.config import load_config
-from rubricrun.engine import preflight
+from rubricrun.engine import estimate, preflight
 from rubricrun.errors import InputError
 
 
@@ -59,10 +59,10 @@ def test_validate_counts_do_not_depend_on_the_chunk(
         judging = {"pairwise": pairwise} if pairwise else {}
         path = make_config(None, candidates=cands, judging=judging, filename=f"c{bool(pairwise)}.yaml")
         cfg = load_config(path)
-        whole = preflight.count_calls(cfg, None)
-        monkeypatch.setattr(preflight, "COUNT_CHUNK", 1)
-        assert preflight.count_calls(cfg, None) == whole
-        monkeypatch.setattr(preflight, "COUNT_CHUNK", 1000)
+        whole = estimate.count_calls(cfg, None)
+        monkeypatch.setattr(estimate, "COUNT_CHUNK", 1)
+        assert estimate.count_calls(cfg, None) == whole
+        monkeypatch.setattr(estimate, "COUNT_CHUNK", 1000)
         assert whole["examples"] == sum(1 for p in SAMPLE_DATASETS for line in p.open() if line.strip())
 
 
@@ -84,7 +84,7 @@ def test_validate_without_judges_counts_only_replies_the_run_would_reuse(tmp_pat
     cache.set(cache_key(tasks[0].request), LLMResponse(text="1"))
     cache._cache.set(cache_key(tasks[1].request), {"text": "2", "_v": CACHE_FORMAT - 1})  # an older format
     cache.close()
-    counts = preflight.count_calls(cfg, None)
+    counts = estimate.count_calls(cfg, None)
     assert (counts["candidate_calls"], counts["candidate_cached"]) == (2 * 3, 1)  # two candidates, three rows
 
 

@@ -213,7 +213,7 @@ def _main(args: argparse.Namespace) -> int:
         raise InputError(f"--run-id {args.run_id!r}: use a plain folder name", key="--run-id")
     cfg = load_config(args.config)
     if args.validate:
-        from .engine.preflight import count_calls
+        from .engine.estimate import count_calls  # --validate's machinery: imported only when asked for
 
         setup_logging(None, quiet=True)
         counts = count_calls(cfg, args.max_examples)
