@@ -27,15 +27,15 @@ from ..providers.base import BaseProvider
 from ..providers.cache import ResponseCache, cache_key
 from ..providers.pricing import call_cost, estimate_prompt_tokens, max_tokens_of, price_table, unit_prices
 from ..providers.stack import open_cache
+from ..tasks import registry
 from ..types import Example, LLMRequest, LLMResponse
 from . import second_process
 from .calls import synthesis_request
 from .preflight import preflight
-from .stages import Stages, Unit, conversations, new_unit, reply_feeds_calls
+from .stages import Stages, Turn, Vote, Work, conversations, new_unit, reply_feeds_calls
 
 DRY_MARK = "\ue000rubricrun-dry\ue000"  # starts a placeholder answer: a request carrying one is never looked up
 DRY_PAIR = "[[C]]"  # a pairwise judge's placeholder reply (a rubric judge's: its protocol's `dry_reply`)
-ROLES = {"generate": "candidate", "judge": "judge", "pairwise": "pairwise"}
 
 
 @dataclass
@@ -90,16 +90,16 @@ def _carries_placeholder(request: LLMRequest) -> bool:
 
 
 class DryStack(BaseProvider):
-    """What --validate calls through: the cache, else a placeholder; counted and priced, never stored. `kind` (the
-    stage asking: generate, judge, pairwise) is set by the driver, on its one thread; `verdict` is a rubric judge's
-    placeholder reply (the judging protocol's `dry_reply`)."""
+    """What --validate calls through for one role (`candidate`, `judge`, `pairwise`): the cache, else a placeholder
+    (a candidate's answer max_tokens long; a judge's `reply`: its protocol's `dry_reply`, or DRY_PAIR); counted and
+    priced, never stored."""
 
-    def __init__(self, counts: Counts, verdict: str = "") -> None:
-        self.counts, self.kind, self.verdict = counts, "generate", verdict
-        self.first_asks = 0  # judge votes asked (first asks, cached or not): the driver sees a tie-break by them
+    def __init__(self, counts: Counts, role: str, reply: str = "") -> None:
+        self.counts, self.role, self.reply = counts, role, reply
+        self.first_asks = 0  # votes asked (first asks, cached or not): the driver sees a tie-break by them
 
     def generate(self, request: LLMRequest) -> LLMResponse:
-        counts, role = self.counts, ROLES[self.kind]
+        counts, role = self.counts, self.role
         counts.calls[role] += 1
         first = role != "candidate" and request.sample_index == 0  # a judge's attempt is its sample_index
         self.first_asks += first
@@ -112,9 +112,7 @@ class DryStack(BaseProvider):
         if first:
             counts.dry_votes[role] += 1
         counts.priced(request, JUDGE_PARSE_ATTEMPTS if first else 1)
-        if role == "candidate":
-            return LLMResponse(text=_placeholder(request))
-        return LLMResponse(text=self.verdict if role == "judge" else DRY_PAIR)
+        return LLMResponse(text=_placeholder(request) if role == "candidate" else self.reply)
 
 
 class InlineDriver:
@@ -132,10 +130,10 @@ class InlineDriver:
 
     def start(self) -> Counts:
         if self.counts is None:
-            self.counts = self.open_counts()
-            self.stack = DryStack(self.counts)
-            self.stages = Stages(self.cfg, self.stack, self.submit, lambda turn, cut: None)
-            self.stack.verdict = self.stages.judging.protocol.dry_reply
+            counts = self.counts = self.open_counts()
+            self.judges = DryStack(counts, "judge", registry.protocol_for(self.cfg.judging.scale).dry_reply)
+            dry = {"judge": self.judges, "pairwise": DryStack(counts, "pairwise", DRY_PAIR)}
+            self.stages = Stages(self.cfg, DryStack(counts, "candidate"), self.submit, lambda turn, cut: None, dry)
         return self.counts
 
     def add(self, ex: Example) -> None:
@@ -164,22 +162,21 @@ class InlineDriver:
             if key not in fresh:
                 counts.priced(request)
 
-    def submit(self, kind: str, unit: Unit, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
+    def submit(self, work: Work) -> None:
         """stages.Submit: a leaf generation is kept for `flush`; anything else runs now."""
-        if kind == "generate":
-            task = args[2]
+        if isinstance(work, Turn):
+            task = work.task
             if task.replay is None and not reply_feeds_calls(self.cfg, task.example, task.turn):
                 self.leaves.append(task.request)
                 return
-        stack = self.stack
-        asks, dry = stack.first_asks, self.counts.dry_votes["judge"] if self.counts else 0
-        previous, stack.kind = stack.kind, kind
-        try:
-            fn(*args)
-        finally:
-            stack.kind = previous
-        if kind == "judge" and self.counts is not None:
-            self._tie_possible(args[3], stack.first_asks - asks, self.counts.dry_votes["judge"] - dry)
+        if not isinstance(work, Vote):
+            self.stages.run(work)
+            return
+        assert self.counts is not None  # (start made the stages that submit)
+        votes = self.counts.dry_votes
+        asks, dry = self.judges.first_asks, votes["judge"]
+        self.stages.run(work)
+        self._tie_possible(work.item, self.judges.first_asks - asks, votes["judge"] - dry)
 
     def _tie_possible(self, item: JudgeItem, asked: int, dry: int) -> None:
         """A criterion voted by an even number of judges, one of them uncached, whose dry votes agreed (no tie-break

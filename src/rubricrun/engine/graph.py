@@ -18,7 +18,7 @@ import queue
 import signal
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
 
@@ -28,7 +28,7 @@ from ..providers.cache import CachingProvider
 from ..types import Example, Judgment, PairJudgment, Response
 from .calls import synthesize
 from .pool import GRACE_S, STOP_SIGNALS, THREAD_PREFIX, Progress, end_now, heard_stop
-from .stages import Stages, Unit, conversations, new_unit
+from .stages import Stages, Unit, Work, conversations, new_unit
 
 log = logging.getLogger("rubricrun")
 
@@ -180,22 +180,23 @@ class Graph:
 
     # -- the calls (pool threads) ------------------------------------------------------------------------
 
-    def _submit(self, kind: str, unit: Unit, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
-        """stages.Submit: run fn(*args) here when the cache answers all its calls, else on the kind's pool."""
+    def _submit(self, work: Work) -> None:
+        """stages.Submit: run the work here when the cache answers all its calls, else on its kind's pool."""
         if self.stop.is_set():  # stopping: no new calls
             return
+        kind, unit = work.kind, work.unit
         gen = kind == "generate"
         with unit.lock:
             unit.pending += 1
             unit.generating += gen
-        if self.try_cached is not None and self.try_cached(fn, *args):  # answered from the cache, here
+        if self.try_cached is not None and self.try_cached(self.stages.run, work):  # answered from the cache, here
             self.counts.put((kind, 1, 1))
             self._release(unit, generated=gen)
             return
         self.counts.put((kind, 1, 0))
         try:
             with self.lock:
-                f = self.pools["generate" if gen else "judge"].submit(self._call, kind, unit, fn, args)
+                f = self.pools["generate" if gen else "judge"].submit(self._call, work)
                 self.inflight.add(f)
                 self.pooled += 1
             f.add_done_callback(self._landed)
@@ -208,16 +209,16 @@ class Graph:
         with self.lock:
             self.inflight.discard(f)
 
-    def _call(self, kind: str, unit: Unit, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
+    def _call(self, work: Work) -> None:
         try:
-            fn(*args)
+            self.stages.run(work)
         except BaseException as exc:  # noqa: BLE001 - a failure a row cannot hold (cache, disk): stop the run
             with self.lock:
                 self.failure = self.failure or exc
             self.stop.set()
         finally:
-            self.counts.put((kind, 0, 1))
-            self._release(unit, generated=kind == "generate")
+            self.counts.put((work.kind, 0, 1))
+            self._release(work.unit, generated=work.kind == "generate")
 
     def _release(self, unit: Unit, *, generated: bool) -> None:
         """One piece of the unit's work ended: after its last candidate call, its comparisons; after its last
