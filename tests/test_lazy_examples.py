@@ -111,10 +111,10 @@ def test_a_run_reads_the_examples_preflight_kept_not_the_files_again(
 
 def test_an_example_pickle_cannot_keep_turns_the_spool_off(tmp_path: Path, make_config: Any) -> None:
     """A value pickle does not know (a reader's own type) leaves the spool off: the files are read again."""
-    from rubricrun.data.spool import ExampleSpool
+    from rubricrun.data.spool import Spool
 
     cfg = load_config(make_config(None, datasets=[{"path": _generic(tmp_path, 3)}]))
-    kept = ExampleSpool()
+    kept = Spool("rubricrun-test-")
     first = next(iter(preflight.preflight(cfg, None).examples))
     kept.add(first)
     kept.add(dataclasses.replace(first, metadata={"f": lambda: None}))

@@ -21,7 +21,7 @@ from test_operations import rubric_data, wait_for
 from test_tally import CASES, _responder
 
 from rubricrun.config import load_config
-from rubricrun.engine import second_process, tally_process
+from rubricrun.engine import second_process
 from rubricrun.engine.tally_process import TallyProcess, open_tally, read_lines
 from rubricrun.results.tally import Tally
 from rubricrun.types import Criterion, Example, Judgment, PairJudgment, Response, Usage, from_row, row_reader
@@ -110,23 +110,31 @@ def test_row_reader_takes_defaults_and_ignores_unknown_keys() -> None:
 
 
 def test_open_tally_picks_the_process_by_size_and_by_the_variable(
-    make_config: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_config: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cfg = load_config(make_config(None))
-    small = {"d": Counter(rubric=10)}
-    large = {"d": Counter(rubric=tally_process.PROCESS_MIN)}
+    """The one rule for a large run (second_process.large), as --validate's count takes it; only a run whose metrics
+    preflight counted (no synthesis) feeds its tally in a second process."""
+    small = load_config(make_config(None))
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(b" " * second_process.LARGE_BYTES)
+    large = load_config(make_config(None, datasets=[{"path": str(big)}]))
+    counts = {"d": Counter(rubric=10)}
+
+    def tally(cfg: Any, metric_counts: Any = counts) -> Any:
+        return open_tally(cfg, "r", metric_counts=metric_counts, spool=False, max_examples=None)
+
     monkeypatch.delenv(second_process.ENV, raising=False)
-    assert type(open_tally(cfg, "r", metric_counts=small, spool=False)) is Tally
-    assert type(open_tally(cfg, "r", metric_counts=None, spool=True)) is Tally  # synthesis: nothing counted
-    big = open_tally(cfg, "r", metric_counts=large, spool=False)
+    assert type(tally(small)) is Tally
+    assert type(tally(large, None)) is Tally  # synthesis: nothing counted
+    big_one = tally(large)
     try:
-        assert isinstance(big, TallyProcess) == ((os.cpu_count() or 1) > 1)
+        assert isinstance(big_one, TallyProcess) == ((os.cpu_count() or 1) > 1)
     finally:
-        big.close()
+        big_one.close()
     monkeypatch.setenv(second_process.ENV, "off")
-    assert type(open_tally(cfg, "r", metric_counts=large, spool=False)) is Tally
+    assert type(tally(large)) is Tally
     monkeypatch.setenv(second_process.ENV, "on")
-    on = open_tally(cfg, "r", metric_counts=small, spool=False)
+    on = tally(small)
     try:
         assert isinstance(on, TallyProcess)
         assert (on.n_responses, on.any_ok, on.first_error) == (0, False, None)  # asked of the child

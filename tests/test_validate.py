@@ -5,6 +5,7 @@ fake server; each count is checked against the calls the server saw."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -237,21 +238,24 @@ def test_a_bad_row_is_reported_with_the_count_in_a_second_process(
 
 
 def test_large_local_datasets_get_the_second_process(tmp_path: Path, make_config: Any, monkeypatch: Any) -> None:
+    """One rule for a large run (second_process.large), for the --validate count and the run's tally alike."""
     from rubricrun.engine import second_process
 
     monkeypatch.delenv(second_process.ENV, raising=False)
     small = write_jsonl(tmp_path / "small.jsonl", [ROW])
     big = tmp_path / "big.jsonl"
-    big.write_bytes(b" " * estimate.COUNT_CHILD_BYTES)
+    big.write_bytes(b" " * second_process.LARGE_BYTES)
     cfg = load_config(make_config(None, datasets=[{"path": str(small)}]))
-    assert not estimate._large(cfg, None)
+    assert not second_process.large(cfg, None) and not second_process.wanted(cfg, None)
     cfg = load_config(make_config(None, datasets=[{"path": str(small)}, {"path": str(big)}]))
-    assert estimate._large(cfg, None) and not estimate._large(cfg, 100)
-    assert second_process.wanted(True) == ((__import__("os").cpu_count() or 1) > 1) and not second_process.wanted(False)
-    monkeypatch.setenv(second_process.ENV, "on")
-    assert second_process.wanted(False)
+    assert second_process.large(cfg, None) and not second_process.large(cfg, 100)
+    assert not second_process.large(replace(cfg, run=replace(cfg.run, max_examples=100)), None)
+    assert second_process.wanted(cfg, None) == ((__import__("os").cpu_count() or 1) > 1)
     monkeypatch.setenv(second_process.ENV, "off")
-    assert not second_process.wanted(True)
+    assert not second_process.wanted(cfg, None)
+    monkeypatch.setenv(second_process.ENV, "on")
+    cfg = load_config(make_config(None, datasets=[{"path": str(small)}]))
+    assert second_process.wanted(cfg, None)
 
 
 def test_a_run_never_imports_the_validate_machinery(tmp_path: Path, server: FakeOpenAIServer, make_config: Any) -> None:

@@ -140,7 +140,7 @@ def setup_logging(run_dir: Path | None, quiet: bool = False) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     code = _run(args)
-    from .engine.pool import workers_alive
+    from .engine.stop import workers_alive
 
     if code != 0 and workers_alive():
         # Abandon calls still in flight: the pool threads would otherwise hold the exit until their timeouts.
@@ -168,7 +168,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        from .engine.pool import stop_exit_code, stopped_by
+        from .engine.stop import stop_exit_code, stopped_by
 
         print(f"interrupted ({stopped_by() or 'SIGINT'})", file=sys.stderr)
         return stop_exit_code()
@@ -228,7 +228,8 @@ def _main(args: argparse.Namespace) -> int:
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(cfg.run.output_dir) / run_id
     setup_logging(run_dir)
-    from .engine.pool import install_stop_handlers, set_log_interval
+    from .engine.progress import set_log_interval
+    from .engine.stop import install_stop_handlers
 
     set_log_interval(cfg.run.progress_interval_s)
 

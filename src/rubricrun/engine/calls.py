@@ -1,12 +1,11 @@
 """What one call of a run is, through the provider stack (providers/stack.py): a candidate turn (GenTask,
-its request and its response row), and synthesis (prompts from a topic). graph.py decides when each call is
+its request and its response row), and a synthesis call (prompts from a topic). graph.py decides when each call is
 made (stages.py builds them); --validate counts them by running those same stages over a dry provider (engine/estimate.py).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,8 +18,7 @@ from ..judging.answers import quality_flags, split_reasoning
 from ..providers.base import BaseProvider
 from ..providers.cache import cache_key
 from ..providers.routing import model_request, route_for
-from ..types import Example, LLMRequest, LLMResponse, Response, Usage, direct_init, to_row
-from .pool import Interrupted, Progress, run_pool
+from ..types import Example, LLMRequest, LLMResponse, Response, Usage, direct_init
 
 log = logging.getLogger("rubricrun")
 
@@ -144,16 +142,10 @@ class _Stopped(ProviderError):
     at once, so the steps done so far are kept."""
 
 
-def synthesize(
-    cfg: Config,
-    stack: BaseProvider,
-    *,
-    stop: threading.Event,
-    on_examples: Callable[[list[Example]], None] = lambda new: None,
-) -> tuple[list[Example], list[dict[str, Any]], bool]:
-    """Prompts synthesized from a topic, through the same cached stack as every other call; the synthesis log;
-    and whether Ctrl+C interrupted it (then the examples and log are those of the steps that finished).
-    `on_examples` gets each step's new examples as soon as the step ends (they flow into generation)."""
+def synthesize(cfg: Config, stack: BaseProvider, on_step: Callable[[Any, list[Example]], None]) -> None:
+    """Prompts synthesized from a topic (data/synth.py), each call through the same cached stack as every other;
+    `on_step(entry, new examples)` hears of each step as soon as it ends (its prompts flow into generation). A stop
+    or the budget ends it: the next call is not made, its step records why, the later steps stop at once."""
     from ..data.synth import synthesize as run_synthesis
 
     scfg = cfg.synthesize
@@ -166,35 +158,7 @@ def synthesize(
         except NotDone as exc:
             raise _Stopped(f"stopped: {exc or type(exc).__name__}") from None
 
-    examples: list[Example] = []
-    logs: list[Any] = []
-    lock = threading.Lock()
-    bar = Progress("synthesize", 1 + scfg.num_subtopics, cfg.run.progress)  # one step per ask-and-dedupe
-
-    def on_step(entry: Any, new: list[Example]) -> None:
-        with lock:
-            logs.append(entry)
-            examples.extend(new)
-        bar.update()
-        if new:
-            on_examples(list(new))
-
-    def whole(_: None) -> None:
-        try:
-            run_synthesis(scfg, call, log=log.info, on_step=on_step)
-        except _Stopped:  # while asking for subtopics: nothing was synthesized
-            pass
-
-    # On the pool (one item) so that Ctrl+C stops it as it stops the other stages: the call in flight gets the
-    # pool's grace period, later steps see the stop and end at once, and the steps finished so far are kept (a
-    # call still hanging after the grace period is left behind, its step missing from the log).
     try:
-        run_pool(whole, [None], workers=1, stop=stop, label="synthesize", progress=False)
-        interrupted = False
-    except Interrupted:
-        interrupted = True
-    finally:
-        bar.close()
-    with lock:  # a copy: a thread left behind must not change what is written
-        examples, logs = list(examples), list(logs)
-    return examples, [to_row(entry) for entry in logs], interrupted or stop.is_set()
+        run_synthesis(scfg, call, log=log.info, on_step=on_step)
+    except _Stopped:  # while asking for subtopics: nothing was synthesized
+        pass

@@ -14,7 +14,6 @@ many keys a query (ResponseCache.fresh_many), which keeps 1,000,000 judge-free r
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -259,7 +258,7 @@ def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
     possible tie broken). Counted by the run's own stages over a dry provider (engine/estimate.py). Calls nothing, stores
     nothing. `judge_calls` counts the calls when uncached replies are readable and votes agree;
     `judge_calls_at_most` (and `pairwise_calls_at_most`) when they are not."""
-    if cfg.synthesize is None and second_process.wanted(_large(cfg, max_examples)):
+    if cfg.synthesize is None and second_process.wanted(cfg, max_examples):
         return _count_in_child(cfg, max_examples)
     driver = InlineDriver(cfg, lambda: _open_counts(cfg), COUNT_CHUNK)
     try:
@@ -286,21 +285,6 @@ def _count_in_child(cfg: Config, max_examples: int | None) -> dict[str, Any]:
     finally:
         driver.close()
     return _counted(cfg, n, len(prepared.skipped), {}, counts)
-
-
-def _large(cfg: Config, max_examples: int | None) -> bool:
-    """Whether the datasets are large enough for a second process to pay for its start: COUNT_CHILD_BYTES of local
-    files (a Hub dataset's size is not known before it is read: it is counted here)."""
-    if max_examples is not None and max_examples < COUNT_CHILD_EXAMPLES:
-        return False
-    size = 0
-    for d in cfg.datasets:
-        if d.path and not d.hf:
-            try:
-                size += os.path.getsize(d.path)
-            except OSError:
-                pass  # preflight names it
-    return size >= COUNT_CHILD_BYTES
 
 
 def _open_counts(cfg: Config) -> Counts:
@@ -353,10 +337,6 @@ def _per_mtok(model: str, prices: dict[str, Any]) -> dict[str, float] | None:
 
 
 COUNT_CHUNK = 1000  # examples counted at a time: every count is per example, so chunks add up to the whole
-# From these sizes on (local dataset files), --validate counts in a second process (second_process.py): about 20,000 short
-# rows; below them its start (0.3-0.5 s of the other core) costs what it saves.
-COUNT_CHILD_BYTES = 4 << 20
-COUNT_CHILD_EXAMPLES = 20_000
 
 
 class _NotCached(Exception):

@@ -19,7 +19,7 @@ from ..data.answers_file import load_replays
 from ..data.idset import IdHashes
 from ..data.loaders import iter_dataset
 from ..data.readers import source_label
-from ..data.spool import ExampleSpool
+from ..data.spool import Spool
 from ..errors import InputError
 from ..judging.pairwise import PairJudging
 from ..providers.base import BaseProvider
@@ -35,7 +35,7 @@ class Examples:
     of them (data/spool.py). `len()` is the count preflight's validating pass found; iterating repeats none of its
     checks."""
 
-    def __init__(self, cfg: Config, max_examples: int | None, count: int, spool: ExampleSpool | None = None) -> None:
+    def __init__(self, cfg: Config, max_examples: int | None, count: int, spool: Spool | None = None) -> None:
         self.cfg, self.max_examples, self.count, self.spool = cfg, max_examples, count, spool
 
     def __iter__(self) -> Iterator[Example]:
@@ -226,7 +226,7 @@ def preflight(
     check_keys(cfg)
     check_prices(cfg)
     metrics: dict[str, Counter[str]] = {}
-    kept = ExampleSpool() if spool else None
+    kept = Spool("rubricrun-examples-") if spool else None
     if kept is not None:
         visit = _and_keep(visit, kept)
     count, skipped = validate_examples(cfg, max_examples, visit, metrics)
@@ -246,7 +246,7 @@ def preflight(
     return Prepared(Examples(cfg, max_examples, count, kept), skipped, metric_counts)
 
 
-def _and_keep(visit: Callable[[Example], None] | None, kept: ExampleSpool) -> Callable[[Example], None]:
+def _and_keep(visit: Callable[[Example], None] | None, kept: Spool) -> Callable[[Example], None]:
     if visit is None:
         return kept.add
 

@@ -2,7 +2,8 @@
 
 A warm rerun is one thread of Python doing per-example work, and the tally (summary.SummaryAcc and the report's
 sampler, results/tally.py) is a fifth of it (ExecPlan 012). The runner already encodes every row for its .jsonl
-files; with a `TallyProcess` it hands the same lines to a child process, which reads them back into rows
+files and hands each finished example to its tally with those lines (results/artifacts.Finished); a `TallyProcess` sends
+the lines to a child process, which reads them back into rows
 (types.row_reader) and feeds an ordinary `Tally` with them, in input order, while the run goes on. The end of the
 run asks the child for the summary, the export and report.html, so the tally's own code, and so every byte it
 writes, is the same in both places (tests/test_tally_process.py runs both and compares every file).
@@ -12,8 +13,8 @@ config, the run id and preflight's metric counts; rows are sent in batches of li
 copy), and it reads up to _AHEAD batches ahead of its tally, so a send waits only when the tally is that far behind
 (memory stays bounded either way). Ctrl+C or a stop reach the runner, which then asks the child for the summary of
 what was done, as it would ask its own tally. What the child logs (a failed report, say) comes back with its next
-answer and is logged here. `open_tally` starts one for a run of at least PROCESS_MIN examples whose metrics
-preflight counted (the summary is then fed as the run goes), or as `RUBRICRUN_SECOND_PROCESS` says.
+answer and is logged here. `open_tally` starts one for a large run (second_process.wanted) whose metrics preflight
+counted (the summary is then fed as the run goes).
 """
 
 from __future__ import annotations
@@ -28,26 +29,25 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
+from ..results.artifacts import Finished
 from ..results.summary_types import Summary
-from ..results.tally import Tally
+from ..results.tally import RunTally, Tally
 from ..types import Example, Judgment, PairJudgment, Response, row_reader
 from . import second_process
 
 log = logging.getLogger("rubricrun")
 
-PROCESS_MIN = 20_000  # examples; below it the child's start (about 0.3 s of the other core) buys little
 _BATCH_ROWS = 512  # examples a batch: one pickle and one pipe write each
 _BATCH_CHARS = 1 << 19
 _AHEAD = 8  # batches the child reads ahead of its tally
 
 
 def open_tally(
-    cfg: Config, run_id: str, *, metric_counts: dict[str, Counter] | None, spool: bool
-) -> Tally | TallyProcess:
+    cfg: Config, run_id: str, *, metric_counts: dict[str, Counter] | None, spool: bool, max_examples: int | None
+) -> RunTally:
     """The run's tally: here, or in a second process for a large run (the module docstring)."""
     if metric_counts is not None:
-        examples = sum(sum(c.values()) for c in metric_counts.values())
-        if second_process.wanted(examples >= PROCESS_MIN):
+        if second_process.wanted(cfg, max_examples):
             try:
                 return TallyProcess(cfg, run_id, metric_counts=metric_counts, spool=spool)
             except Exception as exc:  # noqa: BLE001 - no process to be had (limits, an odd interpreter): run it here
@@ -58,17 +58,18 @@ def open_tally(
 
 
 class TallyProcess(second_process.Child):
-    """A `Tally` in a child process, with the runner's side of it: `add_lines` during the run; `summary`, `export`,
-    `report`, `n_responses`, `any_ok` and `first_error` after it, answered by the child's Tally."""
+    """A `Tally` in a child process, with the runner's side of it (results/tally.RunTally): `take` during the run;
+    `summary`, `export`, `report`, `n_responses`, `any_ok` and `first_error` after it, answered by the child's Tally."""
 
     def __init__(self, cfg: Config, run_id: str, *, metric_counts: dict[str, Counter], spool: bool) -> None:
         args = (cfg, run_id, metric_counts, spool)
         super().__init__(serve, args, "rubricrun-tally", _ENDED, rows=_BATCH_ROWS, chars=_BATCH_CHARS)
         self._state: tuple[int, bool, str | None] | None = None
 
-    def add_lines(self, example: str, responses: str, judgments: str) -> None:
-        """One finished example as its lines in the three files (judgments.jsonl's: judgments, then pairwise)."""
-        self.put((example, responses, judgments), len(responses) + len(judgments))
+    def take(self, done: Finished) -> None:
+        """One finished example, sent as its lines in the three files (the child reads them back into rows)."""
+        _, responses, judgments = done.lines
+        self.put(done.lines, len(responses) + len(judgments))
 
     def answered(self, extra: list[Any]) -> None:
         state, records = extra
@@ -204,7 +205,7 @@ def _rows(text: str) -> list[dict[str, Any]]:
 def read_lines(
     example: str, responses: str, judgments: str
 ) -> tuple[Example, list[Response], list[Judgment], list[PairJudgment]]:
-    """One example's rows back from their lines: what runner._Sink wrote, as the objects it wrote them from."""
+    """One example's rows back from their lines: what the runner wrote, as the objects it wrote them from."""
     js: list[Judgment] = []
     pairs: list[PairJudgment] = []
     for row in _rows(judgments):

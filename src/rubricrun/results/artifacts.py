@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from ..errors import RubricrunError, RunLockedError
-from ..types import json_encoder, shallow_row
+from ..types import Example, Judgment, PairJudgment, Response, json_encoder, shallow_row
 
 
 def _current_umask() -> int:
@@ -99,6 +101,43 @@ class JsonlAppender:
 
     def close(self) -> None:
         self._fh.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """One example the run finished: its rows, and their lines as RowFiles wrote them to examples.jsonl,
+    responses.jsonl and judgments.jsonl (its judgments, then its pairwise rows)."""
+
+    example: Example
+    responses: list[Response]
+    judgments: list[Judgment]
+    pairs: list[PairJudgment]
+    lines: tuple[str, str, str]
+
+
+class RowFiles:
+    """A run's row files as it goes (engine/graph.Sink): examples.jsonl when an example is admitted; responses.jsonl
+    and judgments.jsonl when its rows are done; then `take` gets it as `Finished`, with the lines just written.
+    Examples finish in the order they were admitted (the graph's reorder buffer). The files start afresh."""
+
+    def __init__(self, run_dir: Path, take: Callable[[Finished], None]) -> None:
+        self.take = take
+        self.files = {n: JsonlAppender(run_dir / f"{n}.jsonl") for n in ("examples", "responses", "judgments")}
+        self.admitted: deque[str] = deque()  # the examples.jsonl lines of the examples admitted, not yet finished
+
+    def admit(self, example: Example) -> None:
+        self.admitted.append(self.files["examples"].write([example]))
+
+    def finish(
+        self, example: Example, responses: list[Response], judgments: list[Judgment], pairs: list[PairJudgment]
+    ) -> None:
+        r = self.files["responses"].write(responses)
+        j = self.files["judgments"].write([*judgments, *pairs])
+        self.take(Finished(example, responses, judgments, pairs, (self.admitted.popleft(), r, j)))
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
 
 
 def write_json(path: Path, obj: Any) -> None:
