@@ -8,11 +8,12 @@ Figures, per tree:
 - `lines`, `files`, `top`: lines of Python under src/, its .py files, and the modules at the package's top level.
 - `chain`: the longest chain of imports from `rubricrun.cli`, counted in modules (cli itself is 1), over every
   import of the package's own modules, at module level or inside a function (a lazy import is still a step a run
-  takes); imports under `if TYPE_CHECKING:` are left out. `chain (eager)`: the same over module-level imports only
+  takes); imports under `if TYPE_CHECKING:` are left out (they never run). `chain (eager)`: the same over module-level imports only
   (what `import rubricrun.cli` itself loads). The chain itself is printed.
 - `config reach`: the files a run's config can reach from `rubricrun.engine.runner` (where `execute` is): the
   modules runner imports, directly or through others (the same imports as `chain`), that import a name from
-  `rubricrun.config` (Config or one of its sections: a function there receives the config or a part of it).
+  `rubricrun.config` (Config or one of its sections, at run time or for type checking: a function there receives
+  the config or a part of it).
   `Config reach` counts those importing `Config` itself. An approximation of the call tree: a module imported but
   not called with the config would count too, and a callee handed the config without importing its type would not.
 """
@@ -48,27 +49,26 @@ def _type_checking(node: ast.AST) -> bool:
     )
 
 
-def _walk(node: ast.AST, eager: bool, top: bool = True):
-    """The import statements under `node` (not under `if TYPE_CHECKING:`; with `eager`, not inside a function)."""
+def _walk(node: ast.AST, eager: bool, typing: bool = False):
+    """(import statement, whether it is for type checking only) under `node`; with `eager`, not inside a function."""
     for child in ast.iter_child_nodes(node):
-        if _type_checking(child):
-            continue
         if isinstance(child, (ast.Import, ast.ImportFrom)):
-            yield child
+            yield child, typing
         elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             if not eager:
-                yield from _walk(child, eager, False)
+                yield from _walk(child, eager, typing)
         else:
-            yield from _walk(child, eager, top)
+            yield from _walk(child, eager, typing or _type_checking(child))
 
 
 def imports(name: str, path: Path, known: dict[str, Path], *, eager: bool) -> tuple[set[str], set[str]]:
-    """(the package's modules `name` imports, the names it imports from rubricrun.config)."""
+    """(the package's modules `name` imports at run time, the names it imports from rubricrun.config, also for type
+    checking only: a function annotated with the config's type still receives it)."""
     is_pkg = path.name == "__init__.py"
     here = name.split(".") if is_pkg else name.split(".")[:-1]
     out: set[str] = set()
     from_config: set[str] = set()
-    for node in _walk(ast.parse(path.read_text(encoding="utf-8")), eager):
+    for node, typing in _walk(ast.parse(path.read_text(encoding="utf-8")), eager):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         else:
@@ -77,6 +77,8 @@ def imports(name: str, path: Path, known: dict[str, Path], *, eager: bool) -> tu
             targets = [mod] + [f"{mod}.{a.name}" for a in node.names]
             if mod == f"{PKG}.config":
                 from_config |= {a.name for a in node.names}
+        if typing:
+            continue
         for t in targets:
             while t and t not in known:
                 t = t.rpartition(".")[0]

@@ -20,11 +20,13 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from ..config import DatasetConfig
 from ..errors import InputError
 from ..types import direct_init
+
+if TYPE_CHECKING:
+    from ..config import DatasetConfig
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _PARQUET_MAGIC = b"PAR1"

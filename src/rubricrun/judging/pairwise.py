@@ -23,6 +23,7 @@ from ..providers.routing import model_request, route_for
 from ..types import Example, LLMRequest, LLMResponse, PairJudgment, Response
 from .ask import Asked, ask_until_readable, judge_params
 from .prompt import content_text, defuse_markers
+from .protocol import JUDGE_DEFAULT_PARAMS
 
 # MT-Bench's pair-v2 system prompt and user prompt (FastChat fastchat/llm_judge/data/judge_prompts.jsonl).
 PAIR_SYSTEM = (
@@ -183,7 +184,7 @@ class PairJudging:
             messages.insert(0, {"role": "system", "content": PAIR_SYSTEM})
         if judge.system_prompt:
             messages.insert(0, {"role": "system", "content": judge.system_prompt})
-        params = judge_params(judge, attempt)
+        params = judge_params(judge, attempt, JUDGE_DEFAULT_PARAMS)
         if "max_tokens" not in judge.params:
             params["max_tokens"] = PAIR_MAX_TOKENS
         route = route_for(judge, item.id, 0, self.cfg.run.seed)  # one model sees both orders

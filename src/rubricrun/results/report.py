@@ -35,7 +35,6 @@ from ..types import Criterion, Example, Judgment, Response, Score, from_row
 from . import artifacts
 from .charts import dataset_radar, histogram_svg
 from .scoring import score_response
-from .summary import section_of
 from .summary_types import DatasetSummary, Summary
 
 FAILURE_CAP = 100
@@ -99,7 +98,7 @@ def _env() -> jinja2.Environment:
     env.globals.update(
         xpos=_xpos, extras_of=_extras_of, nav=NAV, cap=FAILURE_CAP, radar=dataset_radar, histogram=histogram_svg
     )
-    env.globals.update(section_of=section_of)
+    env.globals.update(section_of=registry.section_of)
     return env
 
 
@@ -247,7 +246,7 @@ def _candidates(s: Summary) -> list[str]:
     """The run's candidates in config order (the overall table lists them all), else as the datasets name them."""
     if s.overall is not None:
         return list(s.overall.candidates)
-    rows = (d.candidates for d in s.datasets.values() if section_of(d.metric).rows == "candidate")
+    rows = (d.candidates for d in s.datasets.values() if registry.section_of(d.metric).rows == "candidate")
     return list(dict.fromkeys(c for cands in rows for c in cands))
 
 

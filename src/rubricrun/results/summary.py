@@ -15,7 +15,7 @@ from typing import Any
 
 from ..config import Config
 from ..tasks import registry
-from ..tasks.spec import DatasetResult, Section
+from ..tasks.spec import DatasetResult
 from ..types import Criterion, Example, Judgment, PairJudgment, Response, summary_row
 from . import agreement, metrics, stats
 from .accum import ByExample, ExampleIds
@@ -202,15 +202,9 @@ def _overall(datasets: Mapping[str, DatasetSummary], names: Sequence[str]) -> Ov
     return Overall(datasets=tuple(datasets), candidates=out)
 
 
-def section_of(metric: str) -> Section:
-    """How a dataset of this metric is shown (its task's `Section`; a metric this version does not know, as in an
-    older run folder: the candidates' leaderboard)."""
-    return registry.METRICS[metric].section if metric in registry.METRICS else Section()
-
-
 def _rows_are_candidates(metric: str) -> bool:
     """Whether a dataset's leaderboard rows are candidates (a metric this version does not know: as before)."""
-    return section_of(metric).rows == "candidate"
+    return registry.section_of(metric).rows == "candidate"
 
 
 def judge_stats(
@@ -297,7 +291,7 @@ def log_summary(summary: Summary) -> None:
         c = summary.calls
         log.info("calls: %d made, %d from cache, %d failed attempts", c.made, c.cache_hits, c.errors)
     for name, d in summary.datasets.items():
-        console = section_of(d.metric).console
+        console = registry.section_of(d.metric).console
         if console is not None:  # the metric's own lines (a judge meta-evaluation: one per judge)
             for line in console(name, summary_row(d)):
                 log.info("%s", line)
