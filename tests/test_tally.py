@@ -26,6 +26,7 @@ from rubricrun.results.export import FORMATS, build_export, write_export
 from rubricrun.results.report import render_report, write_report_from_dir
 from rubricrun.results.scoring import score_all
 from rubricrun.results.tally import Tally
+from rubricrun.tasks.registry import criteria_for
 from rubricrun.tasks.registry import metric_of as detect_metric
 from rubricrun.types import Example, Judgment, PairJudgment, Response, Usage, from_row, summary_row
 
@@ -142,7 +143,9 @@ def test_tally_equals_the_list_based_results(case: str, tmp_path: Path, make_con
         assert any(r.flags.get("truncated") for r in responses)
     tally = _fed(cfg, examples, responses, judgments, pairs)
 
-    scores = score_all(cfg, {ex.id: ex for ex in examples}, responses, judgments)
+    scores = {}  # each example's responses on its criteria
+    for ex in examples:
+        scores.update(score_all([r for r in responses if r.example_id == ex.id], judgments, criteria_for(ex, cfg)))
     criteria = criteria_index(cfg, examples)
     want = build_summary(cfg, "r", examples, responses, judgments, criteria, pairs=pairs)
     assert summary_row(tally.summary()) == summary_row(want)
@@ -281,11 +284,11 @@ def test_a_live_tally_finds_each_examples_criteria_once(make_config: Any, monkey
     assert summary_row(live.summary()) == summary_row(want.summary())
 
 
-def test_score_all_takes_the_one_examples_rubric_when_given() -> None:
+def test_score_all_scores_on_the_rubric_given() -> None:
     from rubricrun.types import Criterion
 
     ex = example("e1", prompt="q")
     r = response(ex.id, "alpha", "a", id="e1#a#0")
     js = [judgment(r, "c1", "met"), judgment(r, "c2", "not_met")]
     rubric = (Criterion(id="c1", text="", weight=3.0), Criterion(id="c2", text="", weight=1.0))
-    assert score_all(None, {ex.id: ex}, [r], js, rubric)[r.id].normalized == 0.75  # type: ignore[arg-type]
+    assert score_all([r], js, rubric)[r.id].normalized == 0.75

@@ -112,16 +112,15 @@ def test_row_reader_takes_defaults_and_ignores_unknown_keys() -> None:
 def test_open_tally_picks_the_process_by_size_and_by_the_variable(
     tmp_path: Path, make_config: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The one rule for a large run (second_process.large), as --validate's count takes it; only a run whose metrics
-    preflight counted (no synthesis) feeds its tally in a second process."""
-    small = load_config(make_config(None))
-    big = tmp_path / "big.jsonl"
-    big.write_bytes(b" " * second_process.LARGE_BYTES)
-    large = load_config(make_config(None, datasets=[{"path": str(big)}]))
+    """A large run (preflight.large_run, the rule --validate's count takes too) whose metrics preflight counted (no
+    synthesis) feeds its tally in a second process."""
+    cfg = load_config(make_config(None))
     counts = {"d": Counter(rubric=10)}
 
-    def tally(cfg: Any, metric_counts: Any = counts) -> Any:
-        return open_tally(cfg, "r", metric_counts=metric_counts, spool=False, max_examples=None)
+    def tally(large: bool, metric_counts: Any = counts) -> Any:
+        return open_tally(cfg, "r", metric_counts=metric_counts, spool=False, large=large)
+
+    small, large = False, True
 
     monkeypatch.delenv(second_process.ENV, raising=False)
     assert type(tally(small)) is Tally

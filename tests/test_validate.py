@@ -238,24 +238,24 @@ def test_a_bad_row_is_reported_with_the_count_in_a_second_process(
 
 
 def test_large_local_datasets_get_the_second_process(tmp_path: Path, make_config: Any, monkeypatch: Any) -> None:
-    """One rule for a large run (second_process.large), for the --validate count and the run's tally alike."""
+    """One rule for a large run (preflight.large_run), for the --validate count and the run's tally alike."""
     from rubricrun.engine import second_process
+    from rubricrun.engine.preflight import LARGE_BYTES, large_run
 
     monkeypatch.delenv(second_process.ENV, raising=False)
     small = write_jsonl(tmp_path / "small.jsonl", [ROW])
     big = tmp_path / "big.jsonl"
-    big.write_bytes(b" " * second_process.LARGE_BYTES)
+    big.write_bytes(b" " * LARGE_BYTES)
     cfg = load_config(make_config(None, datasets=[{"path": str(small)}]))
-    assert not second_process.large(cfg, None) and not second_process.wanted(cfg, None)
+    assert not large_run(cfg, None)
     cfg = load_config(make_config(None, datasets=[{"path": str(small)}, {"path": str(big)}]))
-    assert second_process.large(cfg, None) and not second_process.large(cfg, 100)
-    assert not second_process.large(replace(cfg, run=replace(cfg.run, max_examples=100)), None)
-    assert second_process.wanted(cfg, None) == ((__import__("os").cpu_count() or 1) > 1)
-    monkeypatch.setenv(second_process.ENV, "off")
-    assert not second_process.wanted(cfg, None)
+    assert large_run(cfg, None) and not large_run(cfg, 100)
+    assert not large_run(replace(cfg, run=replace(cfg.run, max_examples=100)), None)
+    assert second_process.wanted(True) == ((__import__("os").cpu_count() or 1) > 1) and not second_process.wanted(False)
     monkeypatch.setenv(second_process.ENV, "on")
-    cfg = load_config(make_config(None, datasets=[{"path": str(small)}]))
-    assert second_process.wanted(cfg, None)
+    assert second_process.wanted(False)
+    monkeypatch.setenv(second_process.ENV, "off")
+    assert not second_process.wanted(True)
 
 
 def test_a_run_never_imports_the_validate_machinery(tmp_path: Path, server: FakeOpenAIServer, make_config: Any) -> None:

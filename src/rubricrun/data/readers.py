@@ -51,10 +51,12 @@ def source_label(cfg: DatasetConfig) -> str:
 
 
 def read_rows(cfg: DatasetConfig) -> Iterator[RawRow]:
-    if cfg.hf:
-        yield from _hf_rows(cfg)
-        return
-    path = cfg.path
+    """The rows of a dataset entry: its Hub dataset, or its file."""
+    return _hf_rows(cfg) if cfg.hf else file_rows(cfg.path)
+
+
+def file_rows(path: str) -> Iterator[RawRow]:
+    """The rows of a local file, its format from its first bytes and its name (also a references or answers file)."""
     kind, gz = _kind(path)
     if kind == "parquet":
         yield from _parquet_rows(path)

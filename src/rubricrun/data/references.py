@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..config import DatasetConfig
 from ..errors import InputError
 from ..types import Example
-from .readers import read_rows
+from .readers import file_rows
 
 
 def load_references(path: str) -> dict[str, list[str]]:
     """question_id (as a string) -> one reference per turn. Bad rows are InputErrors naming file, line and key."""
     out: dict[str, list[str]] = {}
-    for raw in read_rows(DatasetConfig(path=path)):
+    for raw in file_rows(path):
         where = {"file": raw.file, "line": raw.line}
         if raw.error is not None:
             raise InputError(raw.error, **where)

@@ -30,7 +30,7 @@ from ..tasks import registry
 from ..types import Example, LLMRequest, LLMResponse
 from . import second_process
 from .calls import synthesis_request
-from .preflight import preflight
+from .preflight import large_run, preflight
 from .stages import Stages, Turn, Vote, Work, conversations, new_unit, reply_feeds_calls
 
 DRY_MARK = "\ue000rubricrun-dry\ue000"  # starts a placeholder answer: a request carrying one is never looked up
@@ -258,7 +258,7 @@ def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
     possible tie broken). Counted by the run's own stages over a dry provider (engine/estimate.py). Calls nothing, stores
     nothing. `judge_calls` counts the calls when uncached replies are readable and votes agree;
     `judge_calls_at_most` (and `pairwise_calls_at_most`) when they are not."""
-    if cfg.synthesize is None and second_process.wanted(cfg, max_examples):
+    if cfg.synthesize is None and second_process.wanted(large_run(cfg, max_examples)):
         return _count_in_child(cfg, max_examples)
     driver = InlineDriver(cfg, lambda: _open_counts(cfg), COUNT_CHUNK)
     try:

@@ -58,6 +58,7 @@ class Prepared:
     # dataset -> metric -> examples calling for it (tasks/registry.metric_of), counted in the validating pass;
     # None when the run also synthesizes examples preflight cannot see. Lets the tally summarize as the run goes.
     metric_counts: dict[str, Counter[str]] | None = None
+    large: bool = False  # large_run
 
 
 def _datasets(
@@ -243,7 +244,7 @@ def preflight(
         load_template(cfg.synthesize.subtopic_template, "subtopics.j2")
         load_template(cfg.synthesize.prompt_template, "prompts.j2")
     metric_counts = None if cfg.synthesize is not None else metrics
-    return Prepared(Examples(cfg, max_examples, count, kept), skipped, metric_counts)
+    return Prepared(Examples(cfg, max_examples, count, kept), skipped, metric_counts, large_run(cfg, max_examples))
 
 
 def _and_keep(visit: Callable[[Example], None] | None, kept: Spool) -> Callable[[Example], None]:
@@ -255,3 +256,25 @@ def _and_keep(visit: Callable[[Example], None] | None, kept: Spool) -> Callable[
         kept.add(ex)
 
     return both
+
+
+# A large run: from these sizes on a second process pays for its start (0.3-0.5 s of the other core).
+LARGE_BYTES = 4 << 20  # of local dataset files: about 20,000 short rows
+LARGE_EXAMPLES = 20_000  # a cap on each dataset below it (--max-examples, run.max_examples) makes a run small
+
+
+def large_run(cfg: Config, max_examples: int | None) -> bool:
+    """A large run, for which a second process pays for its start (engine/second_process.py: the tally, --validate's
+    count), by one rule known before the data is read: the local dataset files hold LARGE_BYTES or more, and no cap
+    holds each dataset below LARGE_EXAMPLES. (A Hub dataset's size is not known before it is read: it counts as 0.)"""
+    cap = max_examples if max_examples is not None else cfg.run.max_examples
+    if cap is not None and cap < LARGE_EXAMPLES:
+        return False
+    size = 0
+    for d in cfg.datasets:
+        if d.path and not d.hf:
+            try:
+                size += os.path.getsize(d.path)
+            except OSError:
+                pass  # preflight names it
+    return size >= LARGE_BYTES

@@ -68,7 +68,6 @@ class _Run:
     stop: threading.Event
     tracer: Tracer
     cache: ResponseCache | None
-    max_examples: int | None
     t0: float = field(default_factory=time.monotonic)
     tasks: int = 0
     interrupted: bool = False
@@ -92,7 +91,7 @@ def execute(
     tracer = Tracer(run_dir / "trace.jsonl", invocation=f"{int(time.time())}", on_error=lambda _: stop.set())
     cache = open_cache(cfg)
     try:
-        return _execute(_Run(cfg, run_id, run_dir, stop, tracer, cache, max_examples), prepared, extras)
+        return _execute(_Run(cfg, run_id, run_dir, stop, tracer, cache), prepared, extras)
     finally:
         tracer.close()
         if cache:
@@ -144,7 +143,7 @@ def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> RunTally:
     # The summary and the report's sample are fed as the run goes when preflight counted every example's metric;
     # rows are then spooled only for an export (results/tally.py).
     counts, spool = prepared.metric_counts, bool(run.formats)
-    tally = open_tally(cfg, run.run_id, metric_counts=counts, spool=spool, max_examples=run.max_examples)
+    tally = open_tally(cfg, run.run_id, metric_counts=counts, spool=spool, large=prepared.large)
     sink = artifacts.RowFiles(run.run_dir, tally.take)
     synthesis = Synthesis(cfg, stack, run.stop) if cfg.synthesize is not None else None
     try:

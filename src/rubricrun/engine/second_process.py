@@ -12,8 +12,8 @@ what the main process produces and nothing waits for it until the end, it runs i
   the child has. When the main process's end of the pipe closes (also on kill -9) the child's `recv` ends and so
   does the child.
 
-`wanted` decides, by one rule for both: for a large run (`large`: its dataset files hold about 20,000 short rows
-or more) on a machine with more than one core; `RUBRICRUN_SECOND_PROCESS=on|off` forces it either way (tests; `off`
+`wanted` decides, by one rule for both: for a large run (preflight.large_run: its dataset files hold about 20,000
+short rows or more) on a machine with more than one core; `RUBRICRUN_SECOND_PROCESS=on|off` forces it either way (tests; `off`
 for whoever wants one process).
 """
 
@@ -26,40 +26,19 @@ import signal
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..config import Config
 from ..errors import RubricrunError
 
 ENV = "RUBRICRUN_SECOND_PROCESS"
 _MODES = {"on": "on", "1": "on", "true": "on", "yes": "on", "off": "off", "0": "off", "false": "off", "no": "off"}
 
 
-# A large run: from these sizes on a second process pays for its start (0.3-0.5 s of the other core).
-LARGE_BYTES = 4 << 20  # of local dataset files: about 20,000 short rows
-LARGE_EXAMPLES = 20_000  # a cap on each dataset below it (--max-examples, run.max_examples) makes a run small
-
-
-def wanted(cfg: Config, max_examples: int | None) -> bool:
-    """Whether to start a child: forced by ENV, else for a large run on a machine with more than one core."""
+def wanted(large: bool) -> bool:
+    """Whether to start a child: forced by ENV, else for a large run (preflight.large_run) on a machine with more
+    than one core."""
     mode = _MODES.get(os.environ.get(ENV, "").strip().lower(), "auto")
     if mode != "auto":
         return mode == "on"
-    return large(cfg, max_examples) and (os.cpu_count() or 1) > 1
-
-
-def large(cfg: Config, max_examples: int | None) -> bool:
-    """The one rule, known before the data is read: the local dataset files hold LARGE_BYTES or more, and no cap
-    holds each dataset below LARGE_EXAMPLES. (A Hub dataset's size is not known before it is read: it counts as 0.)"""
-    cap = max_examples if max_examples is not None else cfg.run.max_examples
-    if cap is not None and cap < LARGE_EXAMPLES:
-        return False
-    size = 0
-    for d in cfg.datasets:
-        if d.path and not d.hf:
-            try:
-                size += os.path.getsize(d.path)
-            except OSError:
-                pass  # preflight names it
-    return size >= LARGE_BYTES
+    return large and (os.cpu_count() or 1) > 1
 
 
 def detach() -> None:

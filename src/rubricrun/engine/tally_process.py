@@ -13,7 +13,7 @@ config, the run id and preflight's metric counts; rows are sent in batches of li
 copy), and it reads up to _AHEAD batches ahead of its tally, so a send waits only when the tally is that far behind
 (memory stays bounded either way). Ctrl+C or a stop reach the runner, which then asks the child for the summary of
 what was done, as it would ask its own tally. What the child logs (a failed report, say) comes back with its next
-answer and is logged here. `open_tally` starts one for a large run (second_process.wanted) whose metrics preflight
+answer and is logged here. `open_tally` starts one for a large run (preflight.large_run) whose metrics preflight
 counted (the summary is then fed as the run goes).
 """
 
@@ -43,11 +43,11 @@ _AHEAD = 8  # batches the child reads ahead of its tally
 
 
 def open_tally(
-    cfg: Config, run_id: str, *, metric_counts: dict[str, Counter] | None, spool: bool, max_examples: int | None
+    cfg: Config, run_id: str, *, metric_counts: dict[str, Counter] | None, spool: bool, large: bool
 ) -> RunTally:
     """The run's tally: here, or in a second process for a large run (the module docstring)."""
     if metric_counts is not None:
-        if second_process.wanted(cfg, max_examples):
+        if second_process.wanted(large):
             try:
                 return TallyProcess(cfg, run_id, metric_counts=metric_counts, spool=spool)
             except Exception as exc:  # noqa: BLE001 - no process to be had (limits, an odd interpreter): run it here

@@ -170,7 +170,7 @@ class Tally:
         meta-evaluation's completion, there to grade the judges): no candidate wrote it."""
         for ex, rs, js, _ in self.rows():
             if not registry.answers_itself(ex):
-                yield ex, rs, js, score_all(self.cfg, {ex.id: ex}, rs, js)
+                yield ex, rs, js, score_all(rs, js, registry.criteria_for(ex, self.cfg))
 
     def summary(self) -> Summary:
         """summary.SummaryAcc fed from the spool one example at a time: equal to the summary of the rows given as
@@ -201,7 +201,7 @@ class Tally:
     ) -> tuple[Any, ...]:
         """One example as report.sample reads it: its rows, its criteria by (example, criterion) id (`_criteria`),
         its scores."""
-        return ex, rs, js, crit, score_all(self.cfg, {ex.id: ex}, rs, js, rubric)
+        return ex, rs, js, crit, score_all(rs, js, rubric)
 
     def export(self, run_dir: Path, formats: Sequence[str]) -> dict:
         return export_batches(self.cfg, run_dir, formats, self._scored)
