@@ -11,6 +11,7 @@ import re
 import signal
 import time
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +119,8 @@ def test_open_tally_picks_the_process_by_size_and_by_the_variable(
     counts = {"d": Counter(rubric=10)}
 
     def tally(large: bool, metric_counts: Any = counts) -> Any:
-        return open_tally(cfg, "r", metric_counts=metric_counts, spool=False, large=large)
+        make = partial(Tally, cfg, "r", metric_counts=metric_counts, spool=False)
+        return open_tally(make, live=metric_counts is not None, large=large)
 
     small, large = False, True
 

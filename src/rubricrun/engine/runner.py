@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from ..results.costs import cost_report
 from ..results.hub import hub_card
 from ..results.summary import log_summary
 from ..results.summary_types import BudgetSummary, Calls, CostSummary, Summary
-from ..results.tally import RunTally
+from ..results.tally import RunTally, Tally
 from ..types import from_row, summary_row
 from .graph import Graph, Synthesis, examples_of
 from .preflight import Prepared, preflight
@@ -142,8 +143,9 @@ def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> RunTally:
         log.info("run %s: %d candidates, %d judges", run.run_id, len(cfg.candidates), len(cfg.judge_pool))
     # The summary and the report's sample are fed as the run goes when preflight counted every example's metric;
     # rows are then spooled only for an export (results/tally.py).
-    counts, spool = prepared.metric_counts, bool(run.formats)
-    tally = open_tally(cfg, run.run_id, metric_counts=counts, spool=spool, large=prepared.large)
+    counts = prepared.metric_counts
+    make = partial(Tally, cfg, run.run_id, metric_counts=counts, spool=bool(run.formats))
+    tally = open_tally(make, live=counts is not None, large=prepared.large)
     sink = artifacts.RowFiles(run.run_dir, tally.take)
     synthesis = Synthesis(cfg, stack, run.stop) if cfg.synthesize is not None else None
     try:
