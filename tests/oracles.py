@@ -8,27 +8,31 @@ summarizes one example at a time (results/summary.SummaryAcc).
 - `first_turns(cfg, examples)`: every conversation's first turn (engine/calls.GenTask), in input order.
 - `build_summary(...)`: the summary of rows given as lists (SummaryAcc fed example by example);
   `dataset_results(...)`: each dataset's metric results over lists; `criteria_index(cfg, examples)`.
-- `counted(judgments, criteria)`: the agreement counts of a list of judgments.
+- `counted(judgments, criteria)`: the agreement counts of a list of judgments; `compositions`, `percent_agreement`,
+  `fleiss_kappa`, `krippendorff_alpha_nominal`, `cohen_kappa`: the agreement statistics of lists of ratings (the
+  summary's are computed from counts: results/stats.py `*_counts`).
 - `leaderboard(per_candidate)`: stats.rank over candidates' per-example scores, as the summary ranks them.
+- `judge_stats(judgments)`: the summary's judge statistics of a list; `meta_rows(rows)`: judge meta-eval rows.
 - `extract_final_number(text)`: the number a response commits to.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rubricrun.config import Config, DatasetConfig
 from rubricrun.data.loaders import RowParser, iter_dataset
+from rubricrun.data.meta_rows import meta_row
 from rubricrun.data.readers import RawRow
 from rubricrun.engine.calls import GenTask, turn_task
 from rubricrun.engine.preflight import Examples, validate_examples
 from rubricrun.judging.answers import final_answer, span_number
 from rubricrun.results import metrics, stats
-from rubricrun.results.agreement import AgreementCounts
-from rubricrun.results.summary import SummaryAcc
+from rubricrun.results.agreement import AgreementCounts, cohen_kappa_counts
+from rubricrun.results.summary import SummaryAcc, _JudgeAcc
 from rubricrun.results.summary_types import Summary
 from rubricrun.tasks import registry
 from rubricrun.tasks.registry import TASKS
@@ -151,6 +155,42 @@ def counted(
     for j in judgments:
         acc.add(j, (criteria or {}).get((j.example_id, j.criterion_id)))
     return acc
+
+
+def compositions(items: Iterable[Iterable[Hashable]]) -> Counter:
+    """Items of ratings as the counts the `*_counts` statistics take: composition -> how many items have it."""
+    return Counter(stats.composition(item) for item in items)
+
+
+def percent_agreement(items: Sequence[Sequence[str]]) -> float | None:
+    return stats.percent_agreement_counts(compositions(items))
+
+
+def fleiss_kappa(
+    items: Sequence[Sequence[Hashable]], categories: Sequence[Hashable] = ("met", "not_met")
+) -> float | None:
+    return stats.fleiss_kappa_counts(compositions(items), categories)
+
+
+def krippendorff_alpha_nominal(items: Sequence[Sequence[Hashable]]) -> float | None:
+    return stats.krippendorff_alpha_counts(compositions(items))
+
+
+def cohen_kappa(pairs: Sequence[tuple[Hashable, Hashable]]) -> float | None:
+    """Cohen's kappa of two raters, their (a, b) verdicts over the units both rated."""
+    return cohen_kappa_counts(Counter(pairs))
+
+
+def judge_stats(judgments: Sequence[Judgment], criteria: Mapping[tuple[str, str], Criterion] | None = None) -> Any:
+    """The summary's judge statistics (met rates, agreement) of a list of judgments."""
+    acc = _JudgeAcc()
+    acc.add(judgments, criteria or {})
+    return acc.summary()
+
+
+def meta_rows(rows: Sequence[Mapping[str, Any]], *, fields: Mapping[str, str] | None = None, file: str = "") -> list:
+    """Every row (numbered from 1, as the lines of a JSONL file) as a MetaRow."""
+    return [meta_row(row, fields=fields, file=file, line=i) for i, row in enumerate(rows, start=1)]
 
 
 def extract_final_number(text: str) -> float | None:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from oracles import counted
+from oracles import cohen_kappa, counted
 
-from rubricrun.results.agreement import cohen_kappa
 from rubricrun.types import Criterion, Judgment
 
 

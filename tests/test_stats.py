@@ -6,15 +6,12 @@ import math
 import random
 
 import pytest
-from oracles import leaderboard
+from oracles import fleiss_kappa, krippendorff_alpha_nominal, leaderboard, percent_agreement
 
 from rubricrun.judging.rubric import majority_vote
 from rubricrun.results.stats import (
-    fleiss_kappa,
-    krippendorff_alpha_nominal,
     mean_ci,
     paired_diff,
-    percent_agreement,
     rate,
 )
 

@@ -9,14 +9,13 @@ as `c1` for different texts, so ids alone would pool unrelated criteria.
 Every figure reads a unit only through counts: how many of its valid votes say each verdict (its composition,
 stats.composition), per judge pair the two verdicts, per criterion text its composition. `AgreementCounts`
 keeps those counts as judgments come (a run's summary feeds it one example at a time), so its memory depends
-on the judges, compositions and criterion texts seen, not on the number of judgments; the list-based
-functions below build the same counts from their input.
+on the judges, compositions and criterion texts seen, not on the number of judgments (the tests' list-based
+references, tests/oracles.py, build the same counts from lists).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Hashable, Sequence
 from itertools import combinations
 from typing import Any
 
@@ -25,14 +24,6 @@ from ..types import Criterion, Judgment
 from .stats import Composition, composition, krippendorff_alpha_counts, percent_agreement_counts
 
 MOST_DISAGREED = 10  # how many criteria `AgreementCounts.report` lists
-
-
-def cohen_kappa(pairs: Sequence[tuple[Hashable, Hashable]]) -> float | None:
-    """Cohen's kappa of two raters over units both rated: (p_o - p_e) / (1 - p_e), where p_o is the share of
-    units on which they agree and p_e = sum over categories c of p_a(c) * p_b(c), each rater's own share of c.
-
-    None when undefined: no unit, or p_e == 1 (both raters put every unit in the same single category)."""
-    return cohen_kappa_counts(Counter(pairs))
 
 
 def _r(x: float | None) -> float | None:

@@ -207,16 +207,6 @@ def _rows_are_candidates(metric: str) -> bool:
     return registry.section_of(metric).rows == "candidate"
 
 
-def judge_stats(
-    judgments: Sequence[Judgment], criteria: Mapping[tuple[str, str], Criterion] | None = None
-) -> JudgeSummary:
-    """Per-judge met rates (leniency shows), and agreement where several judges voted on a criterion: overall,
-    per judge pair (Cohen's kappa) and per criterion (Krippendorff's alpha; `criteria` gives their texts)."""
-    acc = _JudgeAcc()
-    acc.add(judgments, criteria or {})
-    return acc.summary()
-
-
 @dataclass(slots=True)
 class _JudgeCounts:
     """One judge's votes so far: met, judged (met or not met) and errors."""
