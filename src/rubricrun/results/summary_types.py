@@ -222,7 +222,7 @@ class Overall:
 @dataclass(frozen=True)
 class Summary:
     """summary.json. The fields from `status` on are the run's facts, which the runner adds to what
-    results/summary.py build_summary computes from the rows."""
+    results/summary.py (SummaryAcc) computes from the rows."""
 
     OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset(
         {"overall", "status", "stopped_by", "note", "calls", "responses_not_done", "skipped_rows", "wall_s"}

@@ -144,8 +144,8 @@ class Tally:
             self.text_len.update((r.id, len(r.text or "")) for r in responses if r.id in compared)
 
     def _criteria(self, ex: Example) -> tuple[tuple[Criterion, ...], dict[tuple[str, str], Criterion]]:
-        """The example's criteria (registry.criteria_for), and them by (example, criterion) id (summary's
-        criteria_index of this one example): found once, for the summary, the sampler and the scores."""
+        """The example's criteria (registry.criteria_for), and them by (example, criterion) id: found once, for the
+        summary, the sampler and the scores."""
         rubric = registry.criteria_for(ex, self.cfg)
         return rubric, {(ex.id, c.id): c for c in rubric}
 
@@ -174,8 +174,9 @@ class Tally:
 
     def summary(self) -> Summary:
         """summary.SummaryAcc fed from the spool one example at a time: equal to the summary of the rows given as
-        lists (tests/oracles.build_summary, tests/test_tally.py); what it keeps per example is a few numbers (results/accum.py). The same read of the
-        spool picks the report's examples (report.sample), kept for `report`. Fed as the run went: no read at all."""
+        lists (tests/oracles.build_summary, tests/test_tally.py); what it keeps per example is a few numbers
+        (results/accum.py). The same read of the spool picks the report's examples (report.sample), kept for
+        `report`. Fed as the run went: no read at all."""
         if self._acc is not None:
             if self.metric_counts != self._given:  # the data files changed under the run
                 log.warning("the datasets' rows changed since preflight: metrics decided on preflight's counts")
