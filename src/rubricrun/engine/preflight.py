@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -391,7 +391,7 @@ class _CacheReplay(BaseProvider):
         return hit
 
 
-def _count_synthesis(cfg: Config, tally: Counts) -> tuple[list[Example], dict[str, int]]:
+def _count_synthesis(cfg: Config, tally: Counts) -> tuple[Iterable[Example], dict[str, int]]:
     """The synthesis calls and the examples they give. When every call is cached the synthesis is replayed and
     both are exact. Otherwise they are bounds: each step (subtopics, then prompts per subtopic) asks once and
     retries at most once; a call's prompt holds the template plus at most two replies (the subtopic and the
@@ -415,13 +415,14 @@ def _count_synthesis(cfg: Config, tally: Counts) -> tuple[list[Example], dict[st
     prompt = estimate_prompt_tokens(list(missed.messages)) + 2 * reply
     for _ in range(calls - replay.hits):
         tally.cost(missed.model, prompt, reply)
-    planned = [
+    content = "x" * (3 * reply)  # ~reply tokens (estimate_prompt_tokens); one string for every planned prompt
+    planned = (  # made as they are counted: memory does not grow with num_subtopics x prompts_per_subtopic
         Example(
             id=f"{scfg.dataset_name}/planned-{i}",
             dataset=scfg.dataset_name,
             source=f"synthesize:planned:{i}",
-            messages=({"role": "user", "content": "x" * (3 * reply)},),  # ~reply tokens (estimate_prompt_tokens)
+            messages=({"role": "user", "content": content},),
         )
         for i in range(scfg.num_subtopics * scfg.prompts_per_subtopic)
-    ]
+    )
     return planned, {"synthesis_calls": calls, "synthesis_cached": replay.hits}
