@@ -349,6 +349,19 @@ def test_a_reply_with_a_lone_surrogate_is_written_as_a_replacement_character(
     assert texts == {"bad \ufffd text"}
 
 
+def test_a_judge_reply_whose_json_writes_a_lone_surrogate_is_valid_text(tmp_path: Path, fake: FakeOpenAIServer) -> None:
+    for _ in range(3):  # the reply's text holds the JSON escape itself: the judge's JSON decodes it
+        fake.enqueue('{"explanation": "odd \\ud800 char", "criteria_met": true}', model="judge-1")
+    cand = entry("a", "openai/cand-a", fake.base_url, api_key_env="RUBRICRUN_TEST_KEY")
+    judges = [entry("j", "openai/judge-1", fake.base_url, api_key_env="RUBRICRUN_TEST_KEY")]
+    rubric = {"default_rubric": [{"text": "Good."}]}
+    cfg = write_cfg(tmp_path, candidates=[cand], judges=judges, judging=rubric)
+    p = run_cli(["--config", str(cfg), "--run-id", "r6j"], full_env=subprocess_env(tmp_path, {}))
+    assert p.returncode == 0, p.stderr
+    rows = read_jsonl(tmp_path / "outputs" / "r6j" / "judgments.jsonl")
+    assert {(r["verdict"], r["explanation"]) for r in rows} == {("met", "odd \ufffd char")}
+
+
 def test_synthesized_prompts_with_a_lone_surrogate_are_valid_text() -> None:
     from rubricrun.data.synth import parse_json_list
 

@@ -145,11 +145,6 @@ def _json_line(raw: bytes, path: str, lineno: int) -> RawRow:
     return RawRow(path, lineno, value) if bad is None else RawRow(path, lineno, error=bad)
 
 
-def valid_text(text: str) -> str:
-    """`text` with each lone surrogate replaced by U+FFFD (for text a model wrote, which no row check can refuse)."""
-    return _SURROGATE.sub("\ufffd", text) if not text.isascii() else text
-
-
 def lone_surrogate(value: Any, key: str = "") -> str | None:
     """Why a parsed value is not valid Unicode (a string or key holding a lone surrogate, named by its key path), or
     None when it is."""

@@ -28,7 +28,6 @@ from ..config import SynthesizeConfig
 from ..errors import InputError, ProviderError
 from ..types import Example, LLMResponse
 from .jsonread import quoted_in, repaired_values, strict_values, walk
-from .readers import valid_text
 
 Call = Callable[[list[dict], int], LLMResponse]  # (messages, attempt_no) -> response
 
@@ -82,7 +81,7 @@ def _strings(node: Any, quoted_from: str | None = None) -> list[str]:
     if not isinstance(node, list):
         return []
     return [
-        valid_text(s.strip())  # a "\\ud800" escape in the reply: no UTF-8 file could hold the prompt
+        s.strip()
         for s in node
         if isinstance(s, str) and s.strip() and (quoted_from is None or quoted_in(s, quoted_from))
     ]
