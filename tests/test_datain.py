@@ -270,9 +270,11 @@ def test_every_row_bad_fails_even_with_skip(tmp_path: Path) -> None:
     )
 
 
-def test_empty_file_is_still_zero_examples(tmp_path: Path) -> None:
+def test_empty_file_is_bad_input(tmp_path: Path) -> None:
+    # A run on it would pay for nothing and say nothing (issue 28): refused as --max-examples 0 is.
     (tmp_path / "e.jsonl").write_text("\n", encoding="utf-8")
-    assert load(tmp_path / "e.jsonl", on_bad_row="skip").examples == []
+    with pytest.raises(InputError, match="the dataset has no rows"):
+        load(tmp_path / "e.jsonl", on_bad_row="skip")
 
 
 # --------------------------------------------------------------------------------------------------

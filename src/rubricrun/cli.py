@@ -12,6 +12,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import time
 from datetime import datetime, timezone
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import InputError, RubricrunError, RunLockedError
+from .redact import redact
 
 if TYPE_CHECKING:
     from .config import Config
@@ -93,21 +95,47 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+# Characters a terminal acts on: C0 controls but newline and tab, DEL, C1 controls (CSI is U+009B), and the
+# bidirectional overrides and isolates that reorder what is shown (a name can hide what follows it).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str, *, one_line: bool = False) -> str:
+    """`text` as the console may show it: every control character written as its escape (`\\x1b`), never sent
+    raw, so a name or a row cannot move the cursor, recolour the screen or fake a log line (with `one_line`, a
+    newline is escaped too)."""
+    if one_line:
+        text = text.replace("\n", "\\n").replace("\r", "\\r")
+    return _CONTROL.sub(lambda m: repr(m.group(0))[1:-1], text)
+
+
+class SafeFormatter(logging.Formatter):
+    """A log line without secrets (redact.py) or raw control characters (the console, run.log)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(redact(super().format(record)))
+
+
 class JsonLogFormatter(logging.Formatter):
     """One JSON object per record (run.log.jsonl), for log collectors: time (UTC, ISO 8601), level, message,
-    thread, and the traceback when there is one."""
+    thread, and the traceback when there is one (secrets and control characters taken out, as SafeFormatter)."""
 
     def format(self, record: logging.LogRecord) -> str:
         row = {
             "time": datetime.fromtimestamp(record.created, tz=timezone.utc).isoformat(timespec="milliseconds"),
             "level": record.levelname,
-            "message": record.getMessage(),
+            "message": printable(redact(record.getMessage())),
             "logger": record.name,
             "thread": record.threadName,
         }
         if record.exc_info:
-            row["exc_info"] = self.formatException(record.exc_info)
+            row["exc_info"] = printable(redact(self.formatException(record.exc_info)))
         return json.dumps(row, ensure_ascii=False)
+
+
+def say(text: str) -> None:
+    """One line on stderr, as the console may show it (the exit's error line)."""
+    print(printable(redact(text), one_line=True), file=sys.stderr)
 
 
 def setup_logging(run_dir: Path | None, quiet: bool = False) -> None:
@@ -116,7 +144,7 @@ def setup_logging(run_dir: Path | None, quiet: bool = False) -> None:
     root.setLevel(logging.INFO)
     root.handlers.clear()
     root.propagate = False
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S")
+    fmt = SafeFormatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S")
     console = logging.StreamHandler(sys.stderr)
     console.setFormatter(fmt)
     console.setLevel(logging.WARNING if quiet else logging.INFO)
@@ -125,11 +153,16 @@ def setup_logging(run_dir: Path | None, quiet: bool = False) -> None:
         from concurrent_log_handler import ConcurrentRotatingFileHandler
 
         run_dir.mkdir(parents=True, exist_ok=True)
+        mask = os.umask(0)
+        os.umask(mask)
         for name, formatter in (
-            ("run.log", logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(message)s")),
+            ("run.log", SafeFormatter("%(asctime)s %(levelname)s %(threadName)s %(message)s")),
             ("run.log.jsonl", JsonLogFormatter()),
         ):
-            fh = ConcurrentRotatingFileHandler(str(run_dir / name), maxBytes=20 * 2**20, backupCount=3)
+            # chmod: its lock files (.__run.lock) are created with os.open's default 0o777 (0755 under umask 022)
+            fh = ConcurrentRotatingFileHandler(
+                str(run_dir / name), maxBytes=20 * 2**20, backupCount=3, chmod=0o666 & ~mask
+            )
             fh.setFormatter(formatter)
             root.addHandler(fh)
     # LiteLLM logs every failed attempt at ERROR on its own; our trace and log already say it once.
@@ -155,17 +188,17 @@ def _run(args: argparse.Namespace) -> int:
     try:
         return _main(args)
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say(f"error: {exc}")
         return 2
     except RunLockedError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say(f"error: {exc}")
         return 2
     except RubricrunError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say(f"error: {exc}")
         return 1
     except OSError as exc:  # an unwritable output folder, a full disk
         where = f" ({exc.filename})" if exc.filename else ""
-        print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
+        say(f"error: {exc.strerror or exc}{where}")
         return 1
     except KeyboardInterrupt:
         from .engine.stop import stop_exit_code, stopped_by
@@ -202,6 +235,21 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_RUN_ID_BYTES = 128  # a folder name: file systems allow 255 bytes, and the run id is in every log line
+_RUN_ID = re.compile(r"\w[\w.-]*")
+
+
+def check_run_id(run_id: str) -> None:
+    """A run id is a plain folder name: letters, digits, `_`, `.` and `-`, not starting with `.` or `-`, at most
+    MAX_RUN_ID_BYTES in UTF-8. No path, blank, newline, shell or terminal character."""
+    if not _RUN_ID.fullmatch(run_id) or len(run_id.encode("utf-8")) > MAX_RUN_ID_BYTES:
+        raise InputError(
+            f"--run-id '{printable(run_id[:80], one_line=True)}': use a plain folder name: letters, digits, "
+            f"'_', '.' and '-' (not first), at most {MAX_RUN_ID_BYTES} bytes",
+            key="--run-id",
+        )
+
+
 def _main(args: argparse.Namespace) -> int:
     from .config import load_config
 
@@ -209,8 +257,8 @@ def _main(args: argparse.Namespace) -> int:
         return _compare(args)
     if args.max_examples is not None and args.max_examples < 1:
         raise InputError("--max-examples must be at least 1", key="--max-examples")
-    if args.run_id is not None and (not args.run_id or "/" in args.run_id or args.run_id.startswith(".")):
-        raise InputError(f"--run-id {args.run_id!r}: use a plain folder name", key="--run-id")
+    if args.run_id is not None:
+        check_run_id(args.run_id)
     cfg = load_config(args.config)
     if args.validate:
         from .engine.estimate import count_calls  # --validate's machinery: imported only when asked for

@@ -8,7 +8,8 @@ Two passes, so that what reads today reads the same and broken JSON is repaired 
    a value cut off at max_tokens (which json-repair completes: callers decide whether to trust that, see
    `quoted_in`).
 Callers walk the values (`walk`) for what they need and stop at the first match; `object_with` is that walk for a
-judge's verdict object.
+judge's verdict object. A string holding a lone surrogate (the reply's JSON wrote `"\\ud800"`, which no UTF-8 file
+can hold) comes back with U+FFFD in its place.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
 _DECODER = json.JSONDecoder(strict=False)  # strict=False: raw newlines inside strings are accepted
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def chunks(text: str) -> list[str]:
@@ -33,9 +35,10 @@ def strict_values(text: str, opens: str = "{[") -> Iterator[Any]:
         for i, ch in enumerate(chunk):
             if ch in opens:
                 try:
-                    yield _DECODER.raw_decode(chunk, i)[0]
+                    value = _DECODER.raw_decode(chunk, i)[0]
                 except ValueError:
                     continue
+                yield valid(value) if "\\u" in chunk else value
 
 
 def repaired_values(text: str) -> Iterator[tuple[Any, str]]:
@@ -46,7 +49,18 @@ def repaired_values(text: str) -> Iterator[tuple[Any, str]]:
     for chunk in chunks(text):
         value = json_repair.loads(chunk)
         if isinstance(value, (dict, list)) and value:
-            yield value, chunk
+            yield valid(value) if "\\u" in chunk else value, chunk
+
+
+def valid(value: Any) -> Any:
+    """A parsed value with every lone surrogate in its strings and keys replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [valid(v) for v in value]
+    if isinstance(value, dict):
+        return {valid(k): valid(v) for k, v in value.items()}
+    return value
 
 
 def walk(value: Any) -> Iterator[Any]:

@@ -93,6 +93,8 @@ def iter_dataset(
             break
     if bad and not n:  # `skip` is for a few bad rows; a file of bad rows is the wrong file or mapping
         raise InputError(f"every row of {label} is bad ({bad} skipped); the first: {skipped[-bad]}")
+    if not n:  # nothing to run on: a run would pay for nothing and say nothing (as --max-examples 0 is refused)
+        raise InputError("the dataset has no rows", file=label)
 
 
 def _first_seen(cfg: DatasetConfig, parse: RowParser, example_id: str, at: RawRow) -> str | None:

@@ -123,12 +123,8 @@ def synthesis_entry(cfg: Config) -> tuple[str, ModelConfig]:
     scfg = cfg.synthesize
     assert scfg is not None
     entries = [("candidate", m) for m in cfg.candidates] + [("judge", m) for m in cfg.judge_pool]
-    if not scfg.model:
-        return entries[0]
-    found = [e for e in entries if e[1].name == scfg.model]
-    if not found:
-        raise cfg.fail("synthesize.model", f"no candidate or judge named '{scfg.model}'")
-    return found[0]
+    # config.py checked that synthesize.model names one of them, and that there is a candidate
+    return next((e for e in entries if e[1].name == scfg.model), entries[0]) if scfg.model else entries[0]
 
 
 def synthesis_request(cfg: Config, messages: list[dict], attempt: int) -> LLMRequest:

@@ -10,12 +10,17 @@ uncached judge or pairwise vote asked again once, and each criterion with an eve
 vote given a tie-break when `judging.on_tie: judge` (the `*_at_most` counts of count_calls). A generation whose
 reply no call reads (stages.reply_feeds_calls) is not run: the cache is asked only whether it holds the reply, for
 many keys a query (ResponseCache.fresh_many), which keeps 1,000,000 judge-free rows fast.
+
+A candidate's samples past the first EXACT_SAMPLES of an example are counted by arithmetic, not one by one: their
+requests differ only by the sample index, so one of them is run through the stages, as not cached, and its counts are
+added once per sample (`InlineDriver._times`). Time and memory stay bounded whatever `samples_per_prompt` says; those
+samples count as not cached (the cost bound stays a bound; `candidate_cached` counts the first EXACT_SAMPLES).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,6 +40,7 @@ from .stages import Stages, Turn, Vote, Work, conversations, new_unit, reply_fee
 
 DRY_MARK = "\ue000rubricrun-dry\ue000"  # starts a placeholder answer: a request carrying one is never looked up
 DRY_PAIR = "[[C]]"  # a pairwise judge's placeholder reply (a rubric judge's: its protocol's `dry_reply`)
+EXACT_SAMPLES = 1000  # samples of a candidate on an example counted one by one; the rest by arithmetic
 
 
 @dataclass
@@ -67,6 +73,16 @@ class Counts:
     def priced(self, request: LLMRequest, times: int = 1) -> None:
         """An uncached call, `times` over, at its prompt and its max_tokens."""
         self.cost(request.model, estimate_prompt_tokens(list(request.messages)), max_tokens_of(request.params), times)
+
+    def add(self, other: Counts, times: int) -> None:
+        """`other`'s counts, `times` over (a sample counted once for many: see InlineDriver._times)."""
+        for mine, theirs in ((self.calls, other.calls), (self.cached, other.cached), (self.dry_votes, other.dry_votes)):
+            for role, n in theirs.items():
+                mine[role] += n * times
+        self.ties_possible += other.ties_possible * times
+        self.bound += other.bound * times
+        self.online_bound += other.online_bound * times
+        self.unpriced |= other.unpriced
 
     def at_most(self, role: str) -> int:
         """The most calls of a judging role the run can make: every uncached vote asked again, every possible tie
@@ -131,8 +147,9 @@ class InlineDriver:
         if self.counts is None:
             counts = self.counts = self.open_counts()
             self.judges = DryStack(counts, "judge", registry.protocol_for(self.cfg.judging.scale).dry_reply)
-            dry = {"judge": self.judges, "pairwise": DryStack(counts, "pairwise", DRY_PAIR)}
-            self.stages = Stages(self.cfg, DryStack(counts, "candidate"), self.submit, lambda turn, cut: None, dry)
+            self.stacks = (DryStack(counts, "candidate"), self.judges, DryStack(counts, "pairwise", DRY_PAIR))
+            dry = {"judge": self.judges, "pairwise": self.stacks[2]}
+            self.stages = Stages(self.cfg, self.stacks[0], self.submit, lambda turn, cut: None, dry)
         return self.counts
 
     def add(self, ex: Example) -> None:
@@ -143,7 +160,10 @@ class InlineDriver:
     def flush(self) -> None:
         counts = self.start()
         for ex in self.examples:
-            convs = conversations(self.cfg, ex)
+            convs = conversations(self.cfg, ex, EXACT_SAMPLES)
+            for c in registry.candidates_for(self.cfg, ex):
+                if c.samples_per_prompt > EXACT_SAMPLES:
+                    self._times(ex, c, c.samples_per_prompt - EXACT_SAMPLES)
             if not reply_feeds_calls(self.cfg, ex, 1) and not any(c.replays for c, _ in convs):  # only leaves
                 self.leaves.extend(self.stages.first_turn(ex, c, s).request for c, s in convs)
                 continue
@@ -160,6 +180,33 @@ class InlineDriver:
         for request, key in zip(leaves, keys, strict=True):
             if key not in fresh:
                 counts.priced(request)
+
+    def _times(self, ex: Example, candidate: Any, times: int) -> None:
+        """`times` samples of `candidate` on `ex` past the first EXACT_SAMPLES, counted from one of them: it is run
+        through the stages as not cached (a placeholder reply, dry votes), its leaves priced as not cached, and its
+        counts added `times` over. Pairwise judging reads sample 0 only: nothing to compare here."""
+        main = self.counts
+        assert main is not None
+        one = Counts(None, main.prices, online_prices=main.online_prices)
+        mark = len(self.leaves)
+        self._count_into(one)
+        try:
+            if reply_feeds_calls(self.cfg, ex, 1):
+                self.stages.start(new_unit(ex, [(candidate, EXACT_SAMPLES)]))
+            else:
+                self.leaves.append(self.stages.first_turn(ex, candidate, EXACT_SAMPLES).request)
+            for request in self.leaves[mark:]:
+                one.calls["candidate"] += 1
+                one.priced(request)
+            del self.leaves[mark:]
+        finally:
+            self._count_into(main)
+        main.add(one, times)
+
+    def _count_into(self, counts: Counts) -> None:
+        self.counts = counts
+        for stack in self.stacks:
+            stack.counts = counts
 
     def submit(self, work: Work) -> None:
         """stages.Submit: a leaf generation is kept for `flush`; anything else runs now."""
@@ -359,7 +406,7 @@ class _CacheReplay(BaseProvider):
         return hit
 
 
-def _count_synthesis(cfg: Config, tally: Counts) -> tuple[list[Example], dict[str, int]]:
+def _count_synthesis(cfg: Config, tally: Counts) -> tuple[Iterable[Example], dict[str, int]]:
     """The synthesis calls and the examples they give. When every call is cached the synthesis is replayed and
     both are exact. Otherwise they are bounds: each step (subtopics, then prompts per subtopic) asks once and
     retries at most once; a call's prompt holds the template plus at most two replies (the subtopic and the
@@ -383,13 +430,14 @@ def _count_synthesis(cfg: Config, tally: Counts) -> tuple[list[Example], dict[st
     prompt = estimate_prompt_tokens(list(missed.messages)) + 2 * reply
     for _ in range(calls - replay.hits):
         tally.cost(missed.model, prompt, reply)
-    planned = [
+    content = "x" * (3 * reply)  # ~reply tokens (estimate_prompt_tokens); one string for every planned prompt
+    planned = (  # made as they are counted: memory does not grow with num_subtopics x prompts_per_subtopic
         Example(
             id=f"{scfg.dataset_name}/planned-{i}",
             dataset=scfg.dataset_name,
             source=f"synthesize:planned:{i}",
-            messages=({"role": "user", "content": "x" * (3 * reply)},),  # ~reply tokens (estimate_prompt_tokens)
+            messages=({"role": "user", "content": content},),
         )
         for i in range(scfg.num_subtopics * scfg.prompts_per_subtopic)
-    ]
+    )
     return planned, {"synthesis_calls": calls, "synthesis_cached": replay.hits}

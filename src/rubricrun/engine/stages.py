@@ -96,10 +96,11 @@ Work = Turn | Vote | Comparison
 Submit = Callable[[Work], None]  # run the work some time later (or now)
 
 
-def conversations(cfg: Config, ex: Example) -> list[tuple[ModelConfig, int]]:
+def conversations(cfg: Config, ex: Example, at_most: int | None = None) -> list[tuple[ModelConfig, int]]:
     """(candidate, sample index) of every conversation `ex` gets (its task's candidates, else the config's), in
-    config order."""
-    return [(c, s) for c in registry.candidates_for(cfg, ex) for s in range(c.samples_per_prompt)]
+    config order; with `at_most`, a candidate's first `at_most` samples only."""
+    cands = registry.candidates_for(cfg, ex)
+    return [(c, s) for c in cands for s in range(min(c.samples_per_prompt, at_most or c.samples_per_prompt))]
 
 
 def new_unit(ex: Example, convs: list[tuple[ModelConfig, int]]) -> Unit:

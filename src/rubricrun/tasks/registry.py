@@ -197,8 +197,6 @@ def check_config(cfg: Config) -> None:
             "judging.prompt_template",
             f"scale {scale} judges with {owner.title or owner.name}'s own prompts; drop one of the two",
         )
-    if cfg.synthesize is not None and not cfg.candidates:
-        raise cfg.fail("candidates", "at least one candidate is required: synthesized prompts are answered by them")
 
 
 def check_example(cfg: Config, ex: Example) -> None:
