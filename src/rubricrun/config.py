@@ -65,6 +65,8 @@ class DatasetConfig:
     # that a graded metric comes with its judging.scale).
     metric: str | None = None
     references: str | None = None  # MT-Bench reference answers (`{question_id, choices: [{turns}]}`), joined by id
+    labels: str | None = None  # human verdicts on the run's responses (data/labels.py): anchors the score (PPI)
+    label_half_width: float = 0.05  # the label budget's target: labels for a 95 % anchored interval of +/- this
 
 
 @dataclass(frozen=True)
@@ -625,6 +627,8 @@ def _check_datasets(cfg: Config, b: _Builder) -> None:
         for k in ("config", "split"):
             if getattr(d, k) is not None and not d.hf:
                 raise b.fail(f"datasets[{i}].{k}", "only applies to a Hugging Face dataset (`hf:`)")
+        if d.label_half_width <= 0:
+            raise b.fail(f"datasets[{i}].label_half_width", "must be positive")
         name = dataset_name(d)
         if name in names:
             raise b.fail(f"datasets[{i}].name", f"duplicate dataset name '{name}'")
