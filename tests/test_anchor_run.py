@@ -199,3 +199,13 @@ def test_a_bad_label_row_is_bad_input_before_any_call(labelled_run, tmp_path, cl
     assert f"{bad}:2: key 'criterion_id'" in err
     assert not (run.parent / "bad").exists()
     shutil.rmtree(run.parent / "bad", ignore_errors=True)
+
+
+def test_the_tally_in_a_second_process_anchors_the_same(labelled_run, monkeypatch) -> None:
+    """The summary fed in the child process (engine/tally_process.py) reads the labels there: the same summary."""
+    run, _, cfg = labelled_run
+    monkeypatch.setenv("RUBRICRUN_SECOND_PROCESS", "on")
+    rc, err = _main(["--config", str(cfg), "--run-id", "r2"])
+    assert rc == 0, err
+    one, two = (json.loads((run.parent / r / "summary.json").read_text())["datasets"] for r in ("r", "r2"))
+    assert two == one and "ppi" in two["q"]["candidates"]["alpha"]

@@ -26,7 +26,7 @@ from itertools import combinations
 
 from ..data.labels import LabelFile
 from ..judging.graded import SCALES, verdict_for
-from ..tasks.judge_eval import judge_meta_eval, majority
+from ..tasks.judge_eval import judge_agreement, majority
 from ..tasks.spec import CandidateResult, DatasetResult, Metric
 from ..types import Criterion, Example, Judgment, PairJudgment, Response
 from . import ppi, stats
@@ -186,7 +186,7 @@ class AnchorAcc:
     def _judges(self, v: _Values) -> dict[str, JudgeOnLabels]:
         out = {}
         for judge, (verdicts, humans) in sorted(v.judges.items()):
-            e = judge_meta_eval(verdicts, humans, [""] * len(verdicts), n_boot=self.n_boot, seed=self.seed)
+            e = judge_agreement(verdicts, humans, n_boot=self.n_boot, seed=self.seed)
             out[judge] = JudgeOnLabels(
                 items=e.rows - e.failures - e.no_labels,
                 balanced_f1=e.overall.f1_balanced.value,
@@ -213,7 +213,8 @@ class AnchorAcc:
                 note=_too_few(len(v.y), "response pairs"),
             )
         m = ppi.ppi_mean(v.y, v.yhat, v.yhat_unl)
-        return AnchoredDiff(a, b, m.estimate, m.ci, m.n, m.N, m.lam, judge_only)
+        note = f"the {m.n} labelled differences do not vary: no width to measure; label more" if m.se == 0 else None
+        return AnchoredDiff(a, b, m.estimate, m.ci, m.n, m.N, m.lam, judge_only, note)
 
     def _pairwise(
         self, pairs: Sequence[PairOutcome], rows: Sequence[PairJudgment], half_width: float
@@ -279,8 +280,12 @@ def anchored(
     m = ppi.ppi_mean(v.y, v.yhat, v.yhat_unl)
     c = ppi.classical_mean(v.y)
     lo, hi = clip(m.ci[0]), clip(m.ci[1])
-    needed = ppi.labels_needed(v.y, v.yhat, n + N, half_width)
-    budget = LabelBudget(half_width, needed, None if needed is None else max(0, needed - n))
+    budget, note = None, None
+    if m.se == 0:  # a normal interval of no width: it measures nothing (ppi_py gives it too)
+        note = f"the {n} labelled values do not vary (nor the judge's on them): no width to measure; label more"
+    else:
+        needed = ppi.labels_needed(v.y, v.yhat, n + N, half_width)
+        budget = LabelBudget(half_width, needed, None if needed is None else max(0, needed - n))
     rating = None
     if scale in SCALES:
         s_lo, s_hi = SCALES[scale]
@@ -295,9 +300,10 @@ def anchored(
         lam=m.lam,
         classical=Estimate(clip(c.estimate), (clip(c.ci[0]), clip(c.ci[1]))),
         judge_only=judge_only,
-        judge_outside=j is not None and not lo <= j <= hi,
+        judge_outside=m.se > 0 and j is not None and not lo <= j <= hi,
         effective_labels=ppi.effective_labels(v.y, m.se),
         budget=budget,
         rating=rating,
         judges=judges or {},
+        note=note,
     )

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..judging.auto import AUTO_CRITERION
+from ..judging.graded import SCALES
 from ..judging.prompt import content_text
 from ..tasks import registry
 from ..types import Criterion, Example, Response
@@ -88,8 +89,10 @@ def sheet_rows(run: RunData, *, size: int, seed: int) -> list[dict[str, Any]]:
 
 
 def _scale(run: RunData, dataset: str) -> str:
+    """What the dataset's labels give: a graded scale's name, else `binary` (met / not met)."""
     metric = (run.summary["datasets"].get(dataset) or {}).get("metric")
-    return registry.METRICS[metric].scale if metric in registry.METRICS else "binary"
+    scale = registry.METRICS[metric].scale if metric in registry.METRICS else "binary"
+    return scale if scale in SCALES else "binary"
 
 
 def _one_per_candidate(responses: Sequence[Response], u: float) -> list[Response]:

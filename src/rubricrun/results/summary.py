@@ -454,10 +454,10 @@ def anchored_line(a: Anchored, units: str = "responses") -> str:
     judge = f"judge-only {_fmt(j.estimate)} {_ci(j.ci)}"
     if a.estimate is None:
         return f"human-anchored: none ({a.note}); {judge}"
+    worth = "–" if a.effective_labels is None else a.effective_labels
     out = (
         f"human-anchored {_fmt(a.estimate)} {_ci(a.ci)} on {a.n_labelled} labelled of "
-        f"{a.n_labelled + a.n_unlabelled} {units} (lambda {_fmt(a.lam)}, as narrow as {a.effective_labels} labels "
-        f"alone); {judge}"
+        f"{a.n_labelled + a.n_unlabelled} {units} (lambda {_fmt(a.lam)}, as narrow as {worth} labels alone); {judge}"
     )
     if a.judge_outside:
         out += ", outside the anchored interval"
@@ -465,7 +465,7 @@ def anchored_line(a: Anchored, units: str = "responses") -> str:
     if b is not None:
         more = f"{b.more} more labels" if b.more is not None else f"more labels than there are {units}"
         out += f"; +/-{b.half_width:g} needs {more}"
-    return out
+    return out + (f" ({a.note})" if a.note else "")
 
 
 def paired_line(d: AnchoredDiff) -> str:
@@ -476,7 +476,7 @@ def paired_line(d: AnchoredDiff) -> str:
         return f"{d.a} - {d.b} human-anchored: none ({d.note}); {judge}"
     return (
         f"{d.a} - {d.b} human-anchored {sign(d.estimate)} {_ci(d.ci, sign)} on {d.n_labelled} labelled pairs of "
-        f"{d.n_labelled + d.n_unlabelled}; {judge}"
+        f"{d.n_labelled + d.n_unlabelled}; {judge}" + (f" ({d.note})" if d.note else "")
     )
 
 
