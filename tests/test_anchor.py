@@ -7,6 +7,7 @@ pairwise win rates, and the judges' agreement on the labelled items."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import numpy as np
@@ -19,10 +20,12 @@ from rubricrun.judging.graded import verdict_for
 from rubricrun.results import ppi
 from rubricrun.results.anchor import AnchorAcc
 from rubricrun.results.metrics import dataset_result
+from rubricrun.results.report import render_report
 from rubricrun.results.summary import build_summary
+from rubricrun.results.summary_types import Summary
 from rubricrun.tasks import registry
 from rubricrun.tasks.mt_bench import RATING_CRITERION
-from rubricrun.types import Criterion, PairJudgment
+from rubricrun.types import Criterion, PairJudgment, from_row, summary_row
 
 HB = (Criterion("c1", "x", 7.0), Criterion("c2", "y", 5.0), Criterion("c3", "harm", -6.0), Criterion("c4", "z", 2.0))
 
@@ -265,3 +268,8 @@ def test_pairwise_win_rate_takes_preferences(tmp_path) -> None:
     assert _flat(p.ppi) == pytest.approx(want)
     assert p.ppi.judge_only.estimate == p.win_rate
     assert (s.datasets["d"].labels.pairs, s.datasets["d"].labels.unknown_pair) == (4, 1)
+    # the summary through its JSON and back (`lambda` is the file's key), and on the page
+    back = from_row(Summary, json.loads(json.dumps(summary_row(s))))
+    assert back == s and "lambda" in json.dumps(summary_row(s))
+    page = render_report(back, exs, rs, js)
+    assert "win rate anchored to human preferences" in page and "Anchored to human labels" in page

@@ -182,6 +182,7 @@ def test_the_paired_difference_and_the_console_line(labelled_run) -> None:
     line = next(ln for ln in err.splitlines() if "alpha" in ln and "human-anchored" in ln and " - " not in ln)
     assert "on 30 labelled of 120 responses" in line and "outside the anchored interval" in line
     assert "alpha - beta human-anchored" in err
+    assert f"labels {run.parent.parent / 'labels.csv'}: 60 verdicts, 60 responses labelled in full\n" in err
     page = (run / "report.html").read_text()
     assert "human-anchored" in page
 

@@ -167,7 +167,11 @@ class AnchorAcc:
                 column[1].append(humans)
 
     def result(
-        self, result: DatasetResult, half_width: float, pairs: Sequence[PairOutcome] = (), rows: Sequence = ()
+        self,
+        result: DatasetResult,
+        half_width: float,
+        pairs: Sequence[PairOutcome] = (),
+        rows: Sequence[PairJudgment] = (),
     ) -> tuple[dict[str, Anchored], tuple[AnchoredDiff, ...], LabelCounts, tuple[PairOutcome, ...]]:
         """Per candidate its anchored score, per two candidates their anchored difference, the label counts, and
         the dataset's pairwise outcomes with their anchored win rates (`rows`: its pairwise rows)."""

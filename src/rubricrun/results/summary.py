@@ -36,6 +36,7 @@ from .summary_types import (
     JudgePairAgreement,
     JudgeRates,
     JudgeSummary,
+    LabelCounts,
     MacroScore,
     Overall,
     PairwiseJudging,
@@ -441,7 +442,22 @@ def log_summary(summary: Summary) -> None:
                 log.info("%-20s %-16s %s", name, cand, anchored_line(r.ppi))
         for diff in d.ppi_paired or ():
             log.info("%-20s %s", name, paired_line(diff))
+        if d.labels is not None:
+            log.info("%-20s %s", name, labels_line(d.labels))
     _log_pairwise(summary)
+
+
+_LEFT_OUT = ("ties", "partial", "not_scored", "unknown_response", "unknown_criterion", "unknown_pair", "blank")
+
+
+def labels_line(c: LabelCounts) -> str:
+    """What a labels file held and what of it was left out (counted, never fatal)."""
+    left = [f"{getattr(c, k)} {k.replace('_', ' ')}" for k in _LEFT_OUT if getattr(c, k)]
+    pairs = f", {c.pairs} comparisons" if c.pairs else ""
+    return (
+        f"labels {c.file}: {c.rows} verdicts, {c.responses} responses labelled in full{pairs}"
+        f"{'; left out: ' + ', '.join(left) if left else ''}"
+    )
 
 
 def _ci(ci: Sequence[float | None], fmt: Any = _fmt) -> str:
