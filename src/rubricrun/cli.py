@@ -1,5 +1,6 @@
-"""Command line: `python run.py --config config.yaml [--run-id ID] [--max-examples N] [--validate]`, and
-`python run.py --compare RUN_A RUN_B [--out DIR]` (or `rubricrun compare RUN_A RUN_B [--out DIR]`).
+"""Command line: `python run.py --config config.yaml [--run-id ID] [--max-examples N] [--validate]`,
+`python run.py --compare RUN_A RUN_B [--out DIR]` (or `rubricrun compare RUN_A RUN_B [--out DIR]`), and
+`python run.py --label-sheet RUN [--sheet-size N]` (or `rubricrun label-sheet RUN [--size N]`).
 
 Exit codes: 0 done, 1 a run-time failure (cache or disk, or every candidate call failed), 2 bad input (config,
 data, CLI) or the run id in use, 3 stopped on budget, 130 interrupted (Ctrl+C), 143 stopped by SIGTERM.
@@ -64,6 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare two finished run folders (score change with paired CIs, flipped verdicts); no --config",
     )
     p.add_argument("--out", help="with --compare: the folder for compare.json and compare.html")
+    p.add_argument(
+        "--label-sheet",
+        metavar="RUN",
+        help="write label_sheet.jsonl and .csv into a finished run folder: a random sample of its responses, per "
+        "criterion, for people to label (docs/statistics.md); no --config",
+    )
+    p.add_argument("--sheet-size", type=int, default=None, help="with --label-sheet: examples per dataset (50)")
     return p
 
 
@@ -76,22 +84,41 @@ def build_compare_parser() -> argparse.ArgumentParser:
     return p
 
 
+def build_label_sheet_parser() -> argparse.ArgumentParser:
+    """`rubricrun label-sheet RUN [--size N]`: the same as `--label-sheet RUN [--sheet-size N]`."""
+    p = _Parser(prog="rubricrun label-sheet", description="Write a labelling sheet into a finished run folder.")
+    p.add_argument("run", metavar="RUN", help="the run folder, e.g. outputs/<run_id>")
+    p.add_argument("--size", type=int, default=None, help="examples per dataset (50)")
+    return p
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """A run (`--config`), or a comparison (`--compare A B`, or the `compare A B` subcommand)."""
+    """A run (`--config`), a comparison (`--compare A B`, or the `compare A B` subcommand), or a labelling sheet
+    (`--label-sheet RUN`, or `label-sheet RUN`)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["compare"]:
         args = build_compare_parser().parse_args(argv[1:])
-        return argparse.Namespace(compare=[args.run_a, args.run_b], out=args.out)
+        return argparse.Namespace(compare=[args.run_a, args.run_b], out=args.out, label_sheet=None)
+    if argv[:1] == ["label-sheet"]:
+        args = build_label_sheet_parser().parse_args(argv[1:])
+        return argparse.Namespace(compare=None, label_sheet=args.run, sheet_size=args.size)
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.compare:
-        others = [f for f, v in (("--config", args.config), ("--run-id", args.run_id), ("--export", args.export)) if v]
+    if args.compare or args.label_sheet:
+        given = [("--config", args.config), ("--run-id", args.run_id), ("--export", args.export)]
+        if args.compare:
+            given.append(("--label-sheet", args.label_sheet))
+        else:
+            given.append(("--out", args.out))
+        others = [f for f, v in given if v]
         if others:
-            parser.error(f"--compare takes no {others[0]}")
+            parser.error(f"{'--compare' if args.compare else '--label-sheet'} takes no {others[0]}")
     elif not args.config:
         parser.error("the following arguments are required: --config (or --compare RUN_A RUN_B)")
     elif args.out:
         parser.error("--out goes with --compare")
+    if args.sheet_size is not None and not args.label_sheet:
+        parser.error("--sheet-size goes with --label-sheet")
     return args
 
 
@@ -250,11 +277,31 @@ def check_run_id(run_id: str) -> None:
         )
 
 
+def _label_sheet(args: argparse.Namespace) -> int:
+    from .results.label_sheet import SHEET_SIZE, write_label_sheet
+
+    size = SHEET_SIZE if args.sheet_size is None else args.sheet_size
+    if size < 1:
+        raise InputError("must be at least 1", key="--sheet-size")
+    setup_logging(None)
+    folder, rows = write_label_sheet(args.label_sheet, size=size)
+    print(folder / "label_sheet.csv")
+    log.info(
+        "%d rows to label in %s (and label_sheet.jsonl): fill `met` (or `score`) from the top, set "
+        "datasets[].labels to the filled file, rerun with the same --run-id (every call comes from the cache)",
+        rows,
+        folder / "label_sheet.csv",
+    )
+    return 0
+
+
 def _main(args: argparse.Namespace) -> int:
     from .config import load_config
 
     if args.compare:
         return _compare(args)
+    if args.label_sheet:
+        return _label_sheet(args)
     if args.max_examples is not None and args.max_examples < 1:
         raise InputError("--max-examples must be at least 1", key="--max-examples")
     if args.run_id is not None:

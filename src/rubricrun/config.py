@@ -67,6 +67,8 @@ class DatasetConfig:
     # that a graded metric comes with its judging.scale).
     metric: str | None = None
     references: str | None = None  # MT-Bench reference answers (`{question_id, choices: [{turns}]}`), joined by id
+    labels: str | None = None  # human verdicts on the run's responses (data/labels.py): anchors the score (PPI)
+    label_half_width: float = 0.05  # the label budget's target: labels for a 95 % anchored interval of +/- this
 
 
 @dataclass(frozen=True)
@@ -535,7 +537,7 @@ _RANGES: dict[type, dict[str, tuple[float | None, float | None, bool]]] = {
         "bootstrap_samples": (1, MAX_BOOTSTRAP, False),
     },
     RetryConfig: {"max_attempts": _AT_LEAST_1, "max_wait_s": _NOT_NEGATIVE, "initial_wait_s": _NOT_NEGATIVE},
-    DatasetConfig: {"limit": _AT_LEAST_1},
+    DatasetConfig: {"limit": _AT_LEAST_1, "label_half_width": _POSITIVE},
     Price: dict.fromkeys(
         ("input_per_mtok", "output_per_mtok", "batch_input_per_mtok", "batch_output_per_mtok"), _NOT_NEGATIVE
     ),

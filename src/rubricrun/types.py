@@ -316,13 +316,21 @@ class Score:
     by_tag: dict[str, float] = field(default_factory=dict)
 
 
+@functools.cache
+def _keys(cls: type) -> dict[str, str]:
+    """A summary type's field -> its key in the file, where they differ (`metadata={"key": "lambda"}`: a key that is
+    a Python keyword)."""
+    return {f.name: f.metadata["key"] for f in dataclasses.fields(cls) if "key" in f.metadata}
+
+
 def summary_row(obj: Any) -> Any:
     """A summary type as JSON-ready data: like to_row, but a field named in its class's OMIT_IF_NONE is left out
     when it is None (summary.json has always omitted keys it had nothing for)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         omit, flat = getattr(obj, "OMIT_IF_NONE", frozenset()), getattr(obj, "FLATTEN", None)
         values = ((n, getattr(obj, n)) for n in _names(type(obj)))
-        out = {n: summary_row(v) for n, v in values if not (v is None and n in omit) and n != flat}
+        keys = _keys(type(obj))
+        out = {keys.get(n, n): summary_row(v) for n, v in values if not (v is None and n in omit) and n != flat}
         return out | summary_row(getattr(obj, flat)) if flat else out
     if isinstance(obj, dict):
         return {k: summary_row(v) for k, v in obj.items()}
@@ -340,6 +348,9 @@ def from_row(cls: type[Any], row: Any, *, strict: bool = False) -> Any:
     """A row or summary type from its JSON data (the inverse of summary_row). A missing key takes the field's default;
     an unknown key is ignored (a file written by another version), or with `strict` raises TypeError."""
     names, flat = _names(cls), getattr(cls, "FLATTEN", None)
+    if keys := _keys(cls):
+        fields = {k: n for n, k in keys.items()}
+        row = {fields.get(k, k): v for k, v in row.items()}
     unknown = {k: v for k, v in row.items() if k not in names}
     if flat:  # the flattened field takes every key that is not a field
         row = {**{k: v for k, v in row.items() if k in names and k != flat}, flat: unknown}

@@ -17,13 +17,16 @@ from typing import Any
 from ..config import Config, generation_only
 from ..data.answers_file import load_replays
 from ..data.idset import IdHashes
+from ..data.labels import label_paths, load_labels
 from ..data.loaders import iter_dataset
 from ..data.readers import source_label
 from ..data.spool import Spool
 from ..errors import InputError
+from ..judging.graded import SCALES
 from ..judging.pairwise import PairJudging
 from ..providers.base import BaseProvider
 from ..providers.pricing import price_table, unit_prices
+from ..results.metrics import dataset_metrics
 from ..tasks import registry
 from ..types import Example
 from .calls import synthesis_entry
@@ -189,6 +192,28 @@ def _scorable(cfg: Config, ex: Example) -> bool:
     return ex.answer is not None
 
 
+def check_labels(cfg: Config, counts: dict[str, Counter[str]]) -> None:
+    """Every `datasets[].labels` file read as the summary will read it (data/labels.py): a malformed row is bad
+    input, and so is a labels file where nothing could use it (a metric whose rows carry their own labels, or
+    pairwise verdicts without judging.pairwise)."""
+    paths = label_paths(cfg)
+    if not paths:
+        return
+    metric_of = dataset_metrics(cfg, counts)
+    scales = {}
+    for name, (i, _) in paths.items():
+        if name not in metric_of:
+            continue
+        spec = registry.metric(metric_of[name])
+        if spec.accumulator is not None:
+            raise cfg.fail(f"datasets[{i}].labels", f"{spec.name} reads the human labels its rows carry: remove it")
+        scales[name] = SCALES.get(spec.scale)
+    for name, labels in load_labels(cfg, scales).items():
+        if labels.preferences and cfg.judging.pairwise is None:
+            key = f"datasets[{paths[name][0]}].labels"
+            raise cfg.fail(key, f"{labels.path} has pairwise verdicts (pair_id) but judging.pairwise is not set")
+
+
 def check_keys(cfg: Config) -> None:
     """Every api_key_env named in the config is set: detected before any call is paid for."""
     for key, m in model_entries(cfg):
@@ -233,6 +258,7 @@ def preflight(
     count, skipped = validate_examples(cfg, max_examples, visit, metrics)
     if kept is not None:
         kept.seal()
+    check_labels(cfg, metrics)
     load_replays(cfg, registry.ANSWER_READERS)  # a bad responses_from file is bad input, found before any call
     registry.judging_for(cfg, BaseProvider())
     if cfg.judging.pairwise is not None:

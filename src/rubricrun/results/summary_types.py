@@ -109,11 +109,106 @@ class BudgetSummary:
 
 
 @dataclass(frozen=True)
+class Estimate:
+    """A figure with its 95 % interval."""
+
+    estimate: float | None = None
+    ci: tuple[float | None, float | None] = (None, None)
+
+
+@dataclass(frozen=True)
+class LabelBudget:
+    """ppi_py's `ppi_mean_power` for this run: the labelled responses an anchored 95 % interval of +/- `half_width`
+    needs (`datasets[].label_half_width`), judged by the labels so far."""
+
+    half_width: float = 0.05
+    labels_needed: int | None = None  # labelled responses in all; None: even labelling every response falls short
+    more: int | None = None  # beyond those labelled now
+
+
+@dataclass(frozen=True)
+class JudgeOnLabels:
+    """One judge's verdicts on the human-labelled items (tasks/judge_eval.py, the meta-evaluation's figures)."""
+
+    items: int = 0  # labelled (response, criterion) items the judge gave a verdict on
+    balanced_f1: float | None = None  # HealthBench's, each judge verdict against every human label of the item
+    ci: tuple[float | None, float | None] = (None, None)  # bootstrap over items
+    kappa: float | None = None  # Cohen's kappa against the item's majority human label
+    kappa_ties: int = 0  # items whose raters split evenly: out of kappa
+    leniency: float | None = None  # judge_met - human_met
+    judge_met: float | None = None
+    human_met: float | None = None
+    failures: int = 0  # items whose verdict failed: out of every figure
+
+
+@dataclass(frozen=True)
+class Anchored:
+    """A score anchored to human labels by prediction-powered inference (results/anchor.py, results/ppi.py): PPI++
+    over responses, the labelled ones with the humans' value and the judge's, the others with the judge's alone;
+    the dataset's own transform (its clip) on the estimate and both ends. `note`: why there is no estimate."""
+
+    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset({"note", "budget", "rating"})
+
+    estimate: float | None = None
+    ci: tuple[float | None, float | None] = (None, None)
+    n_labelled: int = 0  # responses labelled in full (every criterion) that the judge-only score counts too
+    n_unlabelled: int = 0  # the other responses the judge-only score counts
+    lam: float | None = field(default=None, metadata={"key": "lambda"})  # the power-tuned weight, in [0, 1]
+    classical: Estimate = Estimate()  # the labelled responses alone
+    judge_only: Estimate = Estimate()  # the judge's score as the dataset reports it (its headline and CI)
+    judge_outside: bool = False  # the judge-only score lies outside the anchored interval
+    effective_labels: int | None = None  # labelled responses alone that would give an interval as narrow
+    budget: LabelBudget | None = None
+    rating: Estimate | None = None  # graded scales: the estimate on the scale itself
+    judges: dict[str, JudgeOnLabels] = field(default_factory=dict)
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class AnchoredDiff:
+    """a minus b anchored to human labels: PPI++ over the response pairs (same example, turn and sample) both have,
+    the pairs both labelled with the humans' difference, beside the judge-only paired difference."""
+
+    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset({"note"})
+
+    a: str = ""
+    b: str = ""
+    estimate: float | None = None
+    ci: tuple[float | None, float | None] = (None, None)
+    n_labelled: int = 0
+    n_unlabelled: int = 0
+    lam: float | None = field(default=None, metadata={"key": "lambda"})
+    judge_only: Estimate = Estimate()  # the paired bootstrap over examples (the leaderboard's noise test)
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class LabelCounts:
+    """A dataset's labels file, as the run read it: what entered the anchored scores and what was left out."""
+
+    file: str = ""
+    rows: int = 0  # label rows with a verdict
+    blank: int = 0  # rows with no verdict yet (an unfilled sheet row)
+    superseded: int = 0  # rows replaced by a later row of the same rater on the same item
+    items: int = 0  # labelled (response, criterion) items of this run's responses
+    ties: int = 0  # items whose raters split evenly: left out
+    responses: int = 0  # responses labelled in full that enter an anchored score
+    partial: int = 0  # responses with some but not all of their criteria labelled: left out
+    not_scored: int = 0  # responses labelled in full that the judge-only score does not count (failed, errors)
+    unknown_response: int = 0  # items naming a response this dataset does not have
+    unknown_criterion: int = 0  # items naming a criterion its response is not scored on
+    pairs: int = 0  # pairwise comparisons with a human preference
+    unknown_pair: int = 0  # preferences naming a comparison this dataset does not have
+
+
+@dataclass(frozen=True)
 class DatasetCandidate:
     """One candidate's headline on one dataset (results/metrics.py CandidateResult). `extra` holds the metric's
-    own fields (mean_normalized, by_tag, by_category, by_field, ...): in the file they sit beside the others."""
+    own fields (mean_normalized, by_tag, by_category, by_field, ...): in the file they sit beside the others.
+    `ppi`: the score anchored to human labels, with `datasets[].labels`."""
 
     FLATTEN: ClassVar[str] = "extra"
+    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset({"ppi"})
 
     score: float | None = None
     ci: tuple[float | None, float | None] = (None, None)
@@ -125,6 +220,7 @@ class DatasetCandidate:
     expected: int = 0  # responses the run should have produced
     histogram: tuple[int, ...] = ()  # per-example scores in 10 equal bins over [0, 1] (outside values: edge bins)
     by_example_category: dict[str, float] = field(default_factory=dict)  # mean per-example score per row category
+    ppi: Anchored | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -144,19 +240,23 @@ class DatasetSummary:
     """One dataset: its metric, the judge-failure policy that applied, its candidates and leaderboard (a judge
     meta-evaluation: its judges), and the metric's dataset-level figures (`extra`, left out when it has none)."""
 
-    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset({"extra"})
+    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset({"extra", "labels", "ppi_paired"})
 
     metric: str = "rubric"
     on_error: str = "exclude"
     candidates: dict[str, DatasetCandidate] = field(default_factory=dict)
     leaderboard: tuple[DatasetRankRow, ...] = ()
     extra: dict[str, Any] | None = None
+    labels: LabelCounts | None = None  # with `datasets[].labels`
+    ppi_paired: tuple[AnchoredDiff, ...] | None = None  # every two candidates, anchored to the labels
 
 
 @dataclass(frozen=True)
 class PairOutcome:
     """a against b on one dataset: rates over the examples both were compared on, each with a percentile
     bootstrap CI over examples (an example with several turns counts the mean of its turns)."""
+
+    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset({"ppi"})
 
     a: str = ""
     b: str = ""
@@ -181,6 +281,7 @@ class PairOutcome:
     lc_one_side_longer: bool = False  # a never shorter (or never longer): lc_win_rate extrapolates to equal lengths
     longer_share: float | None = None  # share of decisive verdicts between unequal lengths won by the longer answer
     longer_n: int = 0  # those verdicts
+    ppi: Anchored | None = None  # win_rate anchored to human preferences (`pair_id` labels)
 
 
 @dataclass(frozen=True)
