@@ -12,6 +12,7 @@ import pytest
 from conftest import model_entry, read_jsonl, write_jsonl
 from factories import one_candidate
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request, message_text
+from oracles import extract_final_number
 
 from rubricrun.codec import CACHE_FORMAT
 from rubricrun.config import ModelConfig
@@ -21,7 +22,6 @@ from rubricrun.judging.answers import (
     _minus,
     _plain,
     extract_choice,
-    extract_final_number,
     final_answer,
     qa_correct,
     split_reasoning,

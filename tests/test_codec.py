@@ -11,9 +11,13 @@ import pytest
 
 from rubricrun import codec
 from rubricrun.results.summary_types import (
+    Anchored,
     DatasetCandidate,
     DatasetSummary,
+    Estimate,
     JudgeSummary,
+    PairOutcome,
+    PairwiseJudging,
     Summary,
     read_summary,
     summary_data,
@@ -104,8 +108,13 @@ def test_the_cache_row_is_json_of_this_format_and_nothing_else_reads() -> None:
         assert codec.read_reply(value) is None
 
 
+def _candidate(**kw: object) -> DatasetCandidate:
+    fields = dict(score=0.5, ci=(None, None), std=None, n=2, coverage=None, partial=0, scored=2, expected=2)
+    return DatasetCandidate(**{**fields, "histogram": (), "by_example_category": {}, "extra": {}, **kw})  # type: ignore[arg-type]
+
+
 def test_summary_data_keeps_each_candidates_extra_beside_its_fields() -> None:
-    cand = DatasetCandidate(score=0.5, n=2, extra={"mean_normalized": 0.4, "by_tag": {"t": 1.0}})
+    cand = _candidate(extra={"mean_normalized": 0.4, "by_tag": {"t": 1.0}})
     d = DatasetSummary("rubric", "exclude", {"a": cand}, ())
     s = Summary(run_id="r", pass_threshold=None, examples=2, datasets={"d": d}, judges=JudgeSummary({}))
     data = summary_data(s)
@@ -115,3 +124,51 @@ def test_summary_data_keeps_each_candidates_extra_beside_its_fields() -> None:
     assert list(c)[-2:] == ["mean_normalized", "by_tag"] and "extra" not in c and "extra" not in data["datasets"]["d"]
     assert read_summary(json.loads(codec.pretty(data))) == s
     assert summary_data(d) == data["datasets"]["d"]
+
+
+def test_summary_leaves_out_what_it_has_nothing_for_and_writes_lambda() -> None:
+    """omit_defaults: a candidate or a pair without labels has no `ppi` key, an anchored score no `note`, `budget`,
+    `rating` when None, while every other field is written even when None; `lam` is the file's `lambda`."""
+    ppi = Anchored(
+        estimate=0.5,
+        ci=(0.25, 0.75),
+        n_labelled=4,
+        n_unlabelled=6,
+        lam=0.5,
+        classical=Estimate(0.5, (0.0, 1.0)),
+        judge_only=Estimate(0.6, (0.5, 0.7)),
+        judge_outside=False,
+        effective_labels=None,
+        judges={},
+    )
+    lc = dict(lc_win_rate=None, lc_win_rate_se=None, lc_n=0, lc_note=None, lc_one_side_longer=False)
+    rates = dict(win_rate=None, win_ci=(None, None), tie_rate=None, tie_ci=(None, None), loss_rate=None)
+    pair = PairOutcome(
+        a="a", b="b", n=0, comparisons=0, wins=0, ties=0, losses=0, errors=0, loss_ci=(None, None), **rates, **lc,
+        longer_share=None, longer_n=0,
+    )  # fmt: skip
+    d = DatasetSummary("rubric", "exclude", {"a": _candidate(), "b": _candidate(ppi=ppi)}, ())
+    s = Summary(
+        run_id="r",
+        pass_threshold=None,
+        examples=2,
+        datasets={"d": d},
+        judges=JudgeSummary({}),
+        pairwise_judging={"d": PairwiseJudging(pairs=(pair, msgspec.structs.replace(pair, ppi=ppi)))},
+    )
+    text = codec.pretty(summary_data(s))
+    data = json.loads(text)
+    a, b = data["datasets"]["d"]["candidates"]["a"], data["datasets"]["d"]["candidates"]["b"]
+    assert "ppi" not in a and a["std"] is None and a["ci"] == [None, None]
+    assert list(b["ppi"]) == [
+        "estimate", "ci", "n_labelled", "n_unlabelled", "lambda", "classical", "judge_only", "judge_outside",
+        "effective_labels", "judges",
+    ]  # fmt: skip
+    assert "labels" not in data["datasets"]["d"] and "ppi_paired" not in data["datasets"]["d"]
+    plain, anchored = data["pairwise_judging"]["d"]["pairs"]
+    assert "ppi" not in plain and plain["win_rate"] is None and anchored["ppi"]["lambda"] == 0.5
+    assert read_summary(data) == s
+    # a pair outcome written before the length-controlled win rate still reads
+    old = {k: v for k, v in plain.items() if not k.startswith(("lc_", "longer_"))}
+    older = {**data, "pairwise_judging": {"d": {**data["pairwise_judging"]["d"], "pairs": [old]}}}
+    assert read_summary(older).pairwise_judging["d"].pairs == (pair,)

@@ -103,7 +103,7 @@ def _summary_keys(cls: type, prefix: str, out: list[str], depth: int) -> None:
     for f in msgspec.structs.fields(cls):
         if cls is S.DatasetCandidate and f.name == "extra":  # its keys sit beside the others, named by the metric
             continue
-        key = prefix + f.name
+        key = prefix + f.encode_name  # the key in the file: `lambda` for the field `lam` (a Python keyword)
         out.append(key)
         tp = _bare(hints[f.name])
         origin, args = typing.get_origin(tp), typing.get_args(tp)
@@ -120,7 +120,9 @@ def test_the_summary_reference_has_every_key_down_to_the_per_dataset_results() -
     _summary_keys(S.DatasetSummary, "datasets.*.", keys, 2)
     _summary_keys(S.Overall, "overall.", keys, 1)
     documented = [
-        k for k in _table_rows(DOCS / "run-folder.md") if not k.endswith((".jsonl", ".json", ".yaml", ".html", ".log"))
+        k
+        for k in _table_rows(DOCS / "run-folder.md")
+        if not k.endswith((".jsonl", ".json", ".yaml", ".html", ".log", ".csv"))
     ]
     assert sorted(set(keys) - set(documented)) == [], "summary.json keys missing from docs/run-folder.md"
     assert sorted(set(documented) - set(keys)) == [], "docs/run-folder.md lists summary.json keys that do not exist"
@@ -134,6 +136,7 @@ ROW_TYPES = {
     "trace.jsonl": TraceEvent,
 }
 CONDITIONAL_FILES = {"batches.json"}  # written only by a run with batch entries (tests/test_batch.py)
+CONDITIONAL_FILES |= {"label_sheet.jsonl", "label_sheet.csv"}  # by `run.py --label-sheet` (tests/test_anchor_run.py)
 
 
 def test_the_run_folder_reference_has_every_file_and_row_field(

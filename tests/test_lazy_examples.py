@@ -13,8 +13,9 @@ import pytest
 from conftest import SAMPLE_DATASETS, model_entry, write_jsonl
 
 from rubricrun.config import load_config
-from rubricrun.engine import preflight
+from rubricrun.engine import estimate, preflight
 from rubricrun.errors import InputError
+from rubricrun.types import Example
 
 
 def _generic(tmp_path: Path, n: int, name: str = "g.jsonl", start: int = 0) -> str:
@@ -55,10 +56,10 @@ def test_validate_counts_do_not_depend_on_the_chunk(
         judging = {"pairwise": pairwise} if pairwise else {}
         path = make_config(None, candidates=cands, judging=judging, filename=f"c{bool(pairwise)}.yaml")
         cfg = load_config(path)
-        whole = preflight.count_calls(cfg, None)
-        monkeypatch.setattr(preflight, "COUNT_CHUNK", 1)
-        assert preflight.count_calls(cfg, None) == whole
-        monkeypatch.setattr(preflight, "COUNT_CHUNK", 1000)
+        whole = estimate.count_calls(cfg, None)
+        monkeypatch.setattr(estimate, "COUNT_CHUNK", 1)
+        assert estimate.count_calls(cfg, None) == whole
+        monkeypatch.setattr(estimate, "COUNT_CHUNK", 1000)
         assert whole["examples"] == sum(1 for p in SAMPLE_DATASETS for line in p.open() if line.strip())
 
 
@@ -66,8 +67,8 @@ def test_validate_without_judges_counts_only_replies_the_run_would_reuse(tmp_pat
     """Judge-free, single-turn: --validate checks the cache without building the reply, and a row stored in another
     cache format (which the run would ask again) is not counted as cached."""
     import diskcache
+    from oracles import first_turns
 
-    from rubricrun.engine.calls import generation_tasks
     from rubricrun.providers.cache import cache_key
     from rubricrun.providers.stack import open_cache
     from rubricrun.types import LLMResponse
@@ -75,14 +76,14 @@ def test_validate_without_judges_counts_only_replies_the_run_would_reuse(tmp_pat
     rows = [{"id": f"q{i}", "question": f"{i} + 1?", "answer": str(i + 1)} for i in range(3)]
     path = make_config(None, judges=[], datasets=[{"path": str(write_jsonl(tmp_path / "qa.jsonl", rows))}])
     cfg = load_config(path)
-    tasks = generation_tasks(cfg, list(preflight.preflight(cfg, None).examples))
+    tasks = first_turns(cfg, list(preflight.preflight(cfg, None).examples))
     cache = open_cache(cfg)
     assert cache is not None
     cache.set(cache_key(tasks[0].request), LLMResponse(text="1"))
     cache.close()
     with diskcache.Cache(cfg.cache.dir) as older:  # a row as versions before 018 stored it: a pickled dict, tag 1
         older.set(cache_key(tasks[1].request), {"text": "2", "_v": 1}, tag=1)
-    counts = preflight.count_calls(cfg, None)
+    counts = estimate.count_calls(cfg, None)
     assert (counts["candidate_calls"], counts["candidate_cached"]) == (2 * 3, 1)  # two candidates, three rows
 
 
@@ -109,10 +110,10 @@ def test_a_run_reads_the_examples_preflight_kept_not_the_files_again(
 
 def test_an_example_the_spool_cannot_keep_turns_the_spool_off(tmp_path: Path, make_config: Any) -> None:
     """A value MessagePack does not know (a reader's own type) leaves the spool off: the files are read again."""
-    from rubricrun.data.spool import ExampleSpool
+    from rubricrun.data.spool import Spool
 
     cfg = load_config(make_config(None, datasets=[{"path": _generic(tmp_path, 3)}]))
-    kept = ExampleSpool()
+    kept = Spool("rubricrun-test-", Example)
     first = next(iter(preflight.preflight(cfg, None).examples))
     kept.add(first)
     kept.add(msgspec.structs.replace(first, metadata={"f": lambda: None}))

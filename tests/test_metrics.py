@@ -426,9 +426,8 @@ def test_config_metric_and_on_error_keys(tmp_path: Path) -> None:
 
 def test_dataset_results_on_the_sample_files(tmp_path: Path) -> None:
     from conftest import DATA
+    from oracles import dataset_results, load_dataset
 
-    from rubricrun.data.loaders import load_dataset
-    from rubricrun.results.metrics import dataset_results
     from rubricrun.tasks.registry import TASKS, criteria_for
 
     files = ["healthbench_sample", "prbench_sample", "mc_sample"]

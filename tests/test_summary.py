@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 from factories import example, judgment, response
+from oracles import build_summary
 
 from rubricrun import codec
 from rubricrun.config import load_config
 from rubricrun.results import stats
 from rubricrun.results import summary as summary_mod
 from rubricrun.results.report import write_report_from_dir
-from rubricrun.results.summary import build_summary, log_summary
+from rubricrun.results.summary import log_summary
 from rubricrun.results.summary_types import Summary, read_summary, summary_data
 from rubricrun.types import Criterion, Example, Judgment, Response
 
@@ -130,8 +131,7 @@ def test_log_summary_prints_one_line_per_dataset_and_candidate(tmp_path: Any, ca
 
 def test_run_reports_each_dataset_with_its_own_metric(server: Any, make_config: Any, cli_main: Any) -> None:
     from conftest import read_jsonl
-
-    from rubricrun.results.metrics import dataset_results
+    from oracles import dataset_results
 
     judges = [{"name": "j1", "model": "openai/judge-one", "api_base": server.base_url}]
     rubric = [{"id": "helpful", "text": "The response answers the question.", "weight": 1}]

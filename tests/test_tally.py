@@ -18,15 +18,16 @@ import pytest
 from conftest import DATA, model_entry, write_jsonl
 from factories import example, judgment, response
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request, message_text
+from oracles import build_summary, criteria_index
 
 from rubricrun import codec
 from rubricrun.config import load_config
 from rubricrun.results.export import FORMATS, build_export, write_export
 from rubricrun.results.report import render_report, write_report_from_dir
 from rubricrun.results.scoring import score_all
-from rubricrun.results.summary import build_summary, criteria_index
 from rubricrun.results.summary_types import summary_data
 from rubricrun.results.tally import Tally
+from rubricrun.tasks.registry import criteria_for
 from rubricrun.tasks.registry import metric_of as detect_metric
 from rubricrun.types import Example, Judgment, PairJudgment, Response, Usage
 
@@ -143,7 +144,9 @@ def test_tally_equals_the_list_based_results(case: str, tmp_path: Path, make_con
         assert any(r.flags.get("truncated") for r in responses)
     tally = _fed(cfg, examples, responses, judgments, pairs)
 
-    scores = score_all(cfg, {ex.id: ex for ex in examples}, responses, judgments)
+    scores = {}  # each example's responses on its criteria
+    for ex in examples:
+        scores.update(score_all([r for r in responses if r.example_id == ex.id], judgments, criteria_for(ex, cfg)))
     criteria = criteria_index(cfg, examples)
     want = build_summary(cfg, "r", examples, responses, judgments, criteria, pairs=pairs)
     assert summary_data(tally.summary()) == summary_data(want)
@@ -282,11 +285,11 @@ def test_a_live_tally_finds_each_examples_criteria_once(make_config: Any, monkey
     assert summary_data(live.summary()) == summary_data(want.summary())
 
 
-def test_score_all_takes_the_one_examples_rubric_when_given() -> None:
+def test_score_all_scores_on_the_rubric_given() -> None:
     from rubricrun.types import Criterion
 
     ex = example("e1", prompt="q")
     r = response(ex.id, "alpha", "a", id="e1#a#0")
     js = [judgment(r, "c1", "met"), judgment(r, "c2", "not_met")]
     rubric = (Criterion(id="c1", text="", weight=3.0), Criterion(id="c2", text="", weight=1.0))
-    assert score_all(None, {ex.id: ex}, [r], js, rubric)[r.id].normalized == 0.75  # type: ignore[arg-type]
+    assert score_all([r], js, rubric)[r.id].normalized == 0.75

@@ -11,6 +11,7 @@ import re
 import signal
 import time
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from test_tally import CASES, _responder
 
 from rubricrun import codec
 from rubricrun.config import load_config
-from rubricrun.engine import second_process, tally_process
+from rubricrun.engine import second_process
 from rubricrun.engine.tally_process import TallyProcess, open_tally, read_lines
 from rubricrun.results.tally import Tally
 from rubricrun.types import Criterion, Example, Judgment, PairJudgment, Response, Usage
@@ -109,23 +110,31 @@ def test_rows_take_defaults_and_ignore_unknown_keys() -> None:
 
 
 def test_open_tally_picks_the_process_by_size_and_by_the_variable(
-    make_config: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_config: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A large run (preflight.large_run, the rule --validate's count takes too) whose metrics preflight counted (no
+    synthesis) feeds its tally in a second process."""
     cfg = load_config(make_config(None))
-    small = {"d": Counter(rubric=10)}
-    large = {"d": Counter(rubric=tally_process.PROCESS_MIN)}
+    counts = {"d": Counter(rubric=10)}
+
+    def tally(large: bool, metric_counts: Any = counts) -> Any:
+        make = partial(Tally, cfg, "r", metric_counts=metric_counts, spool=False)
+        return open_tally(make, live=metric_counts is not None, large=large)
+
+    small, large = False, True
+
     monkeypatch.delenv(second_process.ENV, raising=False)
-    assert type(open_tally(cfg, "r", metric_counts=small, spool=False)) is Tally
-    assert type(open_tally(cfg, "r", metric_counts=None, spool=True)) is Tally  # synthesis: nothing counted
-    big = open_tally(cfg, "r", metric_counts=large, spool=False)
+    assert type(tally(small)) is Tally
+    assert type(tally(large, None)) is Tally  # synthesis: nothing counted
+    big_one = tally(large)
     try:
-        assert isinstance(big, TallyProcess) == ((os.cpu_count() or 1) > 1)
+        assert isinstance(big_one, TallyProcess) == ((os.cpu_count() or 1) > 1)
     finally:
-        big.close()
+        big_one.close()
     monkeypatch.setenv(second_process.ENV, "off")
-    assert type(open_tally(cfg, "r", metric_counts=large, spool=False)) is Tally
+    assert type(tally(large)) is Tally
     monkeypatch.setenv(second_process.ENV, "on")
-    on = open_tally(cfg, "r", metric_counts=small, spool=False)
+    on = tally(small)
     try:
         assert isinstance(on, TallyProcess)
         assert (on.n_responses, on.any_ok, on.first_error) == (0, False, None)  # asked of the child

@@ -86,7 +86,7 @@ def _unpacker(cls: Any) -> msgspec.msgpack.Decoder:
     return msgspec.msgpack.Decoder(cls)
 
 
-def unpack(data: bytes, cls: type[T]) -> T:
+def unpack(data: bytes | memoryview, cls: type[T]) -> T:
     return _unpacker(cls).decode(data)
 
 

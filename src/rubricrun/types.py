@@ -92,6 +92,9 @@ class LLMRequest(Struct, frozen=True, dict=True):
     timeout_s: float = 120.0
     response_schema: dict[str, Any] | None = None  # JSON schema for structured output (judges)
     sample_index: int = 0
+    # A Router entry's deployments as they change its answers: each one's model and params, never its server or key
+    # (providers/routing.py). Empty for every other request, whose keys it leaves as they were.
+    deployments: tuple[str, ...] = ()
     # Not part of the key: bookkeeping for traces and throttles.
     role: Role = "candidate"
     limiter: str = ""  # name of the rate-limit bucket (the config's model entry name)
@@ -107,6 +110,8 @@ class LLMRequest(Struct, frozen=True, dict=True):
         }
         if self.sample_index:
             fields["sample_index"] = self.sample_index
+        if self.deployments:
+            fields["deployments"] = list(self.deployments)
         return fields
 
 

@@ -24,9 +24,6 @@ JUDGE_PARSE_ATTEMPTS = 2  # a reply that is not the expected JSON is asked again
 
 RETRY_TEMPERATURE = 0.7  # the second ask samples: at temperature 0 it would get the same unreadable reply
 
-
-JUDGE_DEFAULT_PARAMS = {"temperature": 0.0, "max_tokens": 512}
-
 T = TypeVar("T")
 
 
@@ -41,9 +38,7 @@ class Asked(Generic[T]):
     usage: Usage
 
 
-def judge_params(
-    judge: ModelConfig, attempt: int, defaults: Mapping[str, Any] = JUDGE_DEFAULT_PARAMS
-) -> dict[str, Any]:
+def judge_params(judge: ModelConfig, attempt: int, defaults: Mapping[str, Any]) -> dict[str, Any]:
     """The judge's params over `defaults`; a re-ask (attempt > 0) samples at RETRY_TEMPERATURE at least."""
     params = {**defaults, **judge.params}
     if attempt > 0:

@@ -19,6 +19,7 @@ import msgspec
 
 from ..config import Config, ModelConfig, RouterConfig
 from ..errors import ProviderError
+from ..redact import redact
 from ..types import LLMRequest, LLMResponse
 from .base import BaseProvider
 from .litellm import classify_error, credentials, import_litellm, response_format_for, to_response
@@ -44,8 +45,8 @@ class Target:
 
     @property
     def label(self) -> str:
-        """How the trace names it: model string and server, never a key."""
-        return f"{self.model}@{self.api_base}" if self.api_base else self.model
+        """How the trace names it: model string and server, never a key (nor a password written in the URL)."""
+        return f"{self.model}@{redact(self.api_base)}" if self.api_base else self.model
 
 
 def targets(m: ModelConfig) -> list[Target]:

@@ -4,6 +4,11 @@ Any thread's `emit` appends a TraceEvent to a queue (one C call under the GIL: n
 thread); the writer writes the queued events as JSON lines (codec.lines) at least every FLUSH_S, and `close` (every end of a run: done, Ctrl+C, a stop, an
 error) drains the rest. After kill -9 the trace misses at most the last FLUSH_S of events; the cache and the rows
 never miss anything, since they do not go through here.
+
+The file is appended across invocations and bounded: a line that kill -9 cut short is cut off before the next
+append, and a file that reaches MAX_BYTES is moved to `trace.1.jsonl` (the older ones to `trace.2.jsonl`, ... up to
+BACKUPS; the oldest is deleted), at an invocation's start or between two writes. The run folder's lock
+(results/artifacts.RunLock) keeps any other process out of it meanwhile.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from ..codec import lines
 from ..types import TraceEvent, Usage
 
 FLUSH_S = 0.5  # the writer's period: what kill -9 may cost the trace
+MAX_BYTES = 64 << 20  # about this much in trace.jsonl, then it is rotated (as run.log: 20 MB x 3 backups)
+BACKUPS = 3  # trace.1.jsonl ... trace.3.jsonl
 
 _COST_FIELDS = (
     "calls",
@@ -36,8 +43,19 @@ class Tracer:
     """The trace's one writer; also counts events, calls and tokens for the summary and costs (read `counts` and
     `by_model` after the calls: reading them writes out what is queued first)."""
 
-    def __init__(self, path: Path, *, invocation: str = "", on_error: Callable[[OSError], None] | None = None):
+    def __init__(
+        self,
+        path: Path,
+        *,
+        invocation: str = "",
+        on_error: Callable[[OSError], None] | None = None,
+        max_bytes: int | None = None,
+    ):
         # Appended, not written atomically: a crash must keep every event written so far.
+        self.path, self.max_bytes = Path(path), MAX_BYTES if max_bytes is None else max_bytes
+        self._size = cut_torn_line(self.path)
+        if self._size >= self.max_bytes:
+            self._size = rotate(self.path)
         self._fh: IO[bytes] | None = open(path, "ab")  # noqa: SIM115
         self.invocation = invocation
         # A write failure (full disk) must not lose the response whose event it was: it is recorded here, the
@@ -114,8 +132,14 @@ class Tracer:
                 events.append(event)
             if events and self._fh and self._error is None:
                 try:
-                    self._fh.write(lines(events))
+                    data = lines(events)
+                    self._fh.write(data)
                     self._fh.flush()
+                    self._size += len(data)
+                    if self._size >= self.max_bytes:
+                        self._fh.close()
+                        self._size = rotate(self.path)
+                        self._fh = open(self.path, "ab")  # noqa: SIM115
                 except OSError as exc:
                     self._error = exc
                     failed = True
@@ -156,3 +180,44 @@ class Tracer:
                 except OSError as exc:
                     self._error = self._error or exc
                 self._fh = None
+
+
+def cut_torn_line(path: Path) -> int:
+    """Cut off a last line without its newline (what kill -9 in the middle of a write leaves), so the next append
+    starts a line of its own; returns the file's size after (0 when there is no file)."""
+    try:
+        fh = open(path, "rb+")  # noqa: SIM115
+    except FileNotFoundError:
+        return 0
+    with fh:
+        end = fh.seek(0, 2)
+        pos = end
+        while pos > 0:
+            step = min(pos, 1 << 16)
+            fh.seek(pos - step)
+            block = fh.read(step)
+            if pos == end and block.endswith(b"\n"):
+                return end  # whole lines
+            nl = block.rfind(b"\n")
+            if nl >= 0:
+                fh.truncate(pos - step + nl + 1)
+                return pos - step + nl + 1
+            pos -= step
+        fh.truncate(0)
+        return 0
+
+
+def backup(path: Path, n: int) -> Path:
+    """The n-th older trace beside `path`: trace.jsonl -> trace.1.jsonl."""
+    return path.with_name(f"{path.stem}.{n}{path.suffix}")
+
+
+def rotate(path: Path) -> int:
+    """trace.jsonl -> trace.1.jsonl, each older one a number up, the one past BACKUPS deleted; returns 0 (the size
+    of the trace.jsonl to come)."""
+    backup(path, BACKUPS).unlink(missing_ok=True)
+    for n in range(BACKUPS - 1, 0, -1):
+        if backup(path, n).exists():
+            backup(path, n).replace(backup(path, n + 1))
+    path.replace(backup(path, 1))
+    return 0

@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from .. import codec
 from ..errors import RubricrunError, RunLockedError
+from ..types import Example, Judgment, PairJudgment, Response
 
 
 def _current_umask() -> int:
@@ -95,6 +98,45 @@ class JsonlAppender:
 
     def close(self) -> None:
         self._fh.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """One example the run finished: its rows, and their lines as RowFiles wrote them to examples.jsonl,
+    responses.jsonl and judgments.jsonl (its judgments, then its pairwise rows: two parts of one write, kept apart
+    because each reads back as its own type)."""
+
+    example: Example
+    responses: list[Response]
+    judgments: list[Judgment]
+    pairs: list[PairJudgment]
+    lines: tuple[bytes, bytes, bytes, bytes]  # example, responses, judgments, pairwise rows
+
+
+class RowFiles:
+    """A run's row files as it goes (engine/graph.Sink): examples.jsonl when an example is admitted; responses.jsonl
+    and judgments.jsonl when its rows are done; then `take` gets it as `Finished`, with the lines just written.
+    Examples finish in the order they were admitted (the graph's reorder buffer). The files start afresh."""
+
+    def __init__(self, run_dir: Path, take: Callable[[Finished], None]) -> None:
+        self.take = take
+        self.files = {n: JsonlAppender(run_dir / f"{n}.jsonl") for n in ("examples", "responses", "judgments")}
+        self.admitted: deque[bytes] = deque()  # the examples.jsonl lines of the examples admitted, not yet finished
+
+    def admit(self, example: Example) -> None:
+        self.admitted.append(self.files["examples"].write([example]))
+
+    def finish(
+        self, example: Example, responses: list[Response], judgments: list[Judgment], pairs: list[PairJudgment]
+    ) -> None:
+        r = self.files["responses"].write(responses)
+        j, p = codec.lines(judgments), codec.lines(pairs)
+        self.files["judgments"].write_lines(j + p)
+        self.take(Finished(example, responses, judgments, pairs, (self.admitted.popleft(), r, j, p)))
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
 
 
 def write_json(path: Path, obj: Any) -> None:

@@ -240,7 +240,8 @@ def _candidate_change(
 ) -> CandidateChange:
     pe_a = ra.per_example if ra else {}
     pe_b = rb.per_example if rb else {}
-    d = stats.paired_diff(pe_b, pe_a, n_boot=n_boot, seed=seed)
+    d = stats.paired_diff(pe_b, pe_a, n_boot=n_boot, seed=seed)  # mean_diff, its CI, wins, ties, losses
+    n_shared = d.pop("n")
     mine = [f for f in flips if f.candidate == cand]
     return CandidateChange(
         candidate=cand,
@@ -248,14 +249,8 @@ def _candidate_change(
         score_b=rb.score if rb else None,
         n_a=ra.n if ra else 0,
         n_b=rb.n if rb else 0,
-        n_shared=d["n"],
-        mean_diff=d["mean_diff"],
-        ci_low=d["ci_low"],
-        ci_high=d["ci_high"],
-        significant=d["significant"],
-        wins=d["wins"],
-        ties=d["ties"],
-        losses=d["losses"],
+        n_shared=n_shared,
+        **d,
         flips_to_met=sum(1 for f in mine if f.b == "met"),
         flips_to_not_met=sum(1 for f in mine if f.b == "not_met"),
     )
