@@ -83,7 +83,9 @@ class Viewer:
 
 @functools.cache
 def _env() -> jinja2.Environment:
-    """Our templates, then the report's (its dataset section and charts), with the report's filters and globals."""
+    """Our templates, then the report's (its dataset section and charts), with the report's filters and globals
+    and its bound on every text shown (`report.clip`: a page of a 50 MB row is not 50 MB; the JSON twin has it
+    whole)."""
     base = report._env()
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader([TEMPLATES, report.TEMPLATES, report.TASK_TEMPLATES]),
@@ -91,6 +93,7 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=base.finalize,
     )
     env.policies.update(base.policies)
     env.filters.update(base.filters)

@@ -17,8 +17,7 @@ from typing import Any
 from flask import Blueprint, abort, redirect, request, send_file, url_for
 
 from ..errors import InputError
-from ..results.summary_types import Summary
-from ..types import from_row
+from ..results.summary_types import Summary, read_summary
 from . import labels as lab
 from . import runs, search, views
 from .app import render, viewer
@@ -49,8 +48,8 @@ def compare_form() -> Any:
 
 def _summary(info: runs.RunInfo) -> Summary | None:
     try:
-        return from_row(Summary, info.summary) if info.summary else None
-    except (TypeError, KeyError, ValueError, AttributeError):
+        return read_summary(info.summary) if info.summary else None
+    except (TypeError, KeyError, ValueError, AttributeError):  # ValueError: the codec's DecodeError too
         return None  # a summary this version cannot read: the page shows the rows
 
 
