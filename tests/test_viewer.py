@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlencode
 
 import pytest
+import yaml
 from browser import CHROMEDRIVER, CHROMIUM, Driver, chromium
 from conftest import DEFAULT_RUBRIC, FAKE_KEY, REPO, SAMPLE_DATASETS, read_jsonl, write_config, write_jsonl
 from factories import KEY_ENV, model_entry
@@ -59,13 +60,18 @@ def _reply(body: dict[str, Any]) -> Any:
 
 
 def _run(cfg: Path, run_id: str) -> None:
+    _cli(["--config", str(cfg), "--run-id", run_id])
+
+
+def _cli(args: list[str]) -> None:
+    """rubricrun's command line in this process, which must exit 0."""
     import logging
 
     from rubricrun.cli import main
 
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        assert main(["--config", str(cfg), "--run-id", run_id]) == 0
+        assert main(args) == 0
     finally:
         for s, h in handlers.items():
             signal.signal(s, h)
@@ -390,6 +396,177 @@ def test_labelling_by_clicks_and_the_sheet_in_order(outputs: Path, viewer: Viewe
         ]
     finally:
         (outputs / "before" / "label_sheet.jsonl").unlink()
+
+
+# --------------------------------------------------------------------------------------------------
+# Labels the run reads: the viewer's labels.jsonl as `datasets[].labels`, the labelling sheet as --label-sheet writes it
+
+SHEET_COLUMNS = [
+    "response_id", "criterion_id", "dataset", "candidate", "example_id", "turn", "sample_index", "scale", "criterion",
+    "prompt", "response", "met", "score", "rater",
+]  # fmt: skip
+QUESTION = re.compile(r"Question (\d+)\?")
+
+
+def _right(model: str, i: int) -> bool:
+    """The truth: alpha answers every 4th question right, beta every 2nd (as tests/test_anchor_run.py)."""
+    return i % (4 if "alpha" in model else 2) == 0
+
+
+def _lenient(body: dict[str, Any]) -> str:
+    """Candidates answer RIGHT or WRONG; the judge says met to nearly everything (it catches one wrong answer in 16)."""
+    text = "\n".join(message_text(m) for m in body["messages"])
+    i = int(QUESTION.search(text).group(1))
+    if is_judge_request(body):
+        return json.dumps({"explanation": "lenient", "criteria_met": "RIGHT" in text or i % 16 != 1})
+    return f"Answer {i}: {'RIGHT' if _right(body['model'], i) else 'WRONG'}"
+
+
+def _small_run(tmp: Path, srv: FakeOpenAIServer, data: Path, run_id: str, judging: dict[str, Any]) -> Path:
+    """A finished run `run_id` of candidates alpha and beta judged by j1 on one dataset (named as the run); its
+    config's path."""
+    cfg = write_config(
+        tmp,
+        srv,
+        candidates=[model_entry("alpha", "openai/cand-alpha", srv), model_entry("beta", "openai/cand-beta", srv)],
+        judges=[model_entry("j1", "openai/judge-one", srv)],
+        datasets=[{"path": str(data), "name": run_id}],
+        judging=judging,
+    )
+    _run(cfg, run_id)
+    return cfg
+
+
+def _anchored_section(page: str) -> str:
+    """The anchored-scores table of a dataset section (report.html's, or the viewer's run page)."""
+    start = page.index("<h4>Anchored to human labels</h4>")
+    return page[start : page.index("</tbody></table></div>", start)]
+
+
+def _shot(tmp: Path, url: str, name: str, size: str) -> None:
+    """A PNG of the page when Chromium is here (RUBRICRUN_VIEWER_SHOTS=docs/img writes docs/viewer.md's)."""
+    if CHROMIUM is None:
+        return
+    out = Path(os.environ.get("RUBRICRUN_VIEWER_SHOTS") or tmp / "shots")
+    out.mkdir(parents=True, exist_ok=True)
+    chromium(tmp, url, f"--screenshot={out / f'{name}.png'}", f"--window-size={size}")
+    assert (out / f"{name}.png").stat().st_size > 10_000, name
+
+
+def test_labels_posted_in_the_viewer_anchor_the_run(tmp_path: Path) -> None:
+    """The labelling sheet as `--label-sheet` writes it, worked through in the viewer (its order, its columns), the
+    labels the viewer appended read by the run (`datasets[].labels: outputs/<run>/labels.jsonl`, no call made), the
+    anchored estimates in summary.json, and the viewer's run page showing them as report.html does."""
+    data = write_jsonl(tmp_path / "q.jsonl", [{"id": f"q{i}", "prompt": f"Question {i}?"} for i in range(48)])
+    rubric = [{"id": "correct", "text": "The response is right.", "weight": 1}]
+    with FakeOpenAIServer(responder=_lenient) as srv:
+        cfg = _small_run(tmp_path, srv, data, "r", {"default_rubric": rubric})
+        run = tmp_path / "outputs" / "r"
+        _cli(["--label-sheet", str(run), "--sheet-size", "12"])
+        sheet = read_jsonl(run / "label_sheet.jsonl")
+        assert len(sheet) == 24 and all(list(row) == SHEET_COLUMNS for row in sheet)  # what ppi's command writes
+        v = Viewer(tmp_path / "outputs", tmp_path / "viewer-cache")
+        try:
+            _shot(tmp_path, v.url + "/runs/r/sheet?rater=ann", "viewer-sheet", "1280,760")
+            for row in sheet:  # the sheet in its order, each row's verdict the truth
+                status, page = v.get("/runs/r/sheet?rater=ann")
+                assert status == 200 and f'data-rid="{row["response_id"]}" data-cid="{row["criterion_id"]}"' in page
+                assert (
+                    row["scale"] == "binary"
+                    and 'data-met="false"' in page
+                    and 'button type="button" data-score' not in page
+                )
+                truth = _right(row["candidate"], int(row["example_id"].split("/q")[1]))
+                label = {"response_id": row["response_id"], "criterion_id": row["criterion_id"], "rater": "ann"}
+                assert v.post("/api/runs/r/labels", {**label, "met": truth})[0] == 201
+            assert "Every row of the sheet is labelled by ann" in v.get("/runs/r/sheet?rater=ann")[1]
+            # a score on this met / not met dataset is refused: the run could not read the file with it
+            status, err = v.post("/api/runs/r/labels", {**label, "score": 3})
+            assert status == 400 and "give `met`" in err["error"], err
+        finally:
+            v.close()
+        raw = yaml.safe_load(cfg.read_text())
+        raw["datasets"][0]["labels"] = str(run / "labels.jsonl")
+        cfg.write_text(yaml.safe_dump(raw))
+        calls = srv.count()
+        _run(cfg, "r")  # the same run id: every call from the cache
+        assert srv.count() == calls
+
+    summary = json.loads((run / "summary.json").read_text())
+    d = summary["datasets"]["r"]
+    assert (d["labels"]["file"], d["labels"]["rows"], d["labels"]["responses"]) == (str(run / "labels.jsonl"), 24, 24)
+    for cand in ("alpha", "beta"):
+        ppi = d["candidates"][cand]["ppi"]
+        assert ppi["n_labelled"] == 12 and ppi["estimate"] is not None
+        assert ppi["estimate"] < ppi["judge_only"]["estimate"]  # the humans pull the lenient judge's score down
+    assert d["ppi_paired"] and d["ppi_paired"][0]["estimate"] is not None
+
+    v = Viewer(tmp_path / "outputs", tmp_path / "viewer-cache")
+    try:
+        status, page = v.get("/runs/r")
+        if CHROMIUM is not None:  # as a person sees it
+            text = _visible_text(_dom(tmp_path, v.url + "/runs/r"))
+            assert "Anchored to human labels" in text and "24 verdicts on 24 items" in text
+            _shot(tmp_path, v.url + "/runs/r", "viewer-anchored", "1280,1100")
+    finally:
+        v.close()
+    assert status == 200
+    anchored = _anchored_section(page)
+    for cand in ("alpha", "beta"):
+        assert f"<b>{d['candidates'][cand]['ppi']['estimate']:.3f}</b>" in anchored
+    assert anchored == _anchored_section((run / "report.html").read_text())  # the report's own section
+
+
+def test_graded_labels_are_scores_on_the_scale(tmp_path: Path) -> None:
+    """On a dataset judged on 1-5 the viewer offers a score per point of the scale, refuses `met` and a score off
+    the scale, and what it appends is what data/labels.py reads for that scale."""
+    from rubricrun.data.labels import read_labels
+
+    rubric = [{"id": "c1", "text": "CRIT-ONE: greets.", "weight": 1}, {"id": "c2", "text": "CRIT-TWO: polite."}]
+
+    def graded(body: dict[str, Any]) -> str:
+        if body.get("response_format"):
+            return json.dumps(
+                {"reasoning": "Scored.", "score": 4 if "CRIT-ONE" in message_text(body["messages"][-1]) else 2}
+            )
+        return default_reply(body)
+
+    data = write_jsonl(tmp_path / "g.jsonl", [{"id": f"g{i}", "prompt": f"Hi {i}", "rubric": rubric} for i in range(3)])
+    with FakeOpenAIServer(responder=graded) as srv:
+        _small_run(tmp_path, srv, data, "g", {"scale": "1-5"})
+    run = tmp_path / "outputs" / "g"
+    _cli(["--label-sheet", str(run)])
+    sheet = read_jsonl(run / "label_sheet.jsonl")
+    assert sheet and all(row["scale"] == "1-5" for row in sheet)
+    j = next(j for j in read_jsonl(run / "judgments.jsonl") if j.get("kind") != "pairwise")
+    v = Viewer(tmp_path / "outputs", tmp_path / "viewer-cache")
+    try:
+        page = v.get("/runs/g/sheet")[1]
+        assert 'data-score="1"' in page and 'data-score="5"' in page and 'button type="button" data-met' not in page
+        page = v.get(f"/runs/g/examples/{quote(j['example_id'], safe='/')}")[1]
+        cell = page.split(f'data-rid="{j["response_id"]}" data-cid="{j["criterion_id"]}"', 1)[1].split("</div>", 1)[0]
+        assert 'data-score="5"' in cell and "data-met" not in cell
+        label = {"response_id": j["response_id"], "criterion_id": j["criterion_id"]}
+        status, err = v.post("/api/runs/g/labels", {**label, "met": True})
+        assert status == 400 and "give `score`" in err["error"]
+        status, err = v.post("/api/runs/g/labels", {**label, "score": 7})
+        assert status == 400 and "1-5 scale" in err["error"]
+        assert v.post("/api/runs/g/labels", {**label, "score": 4, "rater": "ann"})[0] == 201
+        assert v.post("/api/runs/g/labels", {**label, "score": 2})[0] == 201
+        raters = {"ann": 4.0, "": 2.0}
+        if CHROMIUM is not None and CHROMEDRIVER is not None:  # a press of a score button (viewer.js)
+            with Driver(tmp_path) as d:
+                d.get(f"{v.url}/runs/g/examples/{quote(j['example_id'], safe='/')}")
+                d.type("#rater", "bea")
+                box = f'[data-rid="{j["response_id"]}"][data-cid="{j["criterion_id"]}"]'
+                d.click(f'{box} button[data-score="3"]')
+                d.wait(lambda: d.text("#label-status") == "saved to labels.jsonl", message="the label saved")
+                assert "bea: score 3" in d.text(f"{box} .humans")
+            raters["bea"] = 3.0
+    finally:
+        v.close()
+    got = read_labels(str(run / "labels.jsonl"), scale=(1.0, 5.0))
+    assert got.verdicts == {(j["response_id"], j["criterion_id"]): raters} and got.rows == len(raters)
 
 
 # --------------------------------------------------------------------------------------------------

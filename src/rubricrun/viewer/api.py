@@ -85,6 +85,10 @@ def api_label(run_id: str) -> Any:
     _, view = example_page_view(run_id, example_id)
     if row["criterion_id"] not in views.criterion_ids(view, row["response_id"]):
         abort(400, f"criterion {row['criterion_id']!r} is not one response {row['response_id']!r} is judged on")
+    try:
+        lab.check_scale(row, view.scale)
+    except lab.LabelError as exc:
+        abort(400, str(exc))
     lab.append_label(index.run_dir, row)
     return jsonify(row), 201
 

@@ -33,6 +33,7 @@ from ..results import report
 from . import runs
 from .index import RunIndex, cache_dir
 from .rows import StaleIndex
+from .views import scale_points
 
 log = logging.getLogger("rubricrun")
 TEMPLATES = Path(__file__).parent / "templates"
@@ -98,7 +99,7 @@ def _env() -> jinja2.Environment:
     env.policies.update(base.policies)
     env.filters.update(base.filters)
     env.globals.update(base.globals)
-    env.globals.update(url_for=url_for)
+    env.globals.update(url_for=url_for, scale_points=scale_points)
     env.filters.update(when=_when, as_json=lambda v: json.dumps(v, ensure_ascii=False, indent=1, default=str))
     return env
 

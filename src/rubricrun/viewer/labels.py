@@ -22,6 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..judging.graded import SCALES
+
 LABELS = "labels.jsonl"
 SHEET = "label_sheet.jsonl"
 RATER_MAX = 100
@@ -58,6 +60,21 @@ def label_row(body: Any) -> dict[str, Any]:
     row["rater"] = rater or None
     row["time"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return row
+
+
+def check_scale(row: dict[str, Any], scale: str) -> None:
+    """A label that data/labels.py will read for a dataset on `scale` (views.labels_scale): `met` on a binary
+    one, a `score` on the scale on a graded one. LabelError (data/labels.py's words) otherwise: a row it cannot read
+    would make the run's labels file bad input."""
+    if scale not in SCALES:
+        if "score" in row:
+            raise LabelError("this dataset is judged met / not met: give `met` (true or false), not `score`")
+        return
+    lo, hi = SCALES[scale]
+    if "met" in row:
+        raise LabelError(f"this dataset is judged on a {scale} scale: give `score`, not `met`")
+    if not lo <= row["score"] <= hi:
+        raise LabelError(f"`score` must be on the {scale} scale ({lo:g} to {hi:g}), not {row['score']!r}")
 
 
 def append_label(run_dir: Path, row: dict[str, Any]) -> None:

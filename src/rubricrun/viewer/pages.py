@@ -97,7 +97,7 @@ def example_page_view(run_id: str, example_id: str) -> tuple[Any, views.ExampleV
         abort(404, f"no example {example_id!r} in run {run_id!r} (yet)")
     info = runs.run_info(index.run_dir)
     labels = lab.latest(lab.read_labels(index.run_dir))
-    view = views.example_view(*got, info.candidates, runs.default_rubric(info.config), labels)
+    view = views.example_view(*got, info.candidates, runs.default_rubric(info.config), labels, info.summary)
     return info, view
 
 
@@ -131,9 +131,11 @@ def sheet(run_id: str) -> str:
     row = rows[at] if at < len(rows) else None
     where = search.example_of(index, row["response_id"]) if row else None
     nxt = next((i for i in todo if i > at), None)
+    info = runs.run_info(index.run_dir)
+    scale = row and (row.get("scale") or views.labels_scale(info.summary, str(row.get("dataset") or "")))
     return render(
-        "sheet.html.j2", run=runs.run_info(index.run_dir), row=row, at=at, rows=len(rows), done=len(rows) - len(todo),
-        rater=rater or "", example_id=where, next_at=nxt,
+        "sheet.html.j2", run=info, row=row, at=at, rows=len(rows), done=len(rows) - len(todo), rater=rater or "",
+        example_id=where, next_at=nxt, scale=scale,
     )  # fmt: skip
 
 

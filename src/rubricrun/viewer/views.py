@@ -9,6 +9,8 @@ from typing import Any
 
 from werkzeug.datastructures import MultiDict
 
+from ..judging.graded import SCALES
+from ..results.label_sheet import label_scale
 from ..results.report import AUTO_TEXT
 from . import rows, search
 from .index import RunIndex
@@ -64,6 +66,7 @@ class ExampleView:
     cells: dict[tuple[str, str], dict[str, Any]]
     pairs: list[dict[str, Any]]
     labels: Mapping[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    scale: str = "binary"  # what a label gives: `met` (binary) or a `score` on this graded scale (labels_scale)
 
 
 def example_view(
@@ -73,6 +76,7 @@ def example_view(
     candidates: Sequence[str],
     default_rubric: Sequence[dict[str, Any]],
     labels: Mapping[tuple[str, str], list[dict[str, Any]]],
+    summary: Mapping[str, Any] | None = None,
 ) -> ExampleView:
     """The example page: responses in the config's candidate order, then by sample and turn; the criteria of the
     example's rubric (else the config's default rubric for an open example), then any other criterion a judgment
@@ -113,9 +117,26 @@ def example_view(
         for i, t in enumerate(later)
         if isinstance(t, dict)
     ]
+    scale = labels_scale(summary, str(example.get("dataset") or ""), cells.values())
     return ExampleView(
-        example, turns, [(c, s, rs) for (c, s), rs in threads.items()], criteria, columns, cells, pairs, labels
+        example, turns, [(c, s, rs) for (c, s), rs in threads.items()], criteria, columns, cells, pairs, labels, scale
     )
+
+
+def labels_scale(summary: Mapping[str, Any] | None, dataset: str, judgments: Any = ()) -> str:
+    """What a label on `dataset` gives, as data/labels.py reads it for `datasets[].labels`: `binary` (`met`) or a
+    graded scale's name (a `score` on it). The finished run's metric says (results/label_sheet.py asks the same);
+    a run without its summary yet goes by its judgments' scale."""
+    if summary and dataset in (summary.get("datasets") or {}):
+        return label_scale(summary, dataset)
+    graded = {j.get("scale") for j in judgments} & SCALES.keys()
+    return graded.pop() if len(graded) == 1 else "binary"
+
+
+def scale_points(scale: str) -> list[int]:
+    """The whole scores of a graded scale, one button each ([] for binary)."""
+    lo, hi = SCALES.get(scale, (1, 0))
+    return list(range(int(lo), int(hi) + 1))
 
 
 def _label(r: dict[str, Any], multi: bool) -> str:

@@ -45,17 +45,15 @@
   }
 
   document.addEventListener("click", function (e) {
-    var button = e.target.closest("button[data-met]");
+    var button = e.target.closest("button[data-met], button[data-score]");
     if (!button || !api) return;
     var box = button.closest("[data-rid]");
     var who = rater ? rater.value.trim() : "";
     if (rater) localStorage.setItem(KEY, who);
-    var body = {
-      response_id: box.getAttribute("data-rid"),
-      criterion_id: box.getAttribute("data-cid"),
-      met: button.getAttribute("data-met") === "true",
-      rater: who || null
-    };
+    var body = {response_id: box.getAttribute("data-rid"), criterion_id: box.getAttribute("data-cid")};
+    if (button.hasAttribute("data-score")) body.score = Number(button.getAttribute("data-score"));
+    else body.met = button.getAttribute("data-met") === "true";
+    body.rater = who || null;
     say("saving…");
     fetch(api.getAttribute("data-url"), {
       method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)
@@ -72,7 +70,7 @@
       var tag = document.createElement("span");
       tag.className = "human";
       tag.setAttribute("data-rater", who);
-      tag.textContent = (who || "unnamed") + ": " + (body.met ? "met" : "not met");
+      tag.textContent = (who || "unnamed") + ": " + ("score" in body ? "score " + body.score : body.met ? "met" : "not met");
       humans.appendChild(tag);
       say("saved to labels.jsonl");
     }).catch(function () { say("not saved: the viewer did not answer"); });
