@@ -14,9 +14,9 @@ _STRS = ["a", 'quo"te', "uni ü 中 \u2028", "back\\slash", "new\nline", "", "ct
 
 
 def _encoded(event: tuple, invocation: str) -> str:
-    ts, role, model, key, hit, attempt, latency, status, error, usage, code, retry, dep = event
+    ts, role, model, key, hit, attempt, latency, status, error, usage, code, retry, dep, worker = event
     values = (round(ts, 3), role, model, key, hit, attempt, round(latency, 1), status, error, usage, code,
-              None if retry is None else round(retry, 3), dep)  # fmt: skip
+              None if retry is None else round(retry, 3), dep, worker)  # fmt: skip
     row = dict(zip(_TRACE_FIELDS, values, strict=True))
     if invocation:
         row["invocation"] = invocation
@@ -35,6 +35,7 @@ def test_trace_lines_are_the_encoders_bytes(tmp_path: Path) -> None:
                     rng.choice([True, False]), rng.randint(0, 5), rng.choice(floats), rng.choice(["ok", "error"]),
                     rng.choice([None, *_STRS]), rng.choice([None, Usage(1, 2, 3), Usage(0, 0, 0), Usage(10**12, 5, 7)]),
                     rng.choice([None, 429, 500]), rng.choice([None, 1.23456, 0.0, 2]), rng.choice([None, *_STRS]),
+                    rng.choice([None, "node-7:4242", *_STRS]),
                 )  # fmt: skip
                 assert tracer._line(event) == _encoded(event, invocation)
         finally:

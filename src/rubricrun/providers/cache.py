@@ -145,6 +145,7 @@ class ResponseCache:
         row["_v"] = CACHE_FORMAT
         row.pop("cache_hit", None)
         row.pop("deployment", None)  # which server answered is the trace's business, not the reply's
+        row.pop("worker", None)  # so is which process made the attempt
         try:
             self._cache.set(key, row, tag=CACHE_FORMAT)  # the tag: fresh_many knows the format without a read
         except Exception as exc:  # noqa: BLE001

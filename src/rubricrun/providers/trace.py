@@ -69,11 +69,12 @@ class Tracer:
         status_code: int | None = None,
         retry_in_s: float | None = None,
         deployment: str | None = None,
+        worker: str | None = None,
     ) -> None:
         # In TraceEvent's field order; the writer makes the row.
         self._queue.append(
             (time.time(), role, model, key, cache_hit, attempt, latency_ms, status, error, usage, status_code,
-             retry_in_s, deployment)
+             retry_in_s, deployment, worker)
         )  # fmt: skip
 
     @property
@@ -117,14 +118,14 @@ class Tracer:
     def _line(self, event: tuple[Any, ...]) -> str:
         """The event's row as one line: the bytes `_encode` writes for the row dict (tests/test_trace.py), each value
         written by its type's own writer (faster than the encoder's walk of a dict: one line per call of a run)."""
-        ts, role, model, key, cache_hit, attempt, latency_ms, status, error, usage, code, retry_in_s, dep = event
+        ts, role, model, key, cache_hit, attempt, latency_ms, status, error, usage, code, retry_in_s, dep, wk = event
         v = _value
         retry = "null" if retry_in_s is None else v(round(retry_in_s, 3))
         return (
             f'{{"ts": {v(round(ts, 3))}, "role": {v(role)}, "model": {v(model)}, "key": {v(key)}, '
             f'"cache_hit": {v(cache_hit)}, "attempt": {v(attempt)}, "latency_ms": {v(round(latency_ms, 1))}, '
             f'"status": {v(status)}, "error": {v(error)}, "usage": {v(usage)}, "status_code": {v(code)}, '
-            f'"retry_in_s": {retry}, "deployment": {v(dep)}{self._end}'
+            f'"retry_in_s": {retry}, "deployment": {v(dep)}, "worker": {v(wk)}{self._end}'
         )
 
     def _count(self, event: tuple[Any, ...]) -> None:

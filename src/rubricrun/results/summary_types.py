@@ -109,6 +109,14 @@ class BudgetSummary:
 
 
 @dataclass(frozen=True)
+class ExecutorSummary:
+    """Who made the attempts (`executor:`): `threads` (the run's own process) or `dask` and its workers."""
+
+    engine: str = "threads"
+    workers: int = 1
+
+
+@dataclass(frozen=True)
 class DatasetCandidate:
     """One candidate's headline on one dataset (results/metrics.py CandidateResult). `extra` holds the metric's
     own fields (mean_normalized, by_tag, by_category, by_field, ...): in the file they sit beside the others."""
@@ -226,7 +234,7 @@ class Summary:
 
     OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset(
         {"overall", "status", "stopped_by", "note", "calls", "responses_not_done", "skipped_rows", "wall_s"}
-        | {"costs", "budget", "synthesis", "export", "pairwise_judging"}
+        | {"costs", "budget", "synthesis", "export", "pairwise_judging", "executor"}
     )
 
     run_id: str = ""
@@ -247,3 +255,4 @@ class Summary:
     budget: BudgetSummary | None = None
     synthesis: tuple[dict[str, Any], ...] | None = None  # the synthesis log, as data/synth.py writes it
     export: dict[str, dict[str, int]] | None = None  # format -> counts, as results/export.py returns them
+    executor: ExecutorSummary | None = None  # who made the attempts
