@@ -234,7 +234,10 @@ def _ceiling(engine: str, workers: int, calls: int, criteria: int, conc: int) ->
     from rubricrun.engine.runner import execute
     from rubricrun.providers.executor import Threads
 
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("rubricrun").setLevel(logging.WARNING)
+    if os.environ.get("BENCH_VERBOSE"):
+        logging.getLogger("rubricrun").setLevel(logging.INFO)
     with workdir() as wd:
         data = write_dataset(wd / "data.jsonl", calls // (1 + criteria), criteria=criteria, prefix="ceil-")
         path = write_config(wd, "http://127.0.0.1:9/v1", data, judges=1 if criteria else 0, concurrency=conc,

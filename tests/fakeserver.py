@@ -48,6 +48,8 @@ or a full response body (a dict with "choices"), which is sent as is.
 Every request (including faults) is logged with its time, model, parsed body, answered status and a fingerprint
 (sha256 of the canonical JSON body); see `requests`, `count()`, `fingerprint_counts()` and `reset_log()`.
 Stopping never waits for hanging requests: `stop()` wakes every sleeping handler and closes every connection.
+Several server processes can share one port (`--reuse-port`, SO_REUSEPORT: the kernel spreads the connections), so
+that a benchmark's server is not its limit (benchmarks/bench_executor.py); each keeps its own log and counts.
 """
 
 from __future__ import annotations

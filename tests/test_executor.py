@@ -100,15 +100,29 @@ def wait_until(predicate: Any, timeout: float, what: str, proc: Any = None) -> N
 
 
 def test_dask_writes_the_rows_the_threads_engine_writes_and_a_rerun_makes_no_call(tmp_path: Path, make_config) -> None:
-    with FakeOpenAIServer(latency_s=0.01) as server:
-        threads = config(make_config, server, tmp_path, 16, "threads")
-        dask = config(make_config, server, tmp_path, 16, "dask", executor=DASK)
+    """Two candidates, one of them a Router entry over two servers (its Router runs on the workers), one judge."""
+    with FakeOpenAIServer(latency_s=0.01) as server, FakeOpenAIServer(latency_s=0.01) as other:
+        pool = {
+            "name": "beta",
+            "deployments": [
+                {"model": "openai/cand-beta", "api_base": s.base_url, "api_key_env": "RUBRICRUN_TEST_KEY"}
+                for s in (server, other)
+            ],
+            "router": {"strategy": "simple-shuffle"},
+        }
+        cands = [model_entry("alpha", "openai/cand-alpha", server), pool]
+        threads = config(make_config, server, tmp_path, 16, "threads", candidates=cands)
+        dask = config(make_config, server, tmp_path, 16, "dask", candidates=cands, executor=DASK)
+
+        def made() -> int:
+            return server.count() + other.count()
+
         rc, _, err = run_cli(["--config", str(threads), "--run-id", "r"], timeout=180)
         assert rc == 0, err
-        made_threads = server.count()
+        made_threads = made()
         rc, _, err = run_cli(["--config", str(dask), "--run-id", "r"], timeout=300)
         assert rc == 0, err
-        assert server.count() == 2 * made_threads  # both cold: the same calls, each made once
+        assert made() == 2 * made_threads  # both cold: the same calls, each made once
         a, b = tmp_path / "out-threads" / "r", tmp_path / "out-dask" / "r"
         for name in (*ROW_FILES, "export/sft.jsonl", "export/dpo.jsonl"):
             assert (a / name).read_bytes() == (b / name).read_bytes(), name
@@ -118,16 +132,21 @@ def test_dask_writes_the_rows_the_threads_engine_writes_and_a_rerun_makes_no_cal
         for s in (sa, sb):
             s.pop("wall_s")
         assert sa == sb
-        # The trace names who made each attempt: the run's own process, or the Dask workers (not the run's).
-        assert worker_pids(a) == {int(read_jsonl(a / "trace.jsonl")[0]["worker"].rsplit(":", 1)[1])}
-        assert len(worker_pids(b)) >= 1 and not worker_pids(b) & worker_pids(a)
+        # The trace names who made each attempt: the run's own process, or the Dask workers (not the run's); the
+        # Router entry's attempts name the deployment that served them on either engine.
+        assert len(worker_pids(a)) == 1 and len(worker_pids(b)) >= 1 and not worker_pids(b) & worker_pids(a)
+        for folder in (a, b):
+            routed = [e for e in read_jsonl(folder / "trace.jsonl") if e["model"] == "router/beta"]
+            assert routed and {e["deployment"] for e in routed} <= {
+                f"openai/cand-beta@{s.base_url}" for s in (server, other)
+            }
         log = (b / "run.log").read_text()
         assert "attempts on dask, 2 workers" in log and "dask: 2 workers up" in log
 
-        before = server.count()
+        before = made()
         rc, _, err = run_cli(["--config", str(dask), "--run-id", "r"], timeout=180)
         assert rc == 0, err
-        assert server.count() == before  # every call from the cache
+        assert made() == before  # every call from the cache
         assert "starting a local cluster" not in (b / "run.log").read_text().split("attempts on dask")[-1]
         s = json.loads((b / "summary.json").read_text())
         assert s["calls"]["made"] == 0 and s["calls"]["cache_hits"] == sb["calls"]["made"] + sb["calls"]["cache_hits"]

@@ -152,7 +152,7 @@ class DaskAttempts(BaseProvider):
 
     def __init__(self, on_rate_limit: RateLimitHook, local: BaseProvider) -> None:
         self.on_rate_limit, self.local = on_rate_limit, local
-        self.sent = 0  # tasks sent (the benchmark reads the mean batch from it)
+        self.sent = self.attempts = 0  # tasks sent, and the attempts in them
         self.client: Client | None = None
         self.plugin = ""
         self._queue: deque[_Slot] = deque()
@@ -227,6 +227,7 @@ class DaskAttempts(BaseProvider):
     def _send(self, batch: list[_Slot]) -> None:
         assert self.client is not None
         self.sent += 1
+        self.attempts += len(batch)
         key = next(self._keys)
         with self._lock:
             self._batches[key] = batch
@@ -281,6 +282,9 @@ class DaskAttempts(BaseProvider):
 
     def close(self) -> None:
         """No new attempt starts; the threads still waiting get Cancelled (not done: a rerun picks them up)."""
+        if self.sent and not self._closed:
+            log.info("dask: %d attempts sent in %d tasks (%.1f a task)", self.attempts, self.sent,
+                     self.attempts / self.sent)  # fmt: skip
         self._closed = True
         self._wake.set()
         self._landing.set()
