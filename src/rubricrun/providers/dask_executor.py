@@ -180,6 +180,8 @@ class DaskAttempts(BaseProvider):
         slot = _Slot(request)
         self._queue.append(slot)
         self._wake.set()
+        if self._closed:  # closed meanwhile: nothing will send it
+            self._cancel_queued()
         slot.done.wait()
         outcome = slot.outcome
         assert outcome is not None
@@ -201,8 +203,14 @@ class DaskAttempts(BaseProvider):
             while queue and not self._closed:
                 if len(queue) < self.max_batch:
                     time.sleep(self.linger_s)  # let a burst gather into one task
-                batch = [queue.popleft() for _ in range(min(self.max_batch, len(queue)))]
-                self._send(batch)
+                batch: list[_Slot] = []
+                while queue and len(batch) < self.max_batch:
+                    try:
+                        batch.append(queue.popleft())
+                    except IndexError:  # a close drained it meanwhile
+                        break
+                if batch:
+                    self._send(batch)
             if self._closed:
                 return
 
@@ -291,11 +299,18 @@ class DaskAttempts(BaseProvider):
         with self._lock:
             pending = dict(self._batches)
             self._batches.clear()
-        while self._queue:
-            self._queue.popleft().land(Outcome(None, Cancelled("run is stopping")))
+        self._cancel_queued()
         for slots in pending.values():
             for slot in slots:
                 slot.land(Outcome(None, Cancelled("run is stopping")))
+
+    def _cancel_queued(self) -> None:
+        while True:
+            try:
+                slot = self._queue.popleft()
+            except IndexError:
+                return
+            slot.land(Outcome(None, Cancelled("run is stopping")))
 
 
 class DaskExecutor:
