@@ -223,8 +223,9 @@ def test_bad_executor_settings_name_file_line_and_key(
     assert f"{path}:" in str(e.value) and f"key '{key}'" in str(e.value) and words in str(e.value)
 
 
-def test_workers_lacking_a_key_variable_are_refused_before_any_call(tmp_path: Path, make_config) -> None:
-    """A cluster at an address: the workers read API keys from their own environment, which is checked first."""
+def test_no_workers_or_workers_lacking_a_key_variable_are_refused_before_any_call(tmp_path: Path, make_config) -> None:
+    """A cluster at an address: a scheduler without workers within executor.timeout_s; then workers that lack the
+    key variable (they read API keys from their own environment, which is checked first)."""
     env = dict(os.environ)
     env.pop("RUBRICRUN_TEST_KEY", None)
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")
@@ -236,6 +237,12 @@ def test_workers_lacking_a_key_variable_are_refused_before_any_call(tmp_path: Pa
     try:
         wait_until(lambda: (tmp_path / "s.json").exists(), 60, "no scheduler")
         address = json.loads((tmp_path / "s.json").read_text())["address"]
+        with FakeOpenAIServer() as server:  # a scheduler with no worker yet
+            ex = {"engine": "dask", "address": address, "timeout_s": 2}
+            cfg = config(make_config, server, tmp_path, 2, "noworker", executor=ex)
+            rc, _, err = run_cli(["--config", str(cfg), "--run-id", "w"], timeout=120)
+            assert rc == 2 and "has fewer than 1 workers after 2 s" in err and "Traceback" not in err, err
+            assert server.count() == 0
         work = subprocess.Popen(
             [sys.executable, "-m", "rubricrun.providers.dask_executor", "worker", address, "--nthreads", "1",
              "--no-dashboard"],

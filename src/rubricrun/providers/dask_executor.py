@@ -3,7 +3,7 @@
 The run's process keeps everything that holds state (cache, budget, retry, rate limits, trace, rows) and builds
 and paces each request as with threads; `DaskAttempts.generate` then hands the attempt to a worker instead of making
 it. Attempts waiting to go are sent in batches, one Dask task per batch (a task costs the client and the scheduler
-about 1-3 ms, so one task per attempt would cap the run's process near 500 attempts/s: the figures are in
+about 1-3 ms, so one task per attempt would cap the run's process at a few hundred attempts/s: the figures are in
 .agent/plans/020-dask-engine.md). On the worker the batch's attempts run at once on the worker's own threads
 (`attempt_batch`: LiteLLM, through a litellm.Router for entries with `deployments:`), and the task returns each
 attempt's reply or error, with the rate-limit pause its headers asked for, to the run's process, which retries,
@@ -49,8 +49,8 @@ log = logging.getLogger("rubricrun")
 ADDRESS_ENV = "DASK_SCHEDULER_ADDRESS"
 MAX_BATCH = 64  # attempts per task at most
 LINGER_S = 0.02  # how long a batch waits for more attempts before it goes (none when it is full)
-ATTEMPT_THREADS = 2048
-WATCH_S = 2.0  # how often the run looks at which workers are there (a line in the log when one leaves)  # threads a worker may run attempts on (the run's process bounds what is in flight)
+ATTEMPT_THREADS = 2048  # threads a worker may run attempts on (the run's process bounds what is in flight)
+WATCH_S = 2.0  # how often the run looks at which workers are there (a line in the log when one leaves)
 
 
 # ---------------------------------------------------------------------------------------------------
