@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import signal
 import socket
@@ -141,7 +142,12 @@ def run_side(
         times = paid_times(run_dir)
         s = json.loads((run_dir / "summary.json").read_text())
         workers = {e["worker"] for e in read_jsonl(run_dir / "trace.jsonl") if e.get("worker")}
+        log = (run_dir / "run.log").read_text()
+        batch = re.search(r"dask: \d+ attempts sent in \d+ tasks \(([\d.]+) a task\)", log)
+        up = re.search(r"dask: \d+ workers up in ([\d.]+) s", log)
     return {
+        "batch": float(batch.group(1)) if batch else None,
+        "up_s": float(up.group(1)) if up else None,
         "rate": steady_rate(times),
         "wall": res.wall_s,
         "cpu": res.cpu_s,
@@ -406,7 +412,8 @@ def main() -> int:
                 ex = {"engine": "dask", "workers": w}
                 r = results[f"dask {w}"] = run_side(f"dask{w}", servers.base_url, args.calls, args.criteria, ex,
                                                     args.per_worker)  # fmt: skip
-                _line(f"dask {w}", r, base, f"  ({r['workers_seen']} workers in the trace)")
+                _line(f"dask {w}", r, base, f"  ({r['workers_seen']} workers in the trace, {r['batch']} attempts a "
+                                            f"task, cluster up in {r['up_s']} s)")  # fmt: skip
         if "bare" not in skip:
             for procs in sorted({1, n_max}):
                 r = results[f"bare {procs}"] = bare_side(servers.base_url, args.calls, procs, args.bare_threads)
