@@ -8,7 +8,7 @@
 For each size: `--sizes` generic rows with a final answer (scored judge-free, no judge), one candidate, no judges
 (benchmarks/common.py write_dataset / write_config). A cold run of a million calls is too slow on a 2-core machine,
 so the cache is filled directly: for every example, the candidate's request is built as the run builds it
-(calls.generation_tasks) and its reply is stored under that request's cache key through ResponseCache, the
+(tests/oracles.first_turns) and its reply is stored under that request's cache key through ResponseCache, the
 store CachingProvider writes, with the text the fake server would send ("Answer to: ..."). Then, each in its own
 process (peak RSS from os.wait4: the larger of run.py and its tally process; their sampled sum is printed too):
   warm rerun:  `python run.py --run-id mem` with the fake server up; it must make zero server requests (checked);
@@ -52,9 +52,10 @@ from common import (  # noqa: E402
 
 def fill_cache(cfg_path: Path) -> int:
     """Store every candidate reply of the config's run in its cache, as CachingProvider would after a call."""
-    sys.path.insert(0, str(REPO / "src"))
+    sys.path[:0] = [str(REPO / "src"), str(REPO / "tests")]
+    from oracles import first_turns
+
     from rubricrun.config import load_config
-    from rubricrun.engine.calls import generation_tasks
     from rubricrun.engine.preflight import preflight
     from rubricrun.providers.cache import cache_key
     from rubricrun.providers.stack import open_cache
@@ -77,7 +78,7 @@ def fill_cache(cfg_path: Path) -> int:
 
     try:
         for chunk in chunks():
-            for t in generation_tasks(cfg, chunk):
+            for t in first_turns(cfg, chunk):
                 prompt = t.request.messages[-1]["content"]
                 text = f"Answer to: {prompt[:60]}"
                 usage = Usage(prompt_tokens=len(prompt) // 4 + 3, completion_tokens=len(text) // 4 + 1)
@@ -135,9 +136,12 @@ def tally_child(n: int, out_dir: str) -> None:
     for i in range(n):
         eid = f"gen/ex{i}"
         ex = Example(
-            id=eid, dataset="gen", source=f"data.jsonl:{i + 1}", messages=({"role": "user", "content": f"Q {i}?"},)
+            id=eid,
+            dataset="gen",
+            source=f"data.jsonl:{i + 1}",
+            messages=({"role": "user", "content": f"Q {i}?"},),
+            answer=str(i),
         )
-        ex = Example(**{**ex.__dict__, "answer": str(i)})
         r = Response(
             id=f"{eid}#cand1#0",
             example_id=eid,
@@ -149,7 +153,6 @@ def tally_child(n: int, out_dir: str) -> None:
             error=None,
             finish_reason="stop",
             usage=Usage(20, 80, 100),
-            cache_hit=True,
             key=f"{i:064x}",
         )
         j = Judgment(

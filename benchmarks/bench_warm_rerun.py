@@ -47,10 +47,11 @@ def floor(cache_dir: str, out: str) -> None:
     import diskcache
 
     cache = diskcache.Cache(cache_dir, eviction_policy="none", sqlite_mmap_size=0, sqlite_cache_size=256)
-    keys = [k for (k,) in cache._sql("SELECT key FROM Cache").fetchall()]  # noqa: SLF001 - the keys, in one query
+    keys = list(cache.iterkeys())
     with open(out, "w", encoding="utf-8") as fh:
         for key in keys:
-            fh.write(json.dumps(cache.get(key), ensure_ascii=False) + "\n")
+            value = cache.get(key)  # JSON bytes (ExecPlan 018) or, in a cache of an older version, a pickled dict
+            fh.write(json.dumps(json.loads(value) if type(value) is bytes else value, ensure_ascii=False) + "\n")
 
 
 def time_floor(cache_dir: Path, out: Path) -> float:

@@ -12,10 +12,11 @@ OLD_TREE can be a `git worktree add /tmp/old <commit>`. Variants (`--variant`, r
 `tie` (three judges, two voting, a tie broken by the third) and `per-dataset` (`binary`, one run per sample file,
 named after it). Both trees run in the same folder, one after the other, so paths in the artifacts agree.
 
-Compared: examples, responses, judgments, export files and config.yaml byte for byte; summary.json without its
-timing (`wall_s`); report.html without its two clock facts (wall time, report generated); run.log without
-timestamps; trace.jsonl as a multiset of events without `ts`, `latency_ms`, `invocation`; and `--validate`'s JSON
-before the run (empty cache) and after it (warm cache).
+Compared as parsed data, not bytes (JSON's separators are the codec's business, ExecPlan 018): examples,
+responses, judgments and export files line by line, each line parsed; config.yaml parsed; summary.json parsed,
+without its timing (`wall_s`); report.html without its two clock facts (wall time, report generated); run.log
+without timestamps; trace.jsonl as a multiset of events without `ts`, `latency_ms`, `invocation`; and
+`--validate`'s JSON before the run (empty cache) and after it (warm cache).
 """
 
 from __future__ import annotations
@@ -120,19 +121,25 @@ def run(tree: Path, work: Path, cfg: dict) -> None:
     (work / "validate_warm.json").write_text(_cli(tree, ["--config", str(cfg_path), "--validate"]).stdout)
 
 
-def comparable(path: Path) -> str | Counter:
+def comparable(path: Path) -> object:
     text = path.read_text(encoding="utf-8")
     if path.name == "summary.json":
         obj = json.loads(text)
         obj.pop("wall_s", None)
-        return json.dumps(obj, indent=1)
+        return obj
+    if path.suffix == ".json":
+        return json.loads(text)
+    if path.suffix == ".yaml":
+        return yaml.safe_load(text)
+    if path.suffix == ".jsonl" and not path.name.startswith(("trace.jsonl", "run.log")):
+        return [json.loads(line) for line in text.split("\n") if line]  # not splitlines: U+2028 is inside strings
     if path.name == "report.html":
         return _CLOCK_FACTS.sub(r"\1", text)
     if path.name.startswith("run.log"):
         return _TIME.sub("<t>", text)
     if path.name == "trace.jsonl":
         events = []
-        for line in text.splitlines():
+        for line in filter(None, text.split("\n")):
             ev = json.loads(line)
             events.append(json.dumps({k: v for k, v in ev.items() if k not in _TRACE_DROP}, sort_keys=True))
         return Counter(events)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`--validate`'s JSON of two checkouts side by side, on a few configs, before a run (empty cache) and after it
-(the cache the old tree's run filled), with the calls that run made (the fake server's log) beside them.
+(each tree's cache filled by its own run), with the calls those runs made (the fake server's log) beside them.
 
     .venv/bin/python benchmarks/validate_compare.py OLD_TREE NEW_TREE [--out DIR] [--variant NAME ...]
 
@@ -105,20 +105,31 @@ def show(label: str, old: dict, new: dict) -> None:
     print(f"    new: {shown}")
 
 
-def one(variant: str, old: Path, new: Path, out: Path, server: FakeOpenAIServer) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    cfg_path = out / "config.yaml"
-    cfg_path.write_text(yaml.safe_dump(config(variant, out, server.base_url)), encoding="utf-8")
-    print(variant)
-    show("empty cache", validate(old, cfg_path), validate(new, cfg_path))
-    server.reset_log()
-    call(old, cfg_path, "--run-id", "filled")
+def _made(server: FakeOpenAIServer) -> dict[str, int]:
     roles: dict[str, int] = {}
     for r in server.requests:
         role = "judge" if (r.model or "").startswith("judge") else "candidate"
         roles[role] = roles.get(role, 0) + 1
-    print(f"  the old tree's run made: {roles}")
-    show("after the run", validate(old, cfg_path), validate(new, cfg_path))
+    return roles
+
+
+def one(variant: str, old: Path, new: Path, out: Path, server: FakeOpenAIServer) -> None:
+    """Each tree over its own cache (a cache's rows are of its writer's format: ExecPlan 018), filled by its own run
+    of the same config against the same server."""
+    paths = {}
+    for side in ("old", "new"):
+        (out / side).mkdir(parents=True, exist_ok=True)
+        paths[side] = out / side / "config.yaml"
+        paths[side].write_text(yaml.safe_dump(config(variant, out / side, server.base_url)), encoding="utf-8")
+    print(variant)
+    show("empty cache", validate(old, paths["old"]), validate(new, paths["new"]))
+    made = {}
+    for side, tree in (("old", old), ("new", new)):
+        server.reset_log()
+        call(tree, paths[side], "--run-id", "filled")
+        made[side] = _made(server)
+    print(f"  the runs made: old {made['old']}, new {made['new']}")
+    show("after the run", validate(old, paths["old"]), validate(new, paths["new"]))
 
 
 def main() -> int:

@@ -40,7 +40,6 @@ def response(eid: str, cand: str = "alpha", text: str | None = "t", *, sample: i
         "error": None if ok else "boom",
         "finish_reason": "stop" if ok else None,
         "usage": Usage(),
-        "cache_hit": False,
         "key": f"k-{eid}-{cand}",
     }
     return Response(**{**row, **fields})

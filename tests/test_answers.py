@@ -12,7 +12,9 @@ import pytest
 from conftest import model_entry, read_jsonl, write_jsonl
 from factories import one_candidate
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request, message_text
+from oracles import extract_final_number
 
+from rubricrun.codec import CACHE_FORMAT
 from rubricrun.config import ModelConfig
 from rubricrun.engine.calls import GenTask, response_row
 from rubricrun.judging.answers import (
@@ -20,13 +22,12 @@ from rubricrun.judging.answers import (
     _minus,
     _plain,
     extract_choice,
-    extract_final_number,
     final_answer,
     qa_correct,
     split_reasoning,
 )
 from rubricrun.judging.auto import auto_judgment
-from rubricrun.providers.cache import CACHE_FORMAT, ResponseCache
+from rubricrun.providers.cache import ResponseCache
 from rubricrun.types import Example, LLMRequest, Response, Usage
 
 # ---------------------------------------------------------------------------------------------------
@@ -279,11 +280,15 @@ def test_unclosed_think_cut_off_by_max_tokens_is_no_answer(tmp_path: Path, make_
 
 
 def test_a_cached_reply_from_before_the_reasoning_field_still_reads(tmp_path: Path) -> None:
-    """The cache keeps the raw reply: a row stored before `reasoning` existed has no such key, and the <think> in
-    its text is split when the response row is built."""
+    """The cache keeps the raw reply: a row stored without `reasoning` has no such key, and the <think> in its text
+    is split when the response row is built."""
+    import json
+
+    import diskcache
+
     cache = ResponseCache(tmp_path / "cache")
-    old_row = {"text": "<think>t</think>Answer: 4", "finish_reason": "stop", "usage": {}, "model": "m"}
-    cache._cache.set("k", {**old_row, "cost_usd": None, "latency_ms": 1.0, "_v": CACHE_FORMAT})
+    old_row = {"format": CACHE_FORMAT, "text": "<think>t</think>Answer: 4", "finish_reason": "stop", "usage": {}}
+    diskcache.Cache(str(tmp_path / "cache")).set("k", json.dumps({**old_row, "model": "m"}).encode())
     hit = cache.get("k")
     assert hit is not None and hit.reasoning is None and hit.text == old_row["text"]
     cand = ModelConfig(name="alpha", model="openai/m")
@@ -300,7 +305,7 @@ def test_auto_judgment_reads_the_option_text() -> None:
     )  # fmt: skip
     resp = Response(
         id="m1#a#0", example_id="m1", candidate="a", model="m", sample_index=0, status="ok", text="Food.",
-        error=None, finish_reason="stop", usage=Usage(), cache_hit=False, key="k",
+        error=None, finish_reason="stop", usage=Usage(), key="k",
     )  # fmt: skip
     verdict = auto_judgment(example, resp)
     assert verdict is not None and verdict.verdict == "met" and verdict.explanation == "extracted B, expected B"

@@ -490,6 +490,189 @@ def c_run_id_path(c: Ctx) -> CaseResult:
     return ["--config", str(p), "--run-id", "../elsewhere"], ["--run-id"], {}
 
 
+# --------------------------------------------------------------------------------------------------
+# The corpus: issue 28 (numbers, text, names, sizes), each refused before any call
+
+
+def _number_case(c: Ctx, section: str, name: str, value: Any, **extra: Any) -> CaseResult:
+    cfg = c.base()
+    target = cfg["candidates"][0] if section == "candidates[0]" else cfg.setdefault(section, {})
+    target[name] = value
+    for k, v in extra.items():
+        cfg[k] = v
+    p = c.config(cfg)
+    return c.args(p), [_at(p, line_of(p, f"{name}:")), _key(f"{section}.{name}")], {}
+
+
+def c_bootstrap_samples_zero(c: Ctx) -> CaseResult:  # row 5: a traceback after the calls were paid
+    return _number_case(c, "run", "bootstrap_samples", 0)
+
+
+def c_default_rubric_weight_nan(c: Ctx) -> CaseResult:  # row 5
+    cfg = c.base()
+    cfg["judging"] = {"default_rubric": [{"text": "Is polite.", "weight": float("nan")}]}
+    p = c.config(cfg)
+    return c.args(p), [_at(p, line_of(p, "weight: .nan")), _key("judging.default_rubric[0].weight"), "finite"], {}
+
+
+def c_default_rubric_weight_inf(c: Ctx) -> CaseResult:  # row 5
+    cfg = c.base()
+    cfg["judging"] = {"default_rubric": [{"text": "Is polite.", "weight": float("inf")}]}
+    p = c.config(cfg)
+    return c.args(p), [_at(p, line_of(p, "weight: .inf")), _key("judging.default_rubric[0].weight"), "finite"], {}
+
+
+def c_row_weights_overflow(c: Ctx) -> CaseResult:  # row 5: OverflowError in fsum after the calls
+    rub = [{"text": "One.", "weight": 1e308}, {"text": "Two.", "weight": 1e308}]
+    d = c.data("d.jsonl", [{"prompt": "a?"}, {"prompt": "b?", "rubric": rub}])
+    p = c.config(c.with_data(d))
+    return c.args(p), [_at(d, 2), _key("rubric"), "past the largest number"], {}
+
+
+def c_row_lone_surrogate(c: Ctx) -> CaseResult:  # row 6: a traceback writing examples.jsonl
+    d = c.data("d.jsonl", [{"prompt": "a?"}, '{"prompt": "b \\ud800 ?"}'])
+    p = c.config(c.with_data(d))
+    return c.args(p), [_at(d, 2), "not valid Unicode", "prompt"], {}
+
+
+def c_json_array_lone_surrogate(c: Ctx) -> CaseResult:  # row 6
+    d = c.tmp / "d.json"
+    d.write_text('[{"prompt": "a?"}, {"prompt": "b?", "rubric": [{"text": "\\udc00"}]}]', encoding="utf-8")
+    p = c.config(c.with_data(d))
+    return c.args(p), [f"{d}:row 1:", "not valid Unicode", "rubric[0].text"], {}
+
+
+def c_csv_cell_lone_surrogate(c: Ctx) -> CaseResult:  # row 6: a JSON cell
+    d = c.tmp / "d.csv"
+    d.write_text('id,prompt,rubric\na,Hi?,\nb,Hi?,"[{""text"": ""\\ud800""}]"\n', encoding="utf-8")
+    p = c.config(c.with_data(d))
+    return c.args(p), [_at(d, 3), "not valid Unicode"], {}
+
+
+def c_parquet_text_not_utf8(c: Ctx) -> CaseResult:  # row 6: Arrow text that is not UTF-8
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    d = c.tmp / "d.parquet"
+    prompts = pa.array([b"a?", b"b \xed\xa0\x80 ?"], type=pa.binary()).view(pa.string())  # a surrogate's bytes
+    pq.write_table(pa.table({"id": ["p1", "p2"], "prompt": prompts}), d)
+    p = c.config(c.with_data(d))
+    return c.args(p), [f"{d}:row 1:", "not valid UTF-8"], {}
+
+
+def c_answers_file_lone_surrogate(c: Ctx) -> CaseResult:  # row 6: responses_from
+    answers = c.data("answers.jsonl", [{"id": "ok0", "response": "fine"}, '{"id": "ok1", "response": "\\ud800"}'])
+    cfg = c.base()
+    cfg["candidates"].append({"name": "replayed", "responses_from": str(answers)})
+    p = c.config(cfg)
+    return c.args(p), [_at(answers, 2), "not valid Unicode", "response"], {}
+
+
+def c_default_rubric_all_zero(c: Ctx) -> CaseResult:  # row 7: calls paid, nothing scored
+    cfg = c.base()
+    cfg["judging"] = {"default_rubric": [{"text": "Is polite.", "weight": 0}, {"text": "Is short.", "weight": 0}]}
+    p = c.config(cfg)
+    return c.args(p), [_at(p, line_of(p, "default_rubric:")), _key("judging.default_rubric"), "every weight is 0"], {}
+
+
+def c_row_rubric_all_zero(c: Ctx) -> CaseResult:  # row 7
+    d = c.data("d.jsonl", [{"prompt": "a?"}, {"prompt": "b?", "rubric": [{"text": "One.", "weight": 0}]}])
+    p = c.config(c.with_data(d))
+    return c.args(p), [_at(d, 2), _key("rubric"), "every weight is 0"], {}
+
+
+def c_dataset_empty(c: Ctx) -> CaseResult:  # row 8: exit 0, nothing run, nothing said
+    d = c.data("empty.jsonl", [])
+    p = c.config(c.with_data(d))
+    return c.args(p), [_at(p, line_of(p, str(d))), _key("datasets[1].path"), "no rows"], {}
+
+
+def c_max_examples_zero_in_config(c: Ctx) -> CaseResult:  # row 8: as --max-examples 0
+    return _number_case(c, "run", "max_examples", 0)
+
+
+def c_dataset_limit_zero(c: Ctx) -> CaseResult:  # row 8
+    d = c.data("d.jsonl", [{"prompt": "a?"}])
+    p = c.config(c.with_data(d, limit=0))
+    return c.args(p), [_at(p, line_of(p, "limit: 0")), _key("datasets[1].limit")], {}
+
+
+def c_rpm_nan(c: Ctx) -> CaseResult:  # row 9
+    return _number_case(c, "candidates[0]", "rpm", float("nan"))
+
+
+def c_timeout_zero(c: Ctx) -> CaseResult:  # row 9: every call would fail
+    return _number_case(c, "candidates[0]", "timeout_s", 0)
+
+
+def c_retry_wait_negative(c: Ctx) -> CaseResult:  # row 9
+    return _number_case(c, "retry", "initial_wait_s", -1)
+
+
+def c_budget_nan(c: Ctx) -> CaseResult:  # row 9: NaN turned the budget off
+    return _number_case(c, "run", "budget_usd", float("nan"))
+
+
+def c_price_negative(c: Ctx) -> CaseResult:  # row 9
+    cfg = c.base()
+    cfg["candidates"][0]["price"] = {"input_per_mtok": -1.0}
+    p = c.config(cfg)
+    return c.args(p), [_at(p, line_of(p, "input_per_mtok")), _key("candidates[0].price.input_per_mtok")], {}
+
+
+def c_max_explanation_chars_negative(c: Ctx) -> CaseResult:  # row 9: sent to the judge
+    return _number_case(c, "judging", "max_explanation_chars", -1)
+
+
+def c_pass_threshold_above_1(c: Ctx) -> CaseResult:  # row 9
+    return _number_case(c, "judging", "pass_threshold", 5)
+
+
+def c_concurrency_huge(c: Ctx) -> CaseResult:  # row 9
+    return _number_case(c, "run", "concurrency", 10**12)
+
+
+def c_max_examples_negative_in_config(c: Ctx) -> CaseResult:  # row 10: was named datasets[0].limit
+    return _number_case(c, "run", "max_examples", -3)
+
+
+def c_run_id_newline(c: Ctx) -> CaseResult:  # row 11: a newline splits log lines
+    return ["--config", str(c.config()), "--run-id", "a\nb"], ["--run-id", "a\\nb"], {}
+
+
+def c_run_id_shell(c: Ctx) -> CaseResult:  # row 11
+    return ["--config", str(c.config()), "--run-id", "$(id)"], ["--run-id"], {}
+
+
+def c_run_id_too_long(c: Ctx) -> CaseResult:  # row 11: was exit 1, "File name too long"
+    return ["--config", str(c.config()), "--run-id", "x" * 300], ["--run-id", "128 bytes"], {}
+
+
+def c_yaml_alias_bomb(c: Ctx) -> CaseResult:  # row 14: was still being read after 30 s at 3.2 GB
+    rows = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    rows += [f"{c2}: &{c2} [{', '.join([f'*{c1}'] * 9)}]" for c1, c2 in zip("abcdefgh", "bcdefghi", strict=True)]
+    p = c.config(text="\n".join(rows) + "\n")
+    return c.args(p), [f"{p}: the config expands to more than"], {}
+
+
+def c_params_api_key(c: Ctx) -> CaseResult:  # row 15: it entered the cache key
+    cfg = c.base()
+    cfg["candidates"][0]["params"] = {"api_key": "sk-inline-key-1"}
+    p = c.config(cfg)
+    return (
+        c.args(p),
+        [_at(p, line_of(p, "api_key: sk-inline")), _key("candidates[0].params.api_key"), "api_key_env"],
+        {},
+    )
+
+
+def c_name_with_terminal_escape(c: Ctx) -> CaseResult:  # row 16: reached the console raw
+    cfg = c.base()
+    cfg["candidates"][0]["name"] = "\x1b[31mRED\x1b[0m"
+    p = c.config(cfg)
+    return c.args(p), [_key("candidates[0].name"), "\\x1b[31mRED"], {}
+
+
 CASES: dict[str, Callable[[Ctx], CaseResult]] = {
     name[2:]: fn for name, fn in sorted(globals().items()) if name.startswith("c_") and callable(fn)
 }
@@ -521,6 +704,7 @@ def _check_error_line(stderr: str, expect: list[Any]) -> str:
     assert len(lines) == 1, f"expected exactly one stderr line, got {len(lines)}:\n{stderr}"
     line = lines[0]
     assert line.startswith("error:"), line
+    assert "\x1b" not in line, line  # nothing the terminal would act on
     for e in expect:
         if isinstance(e, re.Pattern):
             assert e.search(line), f"{e.pattern!r} not in {line!r}"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
+import json
+import random
 
+import msgspec
 import pytest
 
 from rubricrun.providers.cache import cache_key, canonical_json
@@ -31,7 +33,7 @@ GOLDEN_KEY = "81772d1f63dded58943f0daf56f1f4667beb3b090e8e7790745132b6afff35d4"
 
 def _replace(**kw: object) -> LLMRequest:
 
-    return dataclasses.replace(BASE, **kw)
+    return msgspec.structs.replace(BASE, **kw)
 
 
 def test_cache_key_golden_value() -> None:
@@ -96,3 +98,56 @@ def test_sample_index_zero_is_the_key_without_it() -> None:
     assert "sample_index" not in BASE.cache_fields()
     assert _replace(sample_index=1).cache_fields()["sample_index"] == 1
     assert cache_key(_replace(sample_index=1)) != cache_key(_replace(sample_index=2))
+
+
+def _stdlib_key(request: LLMRequest) -> str:
+    """The key as the standard library writes its canonical JSON: what every key so far was made with."""
+    text = json.dumps(request.cache_fields(), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _value(rng: random.Random, depth: int = 0) -> object:
+    texts = [
+        "",
+        "plain",
+        "Réponds en français",
+        '中文 ü \u2028 \n \t "quoted" back\\slash',
+        "emoji \U0001f600",
+        "\x00\x1f",
+    ]
+    floats = [0.0, -0.0, 0.1, 1.0, 2.5, 1e-7, 1e16, 1.5e300, -3.25, 123456789.125, float("nan"), float("inf")]
+    kind = rng.randrange(7 if depth < 3 else 5)
+    if kind == 0:
+        return rng.choice(texts)
+    if kind == 1:
+        return rng.choice(floats)
+    if kind == 2:
+        return rng.choice([0, 1, -7, 2**40, 2**70, True, False])
+    if kind == 3:
+        return None
+    if kind == 4:
+        return rng.choice(floats) * rng.randint(-5, 5)
+    if kind == 5:
+        return [_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return {rng.choice(texts) + str(i): _value(rng, depth + 1) for i in range(rng.randrange(4))}
+
+
+def test_cache_key_is_the_standard_librarys_canonical_json_over_many_requests() -> None:
+    """The key did not change with the codec (ExecPlan 018): sha256 of json.dumps(sort_keys, compact separators,
+    ensure_ascii=False, default=str) of cache_fields(), for unicode, floats of every shape, nested params and
+    schemas, and the sample index."""
+    rng = random.Random(18)
+    for i in range(2000):
+        request = LLMRequest(
+            model=rng.choice(["openai/gpt-4o-mini", "local/smollm2", "模型/ü"]),
+            messages=tuple(
+                {"role": rng.choice(["system", "user", "assistant"]), "content": _value(rng)}
+                for _ in range(rng.randint(1, 3))
+            ),
+            params={k: _value(rng) for k in rng.sample(["temperature", "max_tokens", "seed", "top_p", "extra"], 3)},
+            api_base=rng.choice([None, "http://127.0.0.1:8000/v1"]),
+            response_schema=rng.choice([None, {"type": "object", "properties": {"x": {"type": _value(rng)}}}]),
+            sample_index=rng.choice([0, 0, 1, 7]),
+        )
+        assert cache_key(request) == _stdlib_key(request), i
+    assert cache_key(BASE) == _stdlib_key(BASE) == GOLDEN_KEY

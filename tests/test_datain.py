@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, model_entry, read_jsonl, run_cli, write_jsonl
+from oracles import LoadResult, load_dataset
 
 from rubricrun.config import DatasetConfig
-from rubricrun.data.loaders import LoadResult, load_dataset
 from rubricrun.errors import InputError
 from rubricrun.judging.prompt import render_conversation
 from rubricrun.providers.local import llama_messages
@@ -270,9 +270,11 @@ def test_every_row_bad_fails_even_with_skip(tmp_path: Path) -> None:
     )
 
 
-def test_empty_file_is_still_zero_examples(tmp_path: Path) -> None:
+def test_empty_file_is_bad_input(tmp_path: Path) -> None:
+    # A run on it would pay for nothing and say nothing (issue 28): refused as --max-examples 0 is.
     (tmp_path / "e.jsonl").write_text("\n", encoding="utf-8")
-    assert load(tmp_path / "e.jsonl", on_bad_row="skip").examples == []
+    with pytest.raises(InputError, match="the dataset has no rows"):
+        load(tmp_path / "e.jsonl", on_bad_row="skip")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -423,9 +425,9 @@ def test_hub_and_parquet_libraries_are_imported_lazily(tmp_path: Path) -> None:
     code = (
         "import sys, runpy\n"
         "from rubricrun.config import DatasetConfig\n"
-        "from rubricrun.data.loaders import load_dataset\n"
+        "from rubricrun.data.loaders import iter_dataset\n"
         "from rubricrun.tasks.registry import TASKS\n"
-        f"load_dataset(DatasetConfig(path={str(REPO / 'data' / 'mc_sample.jsonl')!r}), schemas=TASKS)\n"
+        f"list(iter_dataset(DatasetConfig(path={str(REPO / 'data' / 'mc_sample.jsonl')!r}), schemas=TASKS))\n"
         "sys.argv = ['run.py', '--help']\n"
         "try:\n    runpy.run_path('run.py', run_name='__main__')\nexcept SystemExit:\n    pass\n"
         "print('HEAVY', sorted(m for m in ('datasets', 'pyarrow', 'pandas') if m in sys.modules))\n"

@@ -12,6 +12,8 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
+
 from rubricrun import config as C
 from rubricrun.results import summary_types as S
 from rubricrun.tasks import registry
@@ -98,17 +100,17 @@ def _summary_keys(cls: type, prefix: str, out: list[str], depth: int) -> None:
     """summary.json keys as paths (`datasets.*.candidates.*.score`, `datasets.*.leaderboard[].rank`), `depth`
     levels of nested summary types deep (deeper ones are described in their parent's row)."""
     hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        if f.name == getattr(cls, "FLATTEN", None):  # its keys sit beside the others, named by the metric
+    for f in msgspec.structs.fields(cls):
+        if cls is S.DatasetCandidate and f.name == "extra":  # its keys sit beside the others, named by the metric
             continue
-        key = prefix + f.name
+        key = prefix + f.encode_name  # the key in the file: `lambda` for the field `lam` (a Python keyword)
         out.append(key)
         tp = _bare(hints[f.name])
         origin, args = typing.get_origin(tp), typing.get_args(tp)
         inner, sub = (
             (args[1], key + ".*.") if origin is dict else (args[0], key + "[].") if origin is tuple else (tp, key + ".")
         )
-        if depth and dataclasses.is_dataclass(inner):
+        if depth and isinstance(inner, type) and issubclass(inner, msgspec.Struct):
             _summary_keys(inner, sub, out, depth - 1)
 
 
@@ -118,11 +120,13 @@ def test_the_summary_reference_has_every_key_down_to_the_per_dataset_results() -
     _summary_keys(S.DatasetSummary, "datasets.*.", keys, 2)
     _summary_keys(S.Overall, "overall.", keys, 1)
     documented = [
-        k for k in _table_rows(DOCS / "run-folder.md") if not k.endswith((".jsonl", ".json", ".yaml", ".html", ".log"))
+        k
+        for k in _table_rows(DOCS / "run-folder.md")
+        if not k.endswith((".jsonl", ".json", ".yaml", ".html", ".log", ".csv"))
     ]
     assert sorted(set(keys) - set(documented)) == [], "summary.json keys missing from docs/run-folder.md"
     assert sorted(set(documented) - set(keys)) == [], "docs/run-folder.md lists summary.json keys that do not exist"
-    assert [k for k in documented if "." not in k] == [f.name for f in dataclasses.fields(S.Summary)]  # file order
+    assert [k for k in documented if "." not in k] == list(S.Summary.__struct_fields__)  # file order
 
 
 ROW_TYPES = {
@@ -132,6 +136,7 @@ ROW_TYPES = {
     "trace.jsonl": TraceEvent,
 }
 CONDITIONAL_FILES = {"batches.json"}  # written only by a run with batch entries (tests/test_batch.py)
+CONDITIONAL_FILES |= {"label_sheet.jsonl", "label_sheet.csv"}  # by `run.py --label-sheet` (tests/test_anchor_run.py)
 
 
 def test_the_run_folder_reference_has_every_file_and_row_field(
@@ -154,7 +159,7 @@ def test_the_run_folder_reference_has_every_file_and_row_field(
     assert sorted(files - written - CONDITIONAL_FILES) == [], "docs/run-folder.md lists files a run does not write"
     pairwise = next(line for line in (DOCS / "run-folder.md").read_text().splitlines() if "(pairwise)" in line)
     for name, cls, text in [*((n, c, " ".join(rows[n])) for n, c in ROW_TYPES.items()), ("", PairJudgment, pairwise)]:
-        fields = [f.name for f in dataclasses.fields(cls) if f.metadata.get("row", True)]
+        fields = cls.__struct_fields__
         assert [n for n in fields if f"`{n}`" not in text] == [], f"{name or 'pairwise'}: fields not documented"
 
 

@@ -86,6 +86,28 @@ def alive(pids: set[int]) -> set[int]:
     return {p for p in pids if p in listed and not listed[p].startswith("Z")}
 
 
+def serve(role: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """A Dask scheduler or worker of a cluster "at an address", as a user starts one (it ends when its stdin closes)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "rubricrun.providers.dask_executor", role, *args],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+
+
+def end(proc: subprocess.Popen[bytes]) -> None:
+    proc.stdin.close()  # type: ignore[union-attr]
+    proc.wait(timeout=30)
+
+
+def scheduler(tmp_path: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    """A scheduler on 127.0.0.1 and its address."""
+    file = tmp_path / "s.json"
+    proc = serve("scheduler", ["--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file", str(file)],
+                 env)  # fmt: skip
+    wait_until(file.exists, 60, "no scheduler")
+    return proc, json.loads(file.read_text())["address"]
+
+
 def wait_until(predicate: Any, timeout: float, what: str, proc: Any = None) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -209,6 +231,7 @@ def test_a_scheduler_that_cannot_be_reached_is_one_line_and_exit_2(tmp_path: Pat
         ({"engine": "threads", "workers": 4}, "executor.workers", "only applies to executor.engine: dask"),
         ({"address": "tcp://10.0.0.5:8786"}, "executor.address", "only applies to executor.engine: dask"),
         ({"engine": "dask", "workers": 0}, "executor.workers", "at least 1"),
+        ({"engine": "dask", "workers": 5000}, "executor.workers", "at most 1024"),
         ({"engine": "dask", "timeout_s": 0}, "executor.timeout_s", "must be positive"),
         ({"engine": "dask", "address": "10.0.0.5"}, "executor.address", "not a scheduler address"),
         ({"engine": "ray"}, "executor.engine", "expected one of"),
@@ -229,25 +252,15 @@ def test_no_workers_or_workers_lacking_a_key_variable_are_refused_before_any_cal
     env = dict(os.environ)
     env.pop("RUBRICRUN_TEST_KEY", None)
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")
-    sched = subprocess.Popen(
-        [sys.executable, "-m", "rubricrun.providers.dask_executor", "scheduler", "--host", "127.0.0.1", "--port",
-         "0", "--no-dashboard", "--scheduler-file", str(tmp_path / "s.json")],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-    )  # fmt: skip
+    sched, address = scheduler(tmp_path, env)
     try:
-        wait_until(lambda: (tmp_path / "s.json").exists(), 60, "no scheduler")
-        address = json.loads((tmp_path / "s.json").read_text())["address"]
         with FakeOpenAIServer() as server:  # a scheduler with no worker yet
             ex = {"engine": "dask", "address": address, "timeout_s": 2}
             cfg = config(make_config, server, tmp_path, 2, "noworker", executor=ex)
             rc, _, err = run_cli(["--config", str(cfg), "--run-id", "w"], timeout=120)
             assert rc == 2 and "has fewer than 1 workers after 2 s" in err and "Traceback" not in err, err
             assert server.count() == 0
-        work = subprocess.Popen(
-            [sys.executable, "-m", "rubricrun.providers.dask_executor", "worker", address, "--nthreads", "1",
-             "--no-dashboard"],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-        )  # fmt: skip
+        work = serve("worker", [address, "--nthreads", "1", "--no-dashboard"], env)
         try:
             with FakeOpenAIServer() as server:
                 ex = {"engine": "dask", "address": address, "timeout_s": 60}
@@ -257,12 +270,44 @@ def test_no_workers_or_workers_lacking_a_key_variable_are_refused_before_any_cal
                 assert "lacks the environment variable(s) RUBRICRUN_TEST_KEY" in err and "Traceback" not in err, err
                 assert server.count() == 0
         finally:
-            work.stdin.close()  # type: ignore[union-attr]
-            work.wait(timeout=30)
+            end(work)
     finally:
-        sched.stdin.close()  # type: ignore[union-attr]
-        sched.wait(timeout=30)
+        end(sched)
     assert FAKE_KEY not in err
+
+
+def test_a_key_only_a_worker_holds_never_leaves_it(tmp_path: Path, make_config) -> None:
+    """Secrets (issue 28) across processes: a provider echoes, in an error, the key a worker sent (its own
+    OPENAI_API_KEY, which the run's process does not hold and so could not mask). The worker redacts its errors
+    before they leave it: no file of the run folder, and nothing on the console, holds the key."""
+    worker_key = "sk-worker-ONLYHERE-5d1c"
+    env = dict(os.environ, OPENAI_API_KEY=worker_key)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")
+    sched, address = scheduler(tmp_path, env)
+    work = serve("worker", [address, "--nthreads", "1", "--no-dashboard"], env)
+    try:
+        with FakeOpenAIServer() as server:
+            server.add_rule("cand-echo", 401, message=f"Incorrect API key provided: {worker_key}.")
+            data = write_jsonl(tmp_path / "q.jsonl", [{"id": f"q{i}", "prompt": f"Question {i}?"} for i in range(3)])
+            cfg = make_config(
+                server,
+                candidates=[{"name": "a", "model": "openai/cand-echo", "api_base": server.base_url}],  # no key variable
+                judges=DELETE,
+                judging=DELETE,
+                datasets=[{"path": str(data)}],
+                executor={"engine": "dask", "address": address, "timeout_s": 60},
+            )
+            p = run_cli(["--config", str(cfg), "--run-id", "k"], env={"OPENAI_API_KEY": "sk-run-own-key-0000"})
+            assert p.returncode == 1, p.stderr  # every candidate call failed
+            assert {r.headers.get("Authorization") for r in server.requests} == {f"Bearer {worker_key}"}  # it was sent
+    finally:
+        end(work)
+        end(sched)
+    run_dir = tmp_path / "outputs" / "k"
+    assert "Incorrect API key provided: ***" in (run_dir / "responses.jsonl").read_text()
+    assert all(e["worker"] for e in read_jsonl(run_dir / "trace.jsonl"))  # the attempts were the worker's
+    held = [str(f) for f in run_dir.rglob("*") if f.is_file() and b"ONLYHERE" in f.read_bytes()]
+    assert held == [] and "ONLYHERE" not in p.stdout + p.stderr
 
 
 # --------------------------------------------------------------------------------------------------

@@ -3,11 +3,11 @@ worked by hand, and whole runs through LiteLLM against the fake server."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from conftest import model_entry, read_jsonl, write_jsonl
 from factories import example, judgment, one_candidate, response
@@ -124,7 +124,7 @@ def test_mt_bench_metric_by_hand() -> None:
     e2 = Example("mt/2", "mt", "f:2", ({"role": "user", "content": "q"},), metadata={"category": "math", "turn": 2})
     e3 = Example("mt/3", "mt", "f:3", ({"role": "user", "content": "q"},), metadata={"category": "math", "turn": 1})
     # mt/2's response answers turn 2 (Response.turn; the example's metadata.turn is the older layout, kept above)
-    rs = [_resp("mt/1"), dataclasses.replace(_resp("mt/2"), turn=2), _resp("mt/3")]
+    rs = [_resp("mt/1"), msgspec.structs.replace(_resp("mt/2"), turn=2), _resp("mt/3")]
     js = [_judg(rs[0], "rating", 7, "1-10"), _judg(rs[1], "rating", 9, "1-10"), _judg(rs[2], "rating", None, "1-10")]
     crit = {e.id: (RATING_CRITERION,) for e in (e1, e2, e3)}
     res = dataset_result("mt", "mt_bench", [e1, e2, e3], rs, js, on_error="exclude", n_boot=20, seed=0, criteria=crit)

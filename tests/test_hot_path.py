@@ -10,6 +10,7 @@ from typing import Any
 from conftest import KEY_ENV, read_jsonl, write_config
 from fakeserver import FakeOpenAIServer
 
+from rubricrun import codec
 from rubricrun.config import load_config
 from rubricrun.engine.graph import Graph
 from rubricrun.engine.preflight import preflight
@@ -17,7 +18,7 @@ from rubricrun.providers.cache import CachingProvider, ResponseCache
 from rubricrun.providers.litellm import LiteLLMProvider
 from rubricrun.providers.stack import build_stack
 from rubricrun.providers.trace import Tracer
-from rubricrun.types import LLMRequest, to_row
+from rubricrun.types import LLMRequest
 
 
 class _Rows:
@@ -31,7 +32,7 @@ class _Rows:
         pass
 
     def finish(self, example: Any, responses: list[Any], judgments: list[Any], pairs: list[Any]) -> None:
-        self.rows.extend(to_row(r) for r in [*responses, *judgments, *pairs])
+        self.rows.extend(codec.to_data(r) for r in [*responses, *judgments, *pairs])
 
 
 def _run_graph(cfg_path: Path, trace: Path) -> tuple[Graph, list[dict[str, Any]]]:
@@ -52,7 +53,7 @@ def _run_graph(cfg_path: Path, trace: Path) -> tuple[Graph, list[dict[str, Any]]
 
 def test_a_fully_cached_rerun_hands_no_call_to_a_pool(tmp_path: Path, server: FakeOpenAIServer, monkeypatch) -> None:
     """Cold: every call goes to a pool. Warm: none does (no pool thread ever starts), no request reaches the server,
-    and the rows are the cold run's, cache_hit aside."""
+    and the rows are the cold run's."""
     monkeypatch.setenv(KEY_ENV, "sk-test")
     cfg = write_config(tmp_path, server, judging={"judges_per_criterion": 2, "on_tie": "not_met"})
     cold, cold_rows = _run_graph(cfg, tmp_path / "cold.jsonl")
@@ -62,8 +63,7 @@ def test_a_fully_cached_rerun_hands_no_call_to_a_pool(tmp_path: Path, server: Fa
     assert warm.pooled == 0
     assert server.count(status=200) == paid
     assert all(not p._threads for p in warm.pools.values())  # noqa: SLF001 - no thread was ever started
-    strip = [{k: v for k, v in r.items() if k != "cache_hit"} for r in cold_rows]
-    assert [{k: v for k, v in r.items() if k != "cache_hit"} for r in warm_rows] == strip
+    assert warm_rows == cold_rows
     trace, cold_trace = read_jsonl(tmp_path / "warm.jsonl"), read_jsonl(tmp_path / "cold.jsonl")
     assert len(trace) == len(cold_trace) and all(e["cache_hit"] for e in trace)  # every call traced, once
 
@@ -162,42 +162,20 @@ def test_the_writer_writes_without_being_asked(tmp_path: Path) -> None:
     tracer.close()
 
 
-def test_fresh_many_knows_tagged_rows_and_reads_untagged_ones(tmp_path: Path) -> None:
-    """--validate's bulk check: rows stored now carry their format as diskcache tag; rows stored before tags were
-    written are read for their `_v`; another format, or no row, is not fresh."""
+def test_fresh_many_knows_rows_of_this_format_by_their_tag(tmp_path: Path) -> None:
+    """--validate's bulk check: a row stored now carries its format as diskcache tag; a row of another format (an
+    older version's, tagged or not), or no row, is not fresh."""
     import diskcache
 
-    from rubricrun.providers.cache import CACHE_FORMAT
     from rubricrun.types import LLMResponse
 
     cache = ResponseCache(tmp_path / "cache")
-    cache.set("tagged", LLMResponse(text="a"))
+    cache.set("stored", LLMResponse(text="a"))
     raw = diskcache.Cache(str(tmp_path / "cache"))
-    raw.set("untagged", {"text": "b", "_v": CACHE_FORMAT})  # as ResponseCache.set stored rows before the tag
-    raw.set("old-format", {"text": "c", "_v": CACHE_FORMAT - 1})
-    raw.set("other-tag", {"text": "d", "_v": CACHE_FORMAT}, tag=CACHE_FORMAT + 1)
+    raw.set("untagged", {"text": "b", "_v": 1})  # as versions before 018 stored rows before the tag
+    raw.set("old-format", {"text": "c", "_v": 1}, tag=1)
     raw.close()
-    keys = ["tagged", "untagged", "old-format", "other-tag", "missing"] * 300  # more than one query's worth
-    assert cache.fresh_many(keys) == {"tagged", "untagged"}
-    assert cache.get("untagged") is not None and cache.get("old-format") is None
+    keys = ["stored", "untagged", "old-format", "missing"] * 300
+    assert cache.fresh_many(keys) == {"stored"}
+    assert cache.get("stored") is not None and cache.get("untagged") is None and cache.get("old-format") is None
     cache.close()
-
-
-def test_a_stored_row_reads_as_diskcache_reads_it(tmp_path: Path) -> None:
-    """ResponseCache reads a pickled row with pickle.loads (plan 012), as diskcache's Disk.fetch reads it."""
-    import diskcache
-
-    from rubricrun.providers import cache as cache_mod
-    from rubricrun.types import LLMResponse, Usage
-
-    assert cache_mod._MODE_PICKLE == diskcache.core.MODE_PICKLE
-    store = ResponseCache(tmp_path / "c")
-    try:
-        reply = LLMResponse(text="é" * 50, finish_reason="stop", usage=Usage(1, 2, 3), model="m", reasoning="r")
-        store.set("k", reply)
-        found = store._reader().execute("SELECT mode, filename, value FROM Cache WHERE key = 'k'").fetchone()
-        assert found[0] == diskcache.core.MODE_PICKLE
-        assert store._stored_row(*found) == store._cache.disk.fetch(*found, False)
-        assert store.get("k") == LLMResponse(**{**reply.__dict__, "cache_hit": True})
-    finally:
-        store.close()

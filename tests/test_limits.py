@@ -10,7 +10,6 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 from conftest import model_entry, write_jsonl
 from factories import FakeClock
 from fakeserver import FakeOpenAIServer, Rule
+from msgspec.structs import replace
 
 from rubricrun.config import load_config
 from rubricrun.errors import InputError

@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from pathlib import Path
 
 import pytest
+from oracles import LoadResult, detect_format, load_dataset, normalize_row
 
 from rubricrun.config import DatasetConfig
-from rubricrun.data import loaders
-from rubricrun.data.loaders import LoadResult
 from rubricrun.data.turns import turn_view
 from rubricrun.errors import InputError
-from rubricrun.tasks.registry import TASKS
 from rubricrun.types import Turn
-
-load_dataset = functools.partial(loaders.load_dataset, schemas=TASKS)
-normalize_row = functools.partial(loaders.normalize_row, schemas=TASKS)
-
-
-def detect_format(row):
-    return loaders.detect_format(row, TASKS)
-
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 

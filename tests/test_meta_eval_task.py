@@ -15,7 +15,7 @@ from factories import example, judgment, response
 from fakeserver import FakeOpenAIServer, message_text
 
 from rubricrun.config import load_config
-from rubricrun.engine.preflight import count_calls
+from rubricrun.engine.estimate import count_calls
 from rubricrun.tasks import meta_eval
 from rubricrun.tasks.judge_eval import judge_meta_eval
 from rubricrun.tasks.spec import AccSpec

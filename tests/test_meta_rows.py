@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import pytest
+from oracles import meta_rows
 
-from rubricrun.data.meta_rows import MetaRow, meta_row, meta_rows
+from rubricrun.data.meta_rows import MetaRow, meta_row
 from rubricrun.errors import InputError
 from rubricrun.tasks.meta_eval import KEYS
 

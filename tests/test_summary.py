@@ -10,14 +10,16 @@ from typing import Any
 
 import pytest
 from factories import example, judgment, response
+from oracles import build_summary
 
+from rubricrun import codec
 from rubricrun.config import load_config
 from rubricrun.results import stats
 from rubricrun.results import summary as summary_mod
 from rubricrun.results.report import write_report_from_dir
-from rubricrun.results.summary import build_summary, log_summary
-from rubricrun.results.summary_types import Summary
-from rubricrun.types import Criterion, Example, Judgment, Response, Usage, from_row, summary_row
+from rubricrun.results.summary import log_summary
+from rubricrun.results.summary_types import Summary, read_summary, summary_data
+from rubricrun.types import Criterion, Example, Judgment, Response
 
 GOOD = Criterion(id="good", text="Gives the dose.", weight=5.0, category="Safety", tags=("axis:accuracy",))
 BAD = Criterion(id="bad", text="Recommends a dangerous dose.", weight=-5.0, category="Safety", tags=("axis:accuracy",))
@@ -93,18 +95,19 @@ def test_each_bootstrap_once_and_the_leaderboard_shows_the_candidates_ci(tmp_pat
 
 def test_summary_json_round_trips_and_omits_what_it_has_nothing_for(tmp_path: Any) -> None:
     s = _summary(tmp_path, VERDICTS)
-    data = json.loads(json.dumps(summary_row(s)))
-    assert from_row(Summary, data) == s
+    data = json.loads(codec.pretty(summary_data(s)))
+    assert read_summary(data) == s
     # The per-dataset results and the run-level sections; the pooled candidates / leaderboard / metric are gone.
     assert list(data) == ["run_id", "pass_threshold", "examples", "datasets", "overall", "judges"]
     # No run facts were added and one judge judged each criterion: those keys are absent, not null.
     assert "status" not in data and "export" not in data and "agreement" not in data["judges"]
     # A summary written before the pooled fields went still reads: they are ignored.
-    assert from_row(Summary, {**data, "candidates": {"harmful": {}}, "leaderboard": [], "metric": "normalized"}) == s
-    # A summary written by an older version (keys missing) still reads; unknown keys are refused only when strict.
-    assert from_row(Summary, {"run_id": "old", "surprise": 1}).run_id == "old"
-    with pytest.raises(TypeError, match="surprise"):
-        from_row(Summary, {"run_id": "old", "surprise": 1}, strict=True)
+    assert read_summary({**data, "candidates": {"harmful": {}}, "leaderboard": [], "metric": "normalized"}) == s
+    # A summary written by an older version (keys missing) still reads; a key of the wrong type does not.
+    assert read_summary({"run_id": "old", "surprise": 1}).run_id == "old"
+    assert read_summary({k: v for k, v in data.items() if k != "overall"}).overall is None
+    with pytest.raises(codec.DecodeError, match="examples"):
+        read_summary({"run_id": "old", "examples": "many"})
 
 
 def test_log_summary_prints_one_line_per_dataset_and_candidate(tmp_path: Any, caplog: Any) -> None:
@@ -128,8 +131,7 @@ def test_log_summary_prints_one_line_per_dataset_and_candidate(tmp_path: Any, ca
 
 def test_run_reports_each_dataset_with_its_own_metric(server: Any, make_config: Any, cli_main: Any) -> None:
     from conftest import read_jsonl
-
-    from rubricrun.results.metrics import dataset_results
+    from oracles import dataset_results
 
     judges = [{"name": "j1", "model": "openai/judge-one", "api_base": server.base_url}]
     rubric = [{"id": "helpful", "text": "The response answers the question.", "weight": 1}]
@@ -159,10 +161,10 @@ def test_run_reports_each_dataset_with_its_own_metric(server: Any, make_config: 
     assert not {"candidates", "leaderboard", "metric", "pairwise"} & set(data)  # no pooled view beside the datasets
 
     # The numbers are results/metrics.py's, at full precision, for the rows the run wrote.
-    s = from_row(Summary, data)
+    s = read_summary(data)
     cfg = load_config(cfg_path)
     rows = [read_jsonl(out / f"{n}.jsonl") for n in ("examples", "responses", "judgments")]
-    typed = [[from_row_row(cls, r) for r in rs] for cls, rs in zip((Example, Response, Judgment), rows, strict=True)]
+    typed = [[codec.convert(r, cls) for r in rs] for cls, rs in zip((Example, Response, Judgment), rows, strict=True)]
     for d in dataset_results(cfg, *typed):
         for cand, c in d.candidates.items():
             got = s.datasets[d.name].candidates[cand]
@@ -185,22 +187,6 @@ def test_run_reports_each_dataset_with_its_own_metric(server: Any, make_config: 
     stamp = re.compile(r"<dt>report generated</dt><dd>[^<]*</dd>")
     write_report_from_dir(out)
     assert stamp.sub("", (out / "report.html").read_text(encoding="utf-8")) == stamp.sub("", page)
-
-
-def from_row_row(cls: type, row: dict[str, Any]) -> Any:
-    """A JSONL row back as its dataclass (nested usage and criteria included)."""
-    if cls is Example:
-        return Example(
-            **{
-                **row,
-                "messages": tuple(row["messages"]),
-                "rubric": tuple(Criterion(**{**c, "tags": tuple(c["tags"])}) for c in row["rubric"]),
-                "choices": tuple(row["choices"]) if row["choices"] else None,
-            }
-        )
-    if cls is Response:
-        return Response(**{**row, "usage": Usage(**row["usage"])})
-    return Judgment(**{**row, "usage": Usage(**row["usage"]), "votes": tuple(row.get("votes") or ())})
 
 
 def test_run_reports_judge_agreement_and_draws_pictures(tmp_path, make_config, cli_main) -> None:

@@ -4,30 +4,32 @@ Tally.add keeps no row it was given (memory shape, no timings)."""
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import re
-import weakref
+import sys
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from conftest import DATA, model_entry, write_jsonl
 from factories import example, judgment, response
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request, message_text
+from oracles import build_summary, criteria_index
 
+from rubricrun import codec
 from rubricrun.config import load_config
 from rubricrun.results.export import FORMATS, build_export, write_export
 from rubricrun.results.report import render_report, write_report_from_dir
 from rubricrun.results.scoring import score_all
-from rubricrun.results.summary import build_summary, criteria_index
+from rubricrun.results.summary_types import summary_data
 from rubricrun.results.tally import Tally
+from rubricrun.tasks.registry import criteria_for
 from rubricrun.tasks.registry import metric_of as detect_metric
-from rubricrun.types import Example, Judgment, PairJudgment, Response, Usage, from_row, summary_row
+from rubricrun.types import Example, Judgment, PairJudgment, Response, Usage
 
 
 def _h(body: dict[str, Any]) -> int:
@@ -110,8 +112,8 @@ CASES: dict[str, Callable[[Path, FakeOpenAIServer], dict[str, Any]]] = {
 def _read(run: Path, cls: type, name: str) -> list[Any]:
     rows = [json.loads(line) for line in (run / name).read_text().splitlines() if line.strip()]
     if cls is PairJudgment:
-        return [from_row(cls, r) for r in rows if r.get("kind") == "pairwise"]
-    return [from_row(cls, r) for r in rows if r.get("kind") != "pairwise"]
+        return [codec.convert(r, cls) for r in rows if r.get("kind") == "pairwise"]
+    return [codec.convert(r, cls) for r in rows if r.get("kind") != "pairwise"]
 
 
 def _fed(cfg: Any, examples: list, responses: list, judgments: list, pairs: list, *, live: bool = False) -> Tally:
@@ -142,17 +144,19 @@ def test_tally_equals_the_list_based_results(case: str, tmp_path: Path, make_con
         assert any(r.flags.get("truncated") for r in responses)
     tally = _fed(cfg, examples, responses, judgments, pairs)
 
-    scores = score_all(cfg, {ex.id: ex for ex in examples}, responses, judgments)
+    scores = {}  # each example's responses on its criteria
+    for ex in examples:
+        scores.update(score_all([r for r in responses if r.example_id == ex.id], judgments, criteria_for(ex, cfg)))
     criteria = criteria_index(cfg, examples)
     want = build_summary(cfg, "r", examples, responses, judgments, criteria, pairs=pairs)
-    assert summary_row(tally.summary()) == summary_row(want)
+    assert summary_data(tally.summary()) == summary_data(want)
 
     # a run stopped part way: some judgments missing (partial responses), the last examples without rows
     part_js = [j for k, j in enumerate(judgments) if k % 3 != 2]
     part_rs = responses[: len(responses) * 2 // 3]
     partial = _fed(cfg, examples, part_rs, part_js, pairs[::2])
     want = build_summary(cfg, "r", examples, part_rs, part_js, criteria, pairs=pairs[::2])
-    assert summary_row(partial.summary()) == summary_row(want)
+    assert summary_data(partial.summary()) == summary_data(want)
 
     counts = tally.export(tmp_path / "new", FORMATS)
     for fmt in FORMATS:
@@ -169,7 +173,7 @@ def test_tally_equals_the_list_based_results(case: str, tmp_path: Path, make_con
 
     # fed as the run goes (preflight's metric counts): the same summary and the same page, and no rows kept
     live = _fed(cfg, examples, responses, judgments, pairs, live=True)
-    assert summary_row(live.summary()) == summary_row(summary)
+    assert summary_data(live.summary()) == summary_data(summary)
     live.report(tmp_path / "live", live.summary())
     assert stamp.sub("", (tmp_path / "live" / "report.html").read_text()) == stamp.sub("", page)
     with pytest.raises(RuntimeError):
@@ -226,13 +230,10 @@ def test_report_from_dir_is_bounded_too(tmp_path: Path, make_config: Any, cli_ma
 def test_add_keeps_none_of_the_rows_it_is_given(tmp_path: Path, make_config: Any) -> None:
     cfg = load_config(make_config(None))
     tally = Tally(cfg, "r")
-    refs = []
     for ex, rs, js in _rows(50):
-        refs += [weakref.ref(ex), *(weakref.ref(r) for r in rs)]
+        before = [sys.getrefcount(x) for x in (ex, *rs)]
         tally.add(ex, rs, js, [])
-    del ex, rs, js
-    gc.collect()
-    assert [r for r in refs if r() is not None] == []
+        assert [sys.getrefcount(x) for x in (ex, *rs)] == before  # the tally holds none of them
     held = [k for k, v in vars(tally).items() if isinstance(v, list | dict | tuple) and len(v) >= 50]
     assert held == []  # nothing per example in memory without pairwise rows: the summary reads the spool
     assert tally.n_responses == 50 and tally.any_ok and tally.first_error is None
@@ -247,7 +248,10 @@ def test_a_datasets_metric_is_its_majority_even_when_the_first_examples_call_for
     rows = _rows(3)
     examples = [
         rows[0][0],
-        *(replace(ex, choices=("x", "y"), answer="A", metadata={"format": "mc"}) for ex, _, _ in rows[1:]),
+        *(
+            msgspec.structs.replace(ex, choices=("x", "y"), answer="A", metadata={"format": "mc"})
+            for ex, _, _ in rows[1:]
+        ),
     ]
     responses = [r for _, rs, _ in rows for r in rs]
     tally = Tally(cfg, "r")
@@ -255,7 +259,7 @@ def test_a_datasets_metric_is_its_majority_even_when_the_first_examples_call_for
         tally.add(ex, rs, [], [])
     want = build_summary(cfg, "r", examples, responses, [], criteria_index(cfg, examples))
     assert want.datasets["d"].metric == "accuracy"
-    assert summary_row(tally.summary()) == summary_row(want)
+    assert summary_data(tally.summary()) == summary_data(want)
 
 
 def test_a_live_tally_finds_each_examples_criteria_once(make_config: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -278,14 +282,14 @@ def test_a_live_tally_finds_each_examples_criteria_once(make_config: Any, monkey
     monkeypatch.setattr(registry, "criteria_for", counted)
     live = _fed(cfg, examples, responses, [], [], live=True)
     assert calls == [ex.id for ex in examples]
-    assert summary_row(live.summary()) == summary_row(want.summary())
+    assert summary_data(live.summary()) == summary_data(want.summary())
 
 
-def test_score_all_takes_the_one_examples_rubric_when_given() -> None:
+def test_score_all_scores_on_the_rubric_given() -> None:
     from rubricrun.types import Criterion
 
     ex = example("e1", prompt="q")
     r = response(ex.id, "alpha", "a", id="e1#a#0")
     js = [judgment(r, "c1", "met"), judgment(r, "c2", "not_met")]
     rubric = (Criterion(id="c1", text="", weight=3.0), Criterion(id="c2", text="", weight=1.0))
-    assert score_all(None, {ex.id: ex}, [r], js, rubric)[r.id].normalized == 0.75  # type: ignore[arg-type]
+    assert score_all([r], js, rubric)[r.id].normalized == 0.75

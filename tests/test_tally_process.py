@@ -1,6 +1,6 @@
 """The tally in a second process (engine/tally_process.py): a run whose tally is fed in a child process writes
 the same files as one whose tally runs in the runner's process; the rows read back from their lines equal the
-rows they were written from (types.row_reader against from_row); a SIGTERM to both processes still ends in the
+rows they were written from (codec.decode_lines); a SIGTERM to both processes still ends in the
 partial summary and report; the child's end is reported, not hung on. Real run.py over the fake server."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import re
 import signal
 import time
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,12 @@ from fakeserver import FakeOpenAIServer
 from test_operations import rubric_data, wait_for
 from test_tally import CASES, _responder
 
+from rubricrun import codec
 from rubricrun.config import load_config
-from rubricrun.engine import second_process, tally_process
+from rubricrun.engine import second_process
 from rubricrun.engine.tally_process import TallyProcess, open_tally, read_lines
 from rubricrun.results.tally import Tally
-from rubricrun.types import Criterion, Example, Judgment, PairJudgment, Response, Usage, from_row, row_reader
+from rubricrun.types import Criterion, Example, Judgment, PairJudgment, Response, Usage
 
 # What differs between two reruns of one run whatever the tally: the times, and the calls a rerun makes again (a
 # failed call is never cached; how many are asked again varies with the threads' order) with their costs.
@@ -69,64 +71,70 @@ def test_a_tally_in_a_second_process_writes_the_same_files(
 
 
 def test_rows_read_back_from_their_lines_equal_the_rows(tmp_path: Path, make_config: Any, cli_main: Any) -> None:
-    """row_reader is from_row with each field's conversion decided once; read_lines splits judgments.jsonl's lines
-    into judgments and pairwise rows, as the runner wrote them."""
+    """read_lines reads an example's lines as the runner wrote them (judgments.jsonl's: its judgments, then its
+    pairwise rows), each as the row type a file of any version reads as (codec.convert of the parsed line)."""
     with FakeOpenAIServer(responder=_responder) as server:
         for case in ("votes", "pairwise"):
             path = make_config(server, retry={"max_attempts": 1}, **CASES[case](tmp_path, server))
             rc, _, err = cli_main(["--config", str(path), "--run-id", case])
             assert rc == 0, err
             run = run_dir(tmp_path, case)
-            for name, cls in (("examples", Example), ("responses", Response)):
-                for row in read_jsonl(run / f"{name}.jsonl"):
-                    assert row_reader(cls)(row) == from_row(cls, row)
-            for row in read_jsonl(run / "judgments.jsonl"):
-                cls = PairJudgment if row.get("kind") == "pairwise" else Judgment
-                assert row_reader(cls)(row) == from_row(cls, row)
             lines = {
-                n: (run / f"{n}.jsonl").read_text(encoding="utf-8").splitlines(True) for n in ("examples", "judgments")
+                n: (run / f"{n}.jsonl").read_bytes().split(b"\n")[:-1] for n in ("examples", "responses", "judgments")
             }
-            pairs = [ln for ln in lines["judgments"] if ln.startswith('{"kind": "pairwise"')]
-            plain = [ln for ln in lines["judgments"] if not ln.startswith('{"kind": "pairwise"')]
-            ex, rs, js, ps = read_lines(lines["examples"][0], "", "".join([*plain[:2], *pairs[:2]]))
-            assert ex == from_row(Example, json.loads(lines["examples"][0])) and rs == []
-            assert js == [from_row(Judgment, json.loads(ln)) for ln in plain[:2]]
-            assert ps == [from_row(PairJudgment, json.loads(ln)) for ln in pairs[:2]]
+            pairs = [ln + b"\n" for ln in lines["judgments"] if json.loads(ln).get("kind") == "pairwise"]
+            plain = [ln + b"\n" for ln in lines["judgments"] if json.loads(ln).get("kind") != "pairwise"]
+            responses = [ln + b"\n" for ln in lines["responses"][:3]]
+            ex, rs, js, ps = read_lines(lines["examples"][0] + b"\n", b"".join(responses), b"".join(plain[:2]),
+                                        b"".join(pairs[:2]))  # fmt: skip
+            assert ex == codec.convert(json.loads(lines["examples"][0]), Example)
+            assert rs == [codec.convert(json.loads(ln), Response) for ln in responses] and len(rs) == 3
+            assert js == [codec.convert(json.loads(ln), Judgment) for ln in plain[:2]] and len(js) == 2
+            assert ps == [codec.convert(json.loads(ln), PairJudgment) for ln in pairs[:2]]
+            assert len(ps) == (2 if case == "pairwise" else 0)
     assert any(read_jsonl(run_dir(tmp_path, "votes") / "examples.jsonl")[i]["rubric"] for i in range(3))
 
 
-def test_row_reader_takes_defaults_and_ignores_unknown_keys() -> None:
-    ex = row_reader(Example)({"id": "e", "dataset": "d", "source": "f:1", "messages": [{"role": "user"}], "new": 1})
+def test_rows_take_defaults_and_ignore_unknown_keys() -> None:
+    line = b'{"id": "e", "dataset": "d", "source": "f:1", "messages": [{"role": "user"}], "new": 1}'
+    ex = codec.decode(line, Example)
     assert ex == Example("e", "d", "f:1", ({"role": "user"},)) and ex.metadata == {} and ex.rubric == ()
     crit = {"id": "c", "text": "t", "weight": -2, "tags": ["a", "b"], "category": None}
-    ex = row_reader(Example)(
-        {"id": "e", "dataset": "d", "source": "", "messages": [], "rubric": [crit], "choices": None}
-    )
+    ex = codec.decode(json.dumps({"id": "e", "dataset": "d", "source": "", "messages": [], "rubric": [crit],
+                                  "choices": None}), Example)  # fmt: skip
     assert ex.rubric == (Criterion("c", "t", -2, ("a", "b"), None),) and ex.choices is None
-    r = row_reader(Response)({"id": "r", "example_id": "e", "candidate": "c", "model": "m", "sample_index": 0,
-                              "status": "ok", "text": "x", "error": None, "finish_reason": None,
-                              "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}})  # fmt: skip
-    assert r.usage == Usage(1, 2, 3) and r.cache_hit is False and r.turn == 1
+    r = codec.decode(json.dumps({"id": "r", "example_id": "e", "candidate": "c", "model": "m", "sample_index": 0,
+                                 "status": "ok", "text": "x", "error": None, "finish_reason": None, "cache_hit": True,
+                                 "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}}), Response)  # fmt: skip
+    assert r.usage == Usage(1, 2, 3) and r.turn == 1
 
 
 def test_open_tally_picks_the_process_by_size_and_by_the_variable(
-    make_config: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_config: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A large run (preflight.large_run, the rule --validate's count takes too) whose metrics preflight counted (no
+    synthesis) feeds its tally in a second process."""
     cfg = load_config(make_config(None))
-    small = {"d": Counter(rubric=10)}
-    large = {"d": Counter(rubric=tally_process.PROCESS_MIN)}
+    counts = {"d": Counter(rubric=10)}
+
+    def tally(large: bool, metric_counts: Any = counts) -> Any:
+        make = partial(Tally, cfg, "r", metric_counts=metric_counts, spool=False)
+        return open_tally(make, live=metric_counts is not None, large=large)
+
+    small, large = False, True
+
     monkeypatch.delenv(second_process.ENV, raising=False)
-    assert type(open_tally(cfg, "r", metric_counts=small, spool=False)) is Tally
-    assert type(open_tally(cfg, "r", metric_counts=None, spool=True)) is Tally  # synthesis: nothing counted
-    big = open_tally(cfg, "r", metric_counts=large, spool=False)
+    assert type(tally(small)) is Tally
+    assert type(tally(large, None)) is Tally  # synthesis: nothing counted
+    big_one = tally(large)
     try:
-        assert isinstance(big, TallyProcess) == ((os.cpu_count() or 1) > 1)
+        assert isinstance(big_one, TallyProcess) == ((os.cpu_count() or 1) > 1)
     finally:
-        big.close()
+        big_one.close()
     monkeypatch.setenv(second_process.ENV, "off")
-    assert type(open_tally(cfg, "r", metric_counts=large, spool=False)) is Tally
+    assert type(tally(large)) is Tally
     monkeypatch.setenv(second_process.ENV, "on")
-    on = open_tally(cfg, "r", metric_counts=small, spool=False)
+    on = tally(small)
     try:
         assert isinstance(on, TallyProcess)
         assert (on.n_responses, on.any_ok, on.first_error) == (0, False, None)  # asked of the child

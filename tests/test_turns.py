@@ -13,10 +13,10 @@ from typing import Any
 
 from conftest import DEFAULT_RUBRIC, REPO, model_entry, read_jsonl, run_cli, start_cli, write_jsonl
 from fakeserver import FakeOpenAIServer, message_text
+from oracles import load_examples
 
 from rubricrun.config import load_config
 from rubricrun.data.answers_file import load_replays, replayed_answer
-from rubricrun.engine.preflight import load_examples
 from rubricrun.tasks import registry
 from rubricrun.tasks.registry import ANSWER_READERS
 

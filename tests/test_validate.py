@@ -5,6 +5,7 @@ fake server; each count is checked against the calls the server saw."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from factories import one_candidate
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request
 
 from rubricrun.config import load_config
-from rubricrun.engine import preflight
+from rubricrun.engine import estimate
 from rubricrun.engine.estimate import DRY_PAIR
 from rubricrun.judging.pairwise import read_pair_reply
 from rubricrun.judging.rubric import JUDGE_PARSE_ATTEMPTS
@@ -59,13 +60,13 @@ def test_a_cached_tie_break_is_counted(tmp_path: Path, make_config: Any, cli_mai
             tmp_path, server, make_config, judges=judges, judging={"judges_per_criterion": 2, "on_tie": "judge"}
         )
         cfg = load_config(path)
-        before = preflight.count_calls(cfg, None)
+        before = estimate.count_calls(cfg, None)
         rc, _, err = cli_main(["--config", str(path), "--run-id", "tie"])
         assert rc == 0, err
         assert _judge_calls(server) == 3
         # before the run: two votes that agree, or a tie-break (asked again once) and each vote asked again once
         assert (before["judge_calls"], before["judge_cached"]) == (2, 0)
-        after = preflight.count_calls(cfg, None)
+        after = estimate.count_calls(cfg, None)
     assert (after["judge_calls"], after["judge_cached"]) == (3, 3)  # before this change: (2, 2)
     assert after["judge_calls_at_most"] == 3
     assert before["judge_calls_at_most"] == 2 * JUDGE_PARSE_ATTEMPTS + JUDGE_PARSE_ATTEMPTS >= 3
@@ -87,7 +88,7 @@ def test_a_cached_unreadable_judge_reply_counts_its_reask(tmp_path: Path, make_c
         rc, _, err = cli_main(["--config", str(path), "--run-id", "reask"])
         assert rc == 0, err
         assert _judge_calls(server) == 2
-        counts = preflight.count_calls(cfg, None)
+        counts = estimate.count_calls(cfg, None)
         server.reset_log()
         rc, _, err = cli_main(["--config", str(path), "--run-id", "reask"])
         assert rc == 0, err
@@ -121,11 +122,11 @@ def test_counts_before_the_run_are_the_calls_it_makes(tmp_path: Path, make_confi
             judging={"judges_per_criterion": 2, "default_rubric": DEFAULT_RUBRIC, "pairwise": {"all_pairs": True}},
         )
         cfg = load_config(path)
-        before = preflight.count_calls(cfg, None)
+        before = estimate.count_calls(cfg, None)
         rc, _, err = cli_main(["--config", str(path), "--run-id", "golden"])
         assert rc == 0, err
         made = len(server.requests)
-        after = preflight.count_calls(cfg, None)
+        after = estimate.count_calls(cfg, None)
         server.reset_log()
         rc, _, err = cli_main(["--config", str(path), "--run-id", "golden"])
         assert rc == 0, err
@@ -156,7 +157,7 @@ def test_validate_never_stores(tmp_path: Path, make_config: Any, cli_main: Any) 
         cache = open_cache(cfg)
         assert cache is not None
         stored = len(cache._cache)
-        counts = preflight.count_calls(cfg, None)
+        counts = estimate.count_calls(cfg, None)
         assert len(cache._cache) == stored == 2
         cache.close()
     assert (counts["judge_calls"], counts["judge_cached"], counts["judge_calls_at_most"]) == (2, 1, 3)
@@ -199,7 +200,7 @@ def test_the_count_in_a_second_process_is_the_count_here(
     the child, at a chunk of 3 examples (so many chunks cross the pipe)."""
     from rubricrun.engine import second_process
 
-    monkeypatch.setattr(preflight, "COUNT_CHUNK", 3)
+    monkeypatch.setattr(estimate, "COUNT_CHUNK", 3)
     with FakeOpenAIServer() as server:
         path = _mixed_config(tmp_path, server, make_config)
         outputs = []
@@ -227,7 +228,7 @@ def test_a_bad_row_is_reported_with_the_count_in_a_second_process(
     """The child counts a chunk behind preflight: a bad row late in the file is still the one error, exit 2."""
     from rubricrun.engine import second_process
 
-    monkeypatch.setattr(preflight, "COUNT_CHUNK", 2)
+    monkeypatch.setattr(estimate, "COUNT_CHUNK", 2)
     monkeypatch.setenv(second_process.ENV, "on")
     rows: list[Any] = [{"id": f"r{i}", "prompt": f"Question {i}?"} for i in range(9)] + ['{"id": "bad", "prompt": ']
     path = make_config(None, judges=[], datasets=[{"path": str(write_jsonl(tmp_path / "rows.jsonl", rows))}])
@@ -237,18 +238,42 @@ def test_a_bad_row_is_reported_with_the_count_in_a_second_process(
 
 
 def test_large_local_datasets_get_the_second_process(tmp_path: Path, make_config: Any, monkeypatch: Any) -> None:
+    """One rule for a large run (preflight.large_run), for the --validate count and the run's tally alike."""
     from rubricrun.engine import second_process
+    from rubricrun.engine.preflight import LARGE_BYTES, large_run
 
     monkeypatch.delenv(second_process.ENV, raising=False)
     small = write_jsonl(tmp_path / "small.jsonl", [ROW])
     big = tmp_path / "big.jsonl"
-    big.write_bytes(b" " * preflight.COUNT_CHILD_BYTES)
+    big.write_bytes(b" " * LARGE_BYTES)
     cfg = load_config(make_config(None, datasets=[{"path": str(small)}]))
-    assert not preflight._large(cfg, None)
+    assert not large_run(cfg, None)
     cfg = load_config(make_config(None, datasets=[{"path": str(small)}, {"path": str(big)}]))
-    assert preflight._large(cfg, None) and not preflight._large(cfg, 100)
+    assert large_run(cfg, None) and not large_run(cfg, 100)
+    assert not large_run(replace(cfg, run=replace(cfg.run, max_examples=100)), None)
     assert second_process.wanted(True) == ((__import__("os").cpu_count() or 1) > 1) and not second_process.wanted(False)
     monkeypatch.setenv(second_process.ENV, "on")
     assert second_process.wanted(False)
     monkeypatch.setenv(second_process.ENV, "off")
     assert not second_process.wanted(True)
+
+
+def test_a_run_never_imports_the_validate_machinery(tmp_path: Path, server: FakeOpenAIServer, make_config: Any) -> None:
+    """engine/estimate.py (--validate's dry provider, drivers and count) is imported only for --validate: a whole run
+    through run.py, in a fresh interpreter, leaves it out of sys.modules; --validate brings it in."""
+    import subprocess
+    import sys
+
+    from conftest import REPO, cli_env
+
+    path = _one_row(tmp_path, server, make_config)
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['run.py', *sys.argv[1:]]\n"
+        "try:\n    runpy.run_path('run.py', run_name='__main__')\nexcept SystemExit as e:\n    code = e.code\n"
+        "print('ESTIMATE', code, 'rubricrun.engine.estimate' in sys.modules)\n"
+    )
+    for args, imported in ((["--run-id", "lean"], False), (["--validate"], True)):
+        argv = [sys.executable, "-c", code, "--config", str(path), *args]
+        out = subprocess.run(argv, cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=120)
+        assert f"ESTIMATE 0 {imported}" in out.stdout, out.stdout + out.stderr

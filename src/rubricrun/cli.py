@@ -1,5 +1,6 @@
-"""Command line: `python run.py --config config.yaml [--run-id ID] [--max-examples N] [--validate]`, and
-`python run.py --compare RUN_A RUN_B [--out DIR]` (or `rubricrun compare RUN_A RUN_B [--out DIR]`).
+"""Command line: `python run.py --config config.yaml [--run-id ID] [--max-examples N] [--validate]`,
+`python run.py --compare RUN_A RUN_B [--out DIR]` (or `rubricrun compare RUN_A RUN_B [--out DIR]`), and
+`python run.py --label-sheet RUN [--sheet-size N]` (or `rubricrun label-sheet RUN [--size N]`).
 
 Exit codes: 0 done, 1 a run-time failure (cache or disk, or every candidate call failed), 2 bad input (config,
 data, CLI) or the run id in use, 3 stopped on budget, 130 interrupted (Ctrl+C), 143 stopped by SIGTERM.
@@ -12,6 +13,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import time
 from datetime import datetime, timezone
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import InputError, RubricrunError, RunLockedError
+from .redact import redact
 
 if TYPE_CHECKING:
     from .config import Config
@@ -62,6 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare two finished run folders (score change with paired CIs, flipped verdicts); no --config",
     )
     p.add_argument("--out", help="with --compare: the folder for compare.json and compare.html")
+    p.add_argument(
+        "--label-sheet",
+        metavar="RUN",
+        help="write label_sheet.jsonl and .csv into a finished run folder: a random sample of its responses, per "
+        "criterion, for people to label (docs/statistics.md); no --config",
+    )
+    p.add_argument("--sheet-size", type=int, default=None, help="with --label-sheet: examples per dataset (50)")
     return p
 
 
@@ -74,40 +84,85 @@ def build_compare_parser() -> argparse.ArgumentParser:
     return p
 
 
+def build_label_sheet_parser() -> argparse.ArgumentParser:
+    """`rubricrun label-sheet RUN [--size N]`: the same as `--label-sheet RUN [--sheet-size N]`."""
+    p = _Parser(prog="rubricrun label-sheet", description="Write a labelling sheet into a finished run folder.")
+    p.add_argument("run", metavar="RUN", help="the run folder, e.g. outputs/<run_id>")
+    p.add_argument("--size", type=int, default=None, help="examples per dataset (50)")
+    return p
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """A run (`--config`), or a comparison (`--compare A B`, or the `compare A B` subcommand)."""
+    """A run (`--config`), a comparison (`--compare A B`, or the `compare A B` subcommand), or a labelling sheet
+    (`--label-sheet RUN`, or `label-sheet RUN`)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["compare"]:
         args = build_compare_parser().parse_args(argv[1:])
-        return argparse.Namespace(compare=[args.run_a, args.run_b], out=args.out)
+        return argparse.Namespace(compare=[args.run_a, args.run_b], out=args.out, label_sheet=None)
+    if argv[:1] == ["label-sheet"]:
+        args = build_label_sheet_parser().parse_args(argv[1:])
+        return argparse.Namespace(compare=None, label_sheet=args.run, sheet_size=args.size)
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.compare:
-        others = [f for f, v in (("--config", args.config), ("--run-id", args.run_id), ("--export", args.export)) if v]
+    if args.compare or args.label_sheet:
+        given = [("--config", args.config), ("--run-id", args.run_id), ("--export", args.export)]
+        if args.compare:
+            given.append(("--label-sheet", args.label_sheet))
+        else:
+            given.append(("--out", args.out))
+        others = [f for f, v in given if v]
         if others:
-            parser.error(f"--compare takes no {others[0]}")
+            parser.error(f"{'--compare' if args.compare else '--label-sheet'} takes no {others[0]}")
     elif not args.config:
         parser.error("the following arguments are required: --config (or --compare RUN_A RUN_B)")
     elif args.out:
         parser.error("--out goes with --compare")
+    if args.sheet_size is not None and not args.label_sheet:
+        parser.error("--sheet-size goes with --label-sheet")
     return args
+
+
+# Characters a terminal acts on: C0 controls but newline and tab, DEL, C1 controls (CSI is U+009B), and the
+# bidirectional overrides and isolates that reorder what is shown (a name can hide what follows it).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str, *, one_line: bool = False) -> str:
+    """`text` as the console may show it: every control character written as its escape (`\\x1b`), never sent
+    raw, so a name or a row cannot move the cursor, recolour the screen or fake a log line (with `one_line`, a
+    newline is escaped too)."""
+    if one_line:
+        text = text.replace("\n", "\\n").replace("\r", "\\r")
+    return _CONTROL.sub(lambda m: repr(m.group(0))[1:-1], text)
+
+
+class SafeFormatter(logging.Formatter):
+    """A log line without secrets (redact.py) or raw control characters (the console, run.log)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(redact(super().format(record)))
 
 
 class JsonLogFormatter(logging.Formatter):
     """One JSON object per record (run.log.jsonl), for log collectors: time (UTC, ISO 8601), level, message,
-    thread, and the traceback when there is one."""
+    thread, and the traceback when there is one (secrets and control characters taken out, as SafeFormatter)."""
 
     def format(self, record: logging.LogRecord) -> str:
         row = {
             "time": datetime.fromtimestamp(record.created, tz=timezone.utc).isoformat(timespec="milliseconds"),
             "level": record.levelname,
-            "message": record.getMessage(),
+            "message": printable(redact(record.getMessage())),
             "logger": record.name,
             "thread": record.threadName,
         }
         if record.exc_info:
-            row["exc_info"] = self.formatException(record.exc_info)
+            row["exc_info"] = printable(redact(self.formatException(record.exc_info)))
         return json.dumps(row, ensure_ascii=False)
+
+
+def say(text: str) -> None:
+    """One line on stderr, as the console may show it (the exit's error line)."""
+    print(printable(redact(text), one_line=True), file=sys.stderr)
 
 
 def setup_logging(run_dir: Path | None, quiet: bool = False) -> None:
@@ -116,7 +171,7 @@ def setup_logging(run_dir: Path | None, quiet: bool = False) -> None:
     root.setLevel(logging.INFO)
     root.handlers.clear()
     root.propagate = False
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S")
+    fmt = SafeFormatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S")
     console = logging.StreamHandler(sys.stderr)
     console.setFormatter(fmt)
     console.setLevel(logging.WARNING if quiet else logging.INFO)
@@ -125,11 +180,16 @@ def setup_logging(run_dir: Path | None, quiet: bool = False) -> None:
         from concurrent_log_handler import ConcurrentRotatingFileHandler
 
         run_dir.mkdir(parents=True, exist_ok=True)
+        mask = os.umask(0)
+        os.umask(mask)
         for name, formatter in (
-            ("run.log", logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(message)s")),
+            ("run.log", SafeFormatter("%(asctime)s %(levelname)s %(threadName)s %(message)s")),
             ("run.log.jsonl", JsonLogFormatter()),
         ):
-            fh = ConcurrentRotatingFileHandler(str(run_dir / name), maxBytes=20 * 2**20, backupCount=3)
+            # chmod: its lock files (.__run.lock) are created with os.open's default 0o777 (0755 under umask 022)
+            fh = ConcurrentRotatingFileHandler(
+                str(run_dir / name), maxBytes=20 * 2**20, backupCount=3, chmod=0o666 & ~mask
+            )
             fh.setFormatter(formatter)
             root.addHandler(fh)
     # LiteLLM logs every failed attempt at ERROR on its own; our trace and log already say it once.
@@ -140,7 +200,7 @@ def setup_logging(run_dir: Path | None, quiet: bool = False) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     code = _run(args)
-    from .engine.pool import workers_alive
+    from .engine.stop import workers_alive
 
     if code != 0 and workers_alive():
         # Abandon calls still in flight: the pool threads would otherwise hold the exit until their timeouts.
@@ -155,20 +215,20 @@ def _run(args: argparse.Namespace) -> int:
     try:
         return _main(args)
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say(f"error: {exc}")
         return 2
     except RunLockedError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say(f"error: {exc}")
         return 2
     except RubricrunError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say(f"error: {exc}")
         return 1
     except OSError as exc:  # an unwritable output folder, a full disk
         where = f" ({exc.filename})" if exc.filename else ""
-        print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
+        say(f"error: {exc.strerror or exc}{where}")
         return 1
     except KeyboardInterrupt:
-        from .engine.pool import stop_exit_code, stopped_by
+        from .engine.stop import stop_exit_code, stopped_by
 
         print(f"interrupted ({stopped_by() or 'SIGINT'})", file=sys.stderr)
         return stop_exit_code()
@@ -202,18 +262,53 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_RUN_ID_BYTES = 128  # a folder name: file systems allow 255 bytes, and the run id is in every log line
+_RUN_ID = re.compile(r"\w[\w.-]*")
+
+
+def check_run_id(run_id: str) -> None:
+    """A run id is a plain folder name: letters, digits, `_`, `.` and `-`, not starting with `.` or `-`, at most
+    MAX_RUN_ID_BYTES in UTF-8. No path, blank, newline, shell or terminal character."""
+    if not _RUN_ID.fullmatch(run_id) or len(run_id.encode("utf-8")) > MAX_RUN_ID_BYTES:
+        raise InputError(
+            f"--run-id '{printable(run_id[:80], one_line=True)}': use a plain folder name: letters, digits, "
+            f"'_', '.' and '-' (not first), at most {MAX_RUN_ID_BYTES} bytes",
+            key="--run-id",
+        )
+
+
+def _label_sheet(args: argparse.Namespace) -> int:
+    from .results.label_sheet import SHEET_SIZE, write_label_sheet
+
+    size = SHEET_SIZE if args.sheet_size is None else args.sheet_size
+    if size < 1:
+        raise InputError("must be at least 1", key="--sheet-size")
+    setup_logging(None)
+    folder, rows = write_label_sheet(args.label_sheet, size=size)
+    print(folder / "label_sheet.csv")
+    log.info(
+        "%d rows to label in %s (and label_sheet.jsonl): fill `met` (or `score`) from the top, set "
+        "datasets[].labels to the filled file, rerun with the same --run-id (every call comes from the cache)",
+        rows,
+        folder / "label_sheet.csv",
+    )
+    return 0
+
+
 def _main(args: argparse.Namespace) -> int:
     from .config import load_config
 
     if args.compare:
         return _compare(args)
+    if args.label_sheet:
+        return _label_sheet(args)
     if args.max_examples is not None and args.max_examples < 1:
         raise InputError("--max-examples must be at least 1", key="--max-examples")
-    if args.run_id is not None and (not args.run_id or "/" in args.run_id or args.run_id.startswith(".")):
-        raise InputError(f"--run-id {args.run_id!r}: use a plain folder name", key="--run-id")
+    if args.run_id is not None:
+        check_run_id(args.run_id)
     cfg = load_config(args.config)
     if args.validate:
-        from .engine.preflight import count_calls
+        from .engine.estimate import count_calls  # --validate's machinery: imported only when asked for
 
         setup_logging(None, quiet=True)
         counts = count_calls(cfg, args.max_examples)
@@ -228,7 +323,8 @@ def _main(args: argparse.Namespace) -> int:
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(cfg.run.output_dir) / run_id
     setup_logging(run_dir)
-    from .engine.pool import install_stop_handlers, set_log_interval
+    from .engine.progress import set_log_interval
+    from .engine.stop import install_stop_handlers
 
     set_log_interval(cfg.run.progress_interval_s)
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import types
@@ -16,7 +17,8 @@ from typing import Any, Literal
 
 import yaml
 
-from .errors import InputError
+from . import redact
+from .errors import InputError, read_text
 
 # --------------------------------------------------------------------------------------------------
 # The config objects
@@ -66,6 +68,8 @@ class DatasetConfig:
     # that a graded metric comes with its judging.scale).
     metric: str | None = None
     references: str | None = None  # MT-Bench reference answers (`{question_id, choices: [{turns}]}`), joined by id
+    labels: str | None = None  # human verdicts on the run's responses (data/labels.py): anchors the score (PPI)
+    label_half_width: float = 0.05  # the label budget's target: labels for a 95 % anchored interval of +/- this
 
 
 @dataclass(frozen=True)
@@ -285,13 +289,9 @@ _INTERNAL = ("path", "lines")  # Config fields that are not YAML keys
 class _Lines:
     """Maps a dotted key path to the line it appears on in the YAML file."""
 
-    def __init__(self, text: str):
+    def __init__(self, node: yaml.Node | None):
         self.lines: dict[str, int] = {}
         self.duplicates: list[tuple[str, int]] = []
-        try:
-            node = yaml.compose(text)
-        except yaml.YAMLError:
-            return
         if node is not None:
             self._walk(node, "")
 
@@ -342,6 +342,7 @@ class _Builder:
     def build(self, tp: Any, value: Any, key: str) -> Any:
         origin = typing.get_origin(tp)
         if tp is Any:
+            self.finite(value, key)
             return value
         if origin in (typing.Union, types.UnionType):
             args = typing.get_args(tp)
@@ -385,12 +386,29 @@ class _Builder:
         if tp is float:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise self.fail(key, f"expected a number, got {value!r}")
-            return float(value)
+            try:
+                number = float(value)
+            except OverflowError:  # an integer past the largest float
+                raise self.fail(key, f"expected a finite number, got an integer of {len(str(value))} digits") from None
+            self.finite(number, key)
+            return number
         if tp is str:
             if not isinstance(value, str):
                 raise self.fail(key, f"expected a string, got {value!r}")
             return value
         raise self.fail(key, f"unsupported type {tp}")  # pragma: no cover - a bug in the config classes
+
+    def finite(self, value: Any, key: str) -> None:
+        """No NaN or infinity anywhere in a value (a NaN passes every range check: `x < 0` and `x > 1` are false)."""
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise self.fail(key, f"expected a finite number, got {value!r}")
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                self.finite(v, f"{key}.{k}")
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                self.finite(v, f"{key}[{i}]")
 
     def build_dataclass(self, cls: Any, value: Any, key: str) -> Any:
         if not isinstance(value, dict):
@@ -410,25 +428,65 @@ class _Builder:
         return cls(**kwargs)
 
 
-def load_config(path: str | os.PathLike[str]) -> Config:
-    file = str(path)
+# A config is a few hundred values; these bounds refuse a YAML alias bomb (a few lines that expand to billions of
+# values) or a huge file before anything is built from it.
+MAX_CONFIG_BYTES = 4 << 20
+MAX_CONFIG_VALUES = 100_000  # scalars, lists and mappings, every alias counted as what it expands to
+
+
+def _read_yaml(file: str) -> tuple[Any, yaml.Node | None]:
+    """The config file's data and its node tree (for the lines of keys), composed once, bounded in size."""
+    text = read_text(file, "config", max_bytes=MAX_CONFIG_BYTES)
+    loader = yaml.SafeLoader(text)
     try:
-        text = Path(file).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("config file not found", file=file) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read config: {e}", file=file) from None
-    try:
-        raw = yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None, None
+        if _expanded(node, {}) > MAX_CONFIG_VALUES:
+            raise InputError(
+                f"the config expands to more than {MAX_CONFIG_VALUES:,} values (YAML aliases repeated?)", file=file
+            )
+        return loader.construct_document(node), node
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise InputError(f"malformed YAML: {problem}", file=file, line=mark.line + 1 if mark else None) from None
+    except RecursionError:
+        raise InputError("malformed YAML: nested too deeply", file=file) from None
+    finally:
+        loader.dispose()
+
+
+def _expanded(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """How many nodes `node` stands for once its aliases are expanded (an alias is the node it names: each node is
+    counted once, from its children's counts). A node that contains itself counts as too many."""
+    size = sizes.get(id(node))
+    if size is not None:
+        return size if size >= 0 else MAX_CONFIG_VALUES + 1
+    sizes[id(node)] = -1  # being counted: met again below it, it is recursive
+    size = 1
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            size += _expanded(k, sizes) + _expanded(v, sizes)
+            if size > MAX_CONFIG_VALUES:
+                break
+    elif isinstance(node, yaml.SequenceNode):
+        for v in node.value:
+            size += _expanded(v, sizes)
+            if size > MAX_CONFIG_VALUES:
+                break
+    sizes[id(node)] = size
+    return size
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    file = str(path)
+    raw, node = _read_yaml(file)
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         raise InputError("the config must be a YAML mapping at the top level", file=file)
-    lines = _Lines(text)
+    lines = _Lines(node)
     if lines.duplicates:
         key, line = lines.duplicates[0]
         raise InputError("duplicate key (YAML would silently keep the last one)", file=file, line=line, key=key)
@@ -436,6 +494,7 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     cfg: Config = b.build_dataclass(Config, raw, "")
     cfg = dataclasses.replace(cfg, path=file, lines=dict(lines.lines))
     _check(cfg, b)
+    redact.use(secrets_of(cfg))  # from here on, no artifact, log line or message holds what the run can send
     return cfg
 
 
@@ -471,18 +530,94 @@ def _check_replay(b: _Builder, m: ModelConfig, key: str) -> None:
         raise b.fail(f"{key}.samples_per_prompt", "a replayed candidate has one answer per turn")
 
 
+# The range of every number of the config, by type and field: (lowest, highest, whether the lowest is excluded); None
+# is no bound. Every value is finite already (_Builder.finite). tests/test_trust.py checks that every int and float field
+# of the config types is listed here.
+MAX_THREADS = 4096  # run.concurrency, run.judge_parallel_workers: threads of one process
+MAX_BOOTSTRAP = 100_000  # run.bootstrap_samples: each CI resamples the examples this many times
+MAX_SYNTH_ITEMS = 1000  # synthesize.num_subtopics, prompts_per_subtopic: items one reply lists
+MAX_WORKERS = 1024  # executor.workers: processes of a local cluster, or workers to wait for at an address
+_POSITIVE = (0, None, True)
+_NOT_NEGATIVE = (0, None, False)
+_AT_LEAST_1 = (1, None, False)
+_RANGES: dict[type, dict[str, tuple[float | None, float | None, bool]]] = {
+    RunConfig: {
+        "concurrency": (1, MAX_THREADS, False),
+        "seed": (0, 2**64 - 1, False),  # numpy's bootstrap generator takes a non-negative seed
+        "judge_parallel_workers": (1, MAX_THREADS, False),
+        "judge_rate_limit_rpm": _POSITIVE,
+        "max_examples": _AT_LEAST_1,  # as --max-examples: a cap of 0 would run nothing
+        "budget_usd": _NOT_NEGATIVE,
+        "progress_interval_s": _NOT_NEGATIVE,
+        "bootstrap_samples": (1, MAX_BOOTSTRAP, False),
+    },
+    RetryConfig: {"max_attempts": _AT_LEAST_1, "max_wait_s": _NOT_NEGATIVE, "initial_wait_s": _NOT_NEGATIVE},
+    DatasetConfig: {"limit": _AT_LEAST_1, "label_half_width": _POSITIVE},
+    Price: dict.fromkeys(
+        ("input_per_mtok", "output_per_mtok", "batch_input_per_mtok", "batch_output_per_mtok"), _NOT_NEGATIVE
+    ),
+    WeightedModel: {"weight": _POSITIVE},
+    Deployment: {"rpm": _POSITIVE, "tpm": _POSITIVE, "weight": _POSITIVE},
+    RouterConfig: {"allowed_fails": _NOT_NEGATIVE, "cooldown_s": _NOT_NEGATIVE},
+    ModelConfig: {"rpm": _POSITIVE, "tpm": _POSITIVE, "timeout_s": _POSITIVE, "samples_per_prompt": _AT_LEAST_1},
+    BatchConfig: {
+        "max_requests": _AT_LEAST_1,
+        "max_bytes": _AT_LEAST_1,
+        "poll_interval_s": _NOT_NEGATIVE,
+        "max_batch_attempts": _AT_LEAST_1,
+    },
+    CriterionConfig: {"weight": (None, None, False)},  # any finite number: a negative weight is a penalty
+    JudgingConfig: {
+        "pass_threshold": (0, 1, False),  # normalized scores are in [0, 1]
+        "judges_per_criterion": _AT_LEAST_1,
+        "max_explanation_chars": _AT_LEAST_1,
+    },
+    SynthesizeConfig: {
+        "num_subtopics": (1, MAX_SYNTH_ITEMS, False),
+        "prompts_per_subtopic": (1, MAX_SYNTH_ITEMS, False),
+        "over_generation_buffer": (0, 10, False),
+        "max_exclusions": _NOT_NEGATIVE,
+    },
+    ExportConfig: {"sft_threshold": (0, 1, False), "kto_threshold": (0, 1, False), "min_margin": (0, 1, False)},
+    ExecutorConfig: {"workers": (1, MAX_WORKERS, False), "timeout_s": _POSITIVE},
+}
+
+
+def _check_numbers(b: _Builder, obj: Any, key: str) -> None:
+    """Every number of the config in its range (_RANGES), in the order the types list them."""
+    ranges = _RANGES.get(type(obj), {})
+    for f in dataclasses.fields(obj):
+        if type(obj) is Config and f.name in _INTERNAL:
+            continue
+        value, sub = getattr(obj, f.name), f"{key}.{f.name}" if key else f.name
+        if f.name in ranges and value is not None:
+            low, high, above = ranges[f.name]
+            if low is not None and (value <= low if above else value < low):
+                raise b.fail(sub, "must be positive" if above and low == 0 else f"must be at least {low}")
+            if high is not None and value > high:
+                raise b.fail(sub, f"must be at most {high}")
+        elif dataclasses.is_dataclass(value):
+            _check_numbers(b, value, sub)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                if dataclasses.is_dataclass(v):
+                    _check_numbers(b, v, f"{sub}[{i}]")
+
+
+def weights_add_up(values: list[float]) -> bool:
+    """Whether a sum of finite numbers is finite, and so is its positive part minus its negative part (what a rubric
+    score divides by): two weights of 1e308 overflow (math.fsum raises, a plain sum is inf)."""
+    try:
+        pos = math.fsum(v for v in values if v > 0)
+        neg = math.fsum(v for v in values if v < 0)
+    except OverflowError:
+        return False
+    return math.isfinite(pos - neg)
+
+
 def _check(cfg: Config, b: _Builder) -> None:
     """Cross-field checks that types alone cannot express."""
-    if cfg.run.concurrency < 1:
-        raise b.fail("run.concurrency", "must be at least 1")
-    if cfg.run.judge_parallel_workers < 1:
-        raise b.fail("run.judge_parallel_workers", "must be at least 1")
-    if cfg.run.progress_interval_s < 0:
-        raise b.fail("run.progress_interval_s", "must be at least 0")
-    if cfg.retry.max_attempts < 1:
-        raise b.fail("retry.max_attempts", "must be at least 1")
-    if cfg.run.judge_rate_limit_rpm is not None and cfg.run.judge_rate_limit_rpm <= 0:
-        raise b.fail("run.judge_rate_limit_rpm", "must be positive")
+    _check_numbers(b, cfg, "")
     if not cfg.datasets and cfg.synthesize is None:
         raise b.fail("datasets", "no datasets and no synthesize section: nothing to run on")
     seen: dict[str, str] = {}
@@ -520,10 +655,6 @@ def _check_executor(cfg: Config, b: _Builder) -> None:
             if getattr(e, name) is not None:
                 raise b.fail(f"executor.{name}", "only applies to executor.engine: dask")
         return
-    if e.workers is not None and e.workers < 1:
-        raise b.fail("executor.workers", "must be at least 1")
-    if e.timeout_s <= 0:
-        raise b.fail("executor.timeout_s", "must be positive")
     if e.address is not None and (why := scheduler_address_error(e.address)):
         raise b.fail("executor.address", why)
 
@@ -537,14 +668,12 @@ def _check_model(b: _Builder, section: str, key: str, m: ModelConfig) -> None:
     if m.model and m.models:
         raise b.fail(f"{key}.models", "give either `model` or `models`, not both")
     _check_role_keys(b, section, key)
-    if m.samples_per_prompt < 1:
-        raise b.fail(f"{key}.samples_per_prompt", "must be at least 1")
-    for limit in ("rpm", "tpm"):
-        if getattr(m, limit) is not None and getattr(m, limit) <= 0:
-            raise b.fail(f"{key}.{limit}", "must be positive")
-    for j, wm in enumerate(m.models):
-        if wm.weight <= 0:
-            raise b.fail(f"{key}.models[{j}].weight", "must be positive")
+    if not m.name.strip() or not m.name.isprintable():
+        raise b.fail(f"{key}.name", f"expected a name of printable characters, got {m.name!r}")
+    if "api_key" in m.params:
+        raise b.fail(f"{key}.params.api_key", "a key is never written in a config: name its variable in api_key_env")
+    if not weights_add_up([w.weight for w in m.models]):
+        raise b.fail(f"{key}.models", "the weights add up past the largest number")
     for mm in [m.model] + [w.model for w in m.models]:
         if mm and "/" not in mm:
             raise b.fail(f"{key}.model", f"'{mm}' has no provider prefix (write e.g. openai/{mm} or local/smollm2)")
@@ -555,12 +684,7 @@ BATCH_PROVIDERS = ("openai", "azure", "vertex_ai", "bedrock", "hosted_vllm", "li
 
 
 def _check_batch(cfg: Config, b: _Builder) -> None:
-    """`batch: true` only where LiteLLM can send a batch job, and the `batch:` settings in range."""
-    for name in ("max_requests", "max_bytes", "max_batch_attempts"):
-        if getattr(cfg.batch, name) < 1:
-            raise b.fail(f"batch.{name}", "must be at least 1")
-    if cfg.batch.poll_interval_s < 0:
-        raise b.fail("batch.poll_interval_s", "must be at least 0")
+    """`batch: true` only where LiteLLM can send a batch job (the `batch:` settings' ranges are in _RANGES)."""
     for section, entries in (("candidates", cfg.candidates), ("judges", cfg.judge_pool)):
         for i, m in enumerate(entries):
             if not m.batch:
@@ -609,16 +733,12 @@ def _check_deployments(b: _Builder, key: str, m: ModelConfig) -> None:
             raise b.fail(
                 f"{k}.model", "a local/ model runs in-process: give it `model:`, a Router spreads calls over servers"
             )
-        for name in ("rpm", "tpm", "weight"):
-            if getattr(d, name) is not None and getattr(d, name) <= 0:
-                raise b.fail(f"{k}.{name}", "must be positive")
         for name in ("model", "messages", "api_key"):
             if name in d.params:
                 raise b.fail(f"{k}.params.{name}", "is set by rubricrun (keys come from api_key_env)")
-    r = m.router
-    if r is not None and (r.allowed_fails < 0 or r.cooldown_s < 0):
-        bad = "allowed_fails" if r.allowed_fails < 0 else "cooldown_s"
-        raise b.fail(f"{key}.router.{bad}", "must be at least 0")
+    for name in ("rpm", "tpm", "weight"):  # the entry is paced at the sums (router.group_limits)
+        if not weights_add_up([getattr(d, name) for d in m.deployments if getattr(d, name) is not None]):
+            raise b.fail(f"{key}.deployments", f"the deployments' {name} add up past the largest number")
 
 
 def _check_routers(cfg: Config, b: _Builder) -> None:
@@ -644,21 +764,17 @@ def _check_synthesize(cfg: Config, b: _Builder) -> None:
     s = cfg.synthesize
     if s is None:
         return
-    for name, value, low in (
-        ("num_subtopics", s.num_subtopics, 1),
-        ("prompts_per_subtopic", s.prompts_per_subtopic, 1),
-        ("over_generation_buffer", s.over_generation_buffer, 0),
-        ("max_exclusions", s.max_exclusions, 0),
-    ):
-        if value < low:
-            raise b.fail(f"synthesize.{name}", f"must be at least {low}")
+    if not cfg.candidates:
+        raise b.fail("candidates", "at least one candidate is required: synthesized prompts are answered by them")
+    if s.model and s.model not in {m.name for m in [*cfg.candidates, *cfg.judge_pool]}:
+        raise b.fail("synthesize.model", f"no candidate or judge named '{s.model}'")
 
 
 def _check_datasets(cfg: Config, b: _Builder) -> None:
     names = set()
     for i, d in enumerate(cfg.datasets):
-        if d.limit is not None and d.limit < 0:
-            raise b.fail(f"datasets[{i}].limit", "must be at least 0")
+        if d.name and not d.name.isprintable():
+            raise b.fail(f"datasets[{i}].name", f"expected a name of printable characters, got {d.name!r}")
         if not d.path and not d.hf:
             raise b.fail(f"datasets[{i}].path", "missing required key (or give `hf:` for a Hugging Face dataset)")
         if d.path and d.hf:
@@ -673,8 +789,7 @@ def _check_datasets(cfg: Config, b: _Builder) -> None:
 
 
 def _check_judging(cfg: Config, b: _Builder) -> None:
-    if cfg.judging.judges_per_criterion < 1:
-        raise b.fail("judging.judges_per_criterion", "must be at least 1")
+    _check_default_rubric(cfg, b)
     if cfg.judging.judges_per_criterion > max(1, len(cfg.judge_pool)):
         raise b.fail(
             "judging.judges_per_criterion",
@@ -687,6 +802,22 @@ def _check_judging(cfg: Config, b: _Builder) -> None:
             f"pool has {len(cfg.judge_pool)}: add a judge or choose error or not_met",
         )
     _check_pairwise(cfg, b)
+
+
+def _check_default_rubric(cfg: Config, b: _Builder) -> None:
+    """judging.default_rubric can score something: its weights add up, and not all of them are 0 (a response's
+    score divides by the positive weights minus the negative ones)."""
+    rubric = cfg.judging.default_rubric
+    if not rubric:
+        return
+    weights = [c.weight for c in rubric]
+    if not weights_add_up(weights):
+        raise b.fail("judging.default_rubric", "the weights add up past the largest number")
+    if not any(weights):
+        raise b.fail("judging.default_rubric", "every weight is 0: nothing could be scored")
+    for i, c in enumerate(rubric):
+        if c.id and not c.id.isprintable():
+            raise b.fail(f"judging.default_rubric[{i}].id", f"expected printable characters, got {c.id!r}")
 
 
 def _check_pairwise(cfg: Config, b: _Builder) -> None:
@@ -739,7 +870,9 @@ def dataset_name(d: DatasetConfig) -> str:
 
 
 def config_to_dict(cfg: Config) -> dict[str, Any]:
-    """The resolved config as plain data (for the run folder's config.yaml). Holds env var names, never keys."""
+    """The resolved config as plain data (for the run folder's config.yaml). Holds env var names, never keys: a value
+    under a secret-looking key is `***`, and so is every secret in use (redact.py) and a URL's user and password or
+    key-like query parameter anywhere else."""
     d = dataclasses.asdict(cfg)
     for k in _INTERNAL:
         d.pop(k, None)
@@ -749,12 +882,54 @@ def config_to_dict(cfg: Config) -> dict[str, Any]:
 _SECRET_WORDS = ("api_key", "apikey", "token", "secret", "password", "authorization", "cookie")
 
 
+def _secret_key(key: str) -> bool:
+    lk = key.lower().replace("-", "_")
+    return any(w in lk for w in _SECRET_WORDS) and not lk.endswith("_env")
+
+
 def _redact(value: Any, key: str = "") -> Any:
     if isinstance(value, dict):
         return {k: _redact(v, str(k)) for k, v in value.items()}
     if isinstance(value, list):
         return [_redact(v, key) for v in value]
-    lk = key.lower().replace("-", "_")
-    if isinstance(value, str) and any(w in lk for w in _SECRET_WORDS) and not lk.endswith("_env"):
-        return "***"
+    if isinstance(value, str):
+        return redact.MASK if _secret_key(key) else redact.redact(value)
     return value
+
+
+def secrets_of(cfg: Config) -> list[tuple[str, str]]:
+    """(value, label) of every credential the config's calls can send: the keys its api_key_env variables hold, the
+    variables LiteLLM reads by itself for each entry's provider (redact.provider_variables), the credentials written
+    into an api_base, and the values under a secret-looking key of its params (`extra_headers.Authorization`)."""
+    out: list[tuple[str, str]] = []
+    entries = [(f"candidates[{i}]", m) for i, m in enumerate(cfg.candidates)]
+    entries += [(f"judges[{i}]", m) for i, m in enumerate(cfg.judges)] + ([("judge", cfg.judge)] if cfg.judge else [])
+    for key, m in entries:
+        routes = [(key, m.model, m.api_base, m.api_key_env, m.params)]
+        routes += [
+            (f"{key}.models[{j}]", w.model, w.api_base or m.api_base, w.api_key_env or m.api_key_env, {})
+            for j, w in enumerate(m.models)
+        ]
+        routes += [
+            (f"{key}.deployments[{j}]", d.model, d.api_base, d.api_key_env, d.params)
+            for j, d in enumerate(m.deployments)
+        ]
+        for where, model, api_base, key_env, params in routes:
+            names = [key_env] if key_env else []
+            names += redact.provider_variables(model.split("/", 1)[0]) if "/" in model else []
+            out += [(os.environ[n], f"${n}") for n in names if os.environ.get(n)]
+            out += [(v, f"{where}.api_base") for v in redact.url_secrets(api_base or "")]
+            out += [(v, f"{where}.params") for v in _param_secrets(params)]
+    return out
+
+
+def _param_secrets(value: Any, key: str = "") -> list[str]:
+    """The strings under a secret-looking key of a params mapping, at any depth (a header's `Bearer <key>`: both)."""
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in _param_secrets(v, str(k))]
+    if isinstance(value, list):
+        return [s for v in value for s in _param_secrets(v, key)]
+    if isinstance(value, str) and value and _secret_key(key):
+        scheme, _, rest = value.partition(" ")
+        return [value, rest] if rest and scheme.lower() in ("bearer", "basic", "token") else [value]
+    return []

@@ -23,6 +23,21 @@ class InputError(RubricrunError):
         super().__init__(f"{where}: {message}" if where else message)
 
 
+def read_text(path: str, what: str, *, key: str | None = None, max_bytes: int | None = None) -> str:
+    """The UTF-8 text of the file at `path`, or the InputError that names it (and `key`): `what` says what the file
+    is ("config", "template"). A file over `max_bytes` is refused unread past that size."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
+        if max_bytes is not None and len(data) > max_bytes:
+            raise InputError(f"the {what} is larger than {max_bytes >> 20} MiB", file=path, key=key)
+        return data.decode("utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{what} file not found", file=path, key=key) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read {what}: {e}", file=path, key=key) from None
+
+
 class ProviderError(RubricrunError):
     """A model call failed. `retryable` says whether the retry policy may try again."""
 

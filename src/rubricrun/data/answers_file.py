@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
-from ..config import Config, DatasetConfig, ModelConfig
+from ..config import Config, ModelConfig
 from ..errors import InputError
 from ..types import Example
-from .readers import read_rows
+from .readers import file_rows
 from .schemas import Fail, type_name
 
 Answers = dict[tuple[str, int], str]  # (id, 1-based turn) -> answer text
@@ -29,7 +29,7 @@ def load_answers(path: str, readers: Sequence[tuple[str, AnswerReader]] = ()) ->
     (tasks.registry.ANSWER_READERS), tried before generic {id, response} rows. A bad file or row is an InputError
     naming the file, line and key."""
     answers: Answers = {}
-    for raw in read_rows(DatasetConfig(path=path)):
+    for raw in file_rows(path):
         if raw.error is not None:
             raise InputError(raw.error, file=raw.file, line=raw.line)
         for (id_, turn), text in _row_answers(raw.value, raw.file, raw.line, readers):

@@ -7,7 +7,9 @@ Two passes, so that what reads today reads the same and broken JSON is repaired 
    decoder refuses: single quotes, trailing or doubled commas, a missing comma, Python's True/False/None,
    a value cut off at max_tokens (which json-repair completes: callers decide whether to trust that, see
    `quoted_in`).
-Callers walk the values (`walk`) for what they need and stop at the first match.
+Callers walk the values (`walk`) for what they need and stop at the first match; `object_with` is that walk for a
+judge's verdict object. A string holding a lone surrogate (the reply's JSON wrote `"\\ud800"`, which no UTF-8 file
+can hold) comes back with U+FFFD in its place.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
 _DECODER = json.JSONDecoder(strict=False)  # strict=False: raw newlines inside strings are accepted
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def chunks(text: str) -> list[str]:
@@ -32,9 +35,10 @@ def strict_values(text: str, opens: str = "{[") -> Iterator[Any]:
         for i, ch in enumerate(chunk):
             if ch in opens:
                 try:
-                    yield _DECODER.raw_decode(chunk, i)[0]
+                    value = _DECODER.raw_decode(chunk, i)[0]
                 except ValueError:
                     continue
+                yield valid(value) if "\\u" in chunk else value
 
 
 def repaired_values(text: str) -> Iterator[tuple[Any, str]]:
@@ -45,7 +49,18 @@ def repaired_values(text: str) -> Iterator[tuple[Any, str]]:
     for chunk in chunks(text):
         value = json_repair.loads(chunk)
         if isinstance(value, (dict, list)) and value:
-            yield value, chunk
+            yield valid(value) if "\\u" in chunk else value, chunk
+
+
+def valid(value: Any) -> Any:
+    """A parsed value with every lone surrogate in its strings and keys replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [valid(v) for v in value]
+    if isinstance(value, dict):
+        return {valid(k): valid(v) for k, v in value.items()}
+    return value
 
 
 def walk(value: Any) -> Iterator[Any]:
@@ -54,6 +69,20 @@ def walk(value: Any) -> Iterator[Any]:
     children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
     for child in children:
         yield from walk(child)
+
+
+def object_with(text: str, key: str) -> dict[str, Any] | None:
+    """The first object holding `key` (a judge's verdict): complete JSON first; else one json-repair reads, unless
+    the reply was cut off after the key (no closing brace follows it), which would be a guess at what was meant."""
+    for value in strict_values(text, "{"):
+        for obj in walk(value):
+            if isinstance(obj, dict) and key in obj:
+                return obj
+    for value, chunk in repaired_values(text):
+        for obj in walk(value):
+            if isinstance(obj, dict) and key in obj and "}" in chunk[chunk.rfind(key) :]:
+                return obj
+    return None
 
 
 def quoted_in(item: str, text: str) -> bool:

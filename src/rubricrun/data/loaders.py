@@ -1,20 +1,20 @@
-"""Dataset loading: rows of several schemas, from several kinds of files or the Hub -> one frozen `Example` type.
+"""Reading a dataset, one step after the other: the file's raw rows (readers.py), each row's schema detected or
+forced and built (schemas.py, the tasks' builders), the `Example` it makes (`RowParser`, here), its id checked against
+the ones before it, and its references joined (references.py). Nothing calls back up this line.
 
-`load_dataset(cfg)` reads rows one by one (`readers.read_rows`: JSONL, JSON array, CSV/TSV, Parquet, gzip, a Hugging
-Face dataset), detects each row's schema (or uses `cfg.format`), normalizes it with the builders in `schemas.py` and
-returns the examples plus one line per skipped bad row. Every data error is an `InputError` that names the file, the
-1-based line (or the 0-based row where a source has no lines) and the key: `data/x.jsonl:7: key 'rubric[2].weight':
-expected a number, got 'heavy'`. Schemas, ids and the `fields` mapping are described in data/README.md.
+Every data error is an `InputError` that names the file, the 1-based line (or the 0-based row where a source has no
+lines) and the key: `data/x.jsonl:7: key 'rubric[2].weight': expected a number, got 'heavy'`. Schemas, ids and the
+`fields` mapping are described in data/README.md.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, NoReturn
+
+import msgspec
 
 from ..config import DatasetConfig, dataset_name
 from ..errors import InputError
@@ -22,7 +22,7 @@ from ..types import Example
 from .idset import IdHashes
 from .readers import RawRow, read_rows, source_label
 from .references import join_references, load_references
-from .schemas import MISSING, CriterionReader, Row, RowSchema, resolve, rubric_of, text_value, type_name
+from .schemas import MISSING, Row, RowSchema, resolve, rubric_of, text_value, type_name
 
 # The normalized names `DatasetConfig.fields` may map (normalized name -> key in the row); a schema's own keys
 # (RowSchema.native_fields) are mappable too, when a file renames them.
@@ -30,40 +30,6 @@ NORMALIZED_FIELDS = tuple("id prompt messages system question choices answer ref
 
 _PROMPT_GUESSES = ("instruction", "input", "query", "question", "problem", "text", "content", "user", "request")
 _MAX_KEYS_SHOWN = 20
-
-
-@dataclass(frozen=True)
-class LoadResult:
-    examples: list[Example]
-    skipped: list[str]  # one "file:line: key 'x': reason" string per skipped row
-
-
-# --------------------------------------------------------------------------------------------------
-# Public API
-
-
-def load_dataset(
-    cfg: DatasetConfig,
-    *,
-    schemas: Sequence[RowSchema],
-    on_bad_row: str = "fail",
-    max_examples: int | None = None,
-    keep: Sequence[str] = (),
-) -> LoadResult:
-    """Read `cfg.path` (or the Hub dataset `cfg.hf`) into examples. Bad rows raise, or are skipped and listed with
-    on_bad_row="skip"; a source whose every row is bad raises even then. `schemas`: the row schemas, in detection
-    order (tasks.registry.TASKS).
-
-    File-level problems (missing or unreadable file, bad `fields`) always raise. `cfg.limit` and `max_examples` both
-    cap the number of examples; reading stops as soon as the cap is reached. `keep` names the columns (dotted paths
-    allowed) that `response_column:` candidates replay: a row's values go to `Example.prefilled`.
-    """
-    skipped: list[str] = []
-    rows = iter_dataset(
-        cfg, schemas=schemas, on_bad_row=on_bad_row, max_examples=max_examples, keep=keep, skipped=skipped
-    )
-    examples = list(rows)
-    return LoadResult(examples, skipped)
 
 
 def iter_dataset(
@@ -78,23 +44,26 @@ def iter_dataset(
     seen: IdHashes | None = None,
     elsewhere: list[Example] | None = None,
 ) -> Iterator[Example]:
-    """load_dataset's examples one at a time, in file order, holding none of them: the skipped rows' messages go to
-    `skipped`. Duplicate ids are found from a set of id hashes (`seen`, data/idset.py, which a caller may share between sources);
-    only a hit reads the file again, for the first row with that id. A hit with no such row in this source is
-    appended to `elsewhere` for the caller to look up (or passes: a hash collision). `check_ids=False` skips the
+    """The examples of `cfg.path` (or the Hub dataset `cfg.hf`) one at a time, in file order, holding none of them.
+    `schemas`: the row schemas, in detection order (tasks.registry.TASKS). Bad rows raise, or with
+    on_bad_row="skip" their messages go to `skipped`; a source whose every row is bad raises even then. File-level
+    problems (missing or unreadable file, bad `fields`) always raise. `cfg.limit` and `max_examples` both cap the
+    examples; reading stops at the cap. `keep` names the columns (dotted paths allowed) that `response_column:`
+    candidates replay: a row's values go to `Example.prefilled`.
+
+    Duplicate ids are found from a set of id hashes (`seen`, data/idset.py, which a caller may share between
+    sources); only a hit reads the file again, for the first row with that id. A hit with no such row in this source
+    is appended to `elsewhere` for the caller to look up (or passes: a hash collision). `check_ids=False` skips the
     check (a source already checked)."""
     if on_bad_row not in ("fail", "skip"):
         raise InputError(f"expected 'fail' or 'skip', got {on_bad_row!r}", key="run.on_bad_row")
     label = source_label(cfg)
-    fields = _check_fields(cfg.fields, label, schemas)
+    parse = RowParser(cfg, schemas, keep)
     caps = [c for c in (cfg.limit, max_examples) if c is not None]
     for c in caps:
         if c < 0:
             raise InputError(f"expected a number >= 0, got {c}", file=label, key="limit")
     cap = min(caps) if caps else None
-    forced = None if cfg.format == "auto" else _schema(schemas, cfg.format)
-    readers = _readers(schemas)
-    dataset = dataset_name(cfg)
     skipped = [] if skipped is None else skipped
     references = load_references(cfg.references) if cfg.references else None
     seen = IdHashes() if seen is None else seen  # hash(example id) of the rows read so far
@@ -103,12 +72,11 @@ def iter_dataset(
         return
     for raw in read_rows(cfg):
         try:
-            ex, id_key = _parse_row(raw, forced, schemas, readers, dataset, fields)
-            ex = _with_kept(ex, raw.value, keep) if keep else ex
+            ex, id_key = parse(raw)
             if check_ids:
                 h = hash(ex.id)
                 if h in seen:
-                    first = _first_seen(cfg, forced, schemas, dataset, fields, ex.id, raw)
+                    first = _first_seen(cfg, parse, ex.id, raw)
                     if first is not None:
                         _duplicate(ex, id_key, raw, first)
                     if elsewhere is not None:
@@ -120,18 +88,144 @@ def iter_dataset(
                 bad += 1
                 continue
             raise
-        yield join_references([ex], dataset, references)[0] if references is not None else ex
+        yield join_references(ex, parse.dataset, references) if references is not None else ex
         n += 1
         if cap is not None and n >= cap:
             break
     if bad and not n:  # `skip` is for a few bad rows; a file of bad rows is the wrong file or mapping
         raise InputError(f"every row of {label} is bad ({bad} skipped); the first: {skipped[-bad]}")
+    if not n:  # nothing to run on: a run would pay for nothing and say nothing (as --max-examples 0 is refused)
+        raise InputError("the dataset has no rows", file=label)
+
+
+def _first_seen(cfg: DatasetConfig, parse: RowParser, example_id: str, at: RawRow) -> str | None:
+    """Where the first row with `example_id` is, before row `at`: "line 4" or "row 3" (None: none is)."""
+    for raw in read_rows(cfg):
+        if (raw.line, raw.file) == (at.line, at.file):
+            return None
+        try:
+            ex, _ = parse(raw)
+        except InputError:
+            continue
+        if ex.id == example_id:
+            return f"line {raw.line}" if raw.line is not None else raw.file.rsplit(":", 1)[-1]
+    return None
+
+
+def _duplicate(ex: Example, id_key: str | None, raw: RawRow, first: str) -> NoReturn:
+    native = ex.id.split("/", 1)[1]
+    if id_key is None:
+        raise InputError(
+            f"duplicate row: same messages as {first} (content id '{native}'); give the rows distinct ids",
+            file=raw.file,
+            line=raw.line,
+        )
+    raise InputError(f"duplicate id '{native}' (first on {first})", file=raw.file, line=raw.line, key=id_key)
+
+
+# --------------------------------------------------------------------------------------------------
+# One row -> one Example
+
+
+class RowParser:
+    """A source's rows as Examples (`parser(raw)` -> the example and the key its id came from). What is the same for
+    every row of the source is settled once: the `fields` mapping (checked), the forced schema (`format:`) or
+    detection, the schemas' criterion readers, the dataset's name and the `keep` columns."""
+
+    def __init__(self, cfg: DatasetConfig, schemas: Sequence[RowSchema], keep: Sequence[str] = ()) -> None:
+        self.schemas, self.keep = schemas, keep
+        self.fields = _check_fields(cfg.fields, source_label(cfg), schemas)
+        self.forced = None if cfg.format == "auto" else _schema(schemas, cfg.format)
+        self.readers = tuple(s.criterion_reader for s in schemas if s.criterion_reader is not None)
+        self.dataset = dataset_name(cfg)
+
+    def schema_of(self, row: dict[str, Any]) -> RowSchema | None:
+        """The schema that reads `row`: the forced one, else the first of the schemas whose `detect` takes it."""
+        if self.forced is not None:
+            return self.forced
+        fields = self.fields
+        keys = row.keys() if not fields else set(row) | set(fields)
+        view = Row(row, fields)
+        return next((s for s in self.schemas if s.detect(view, keys)), None)
+
+    def __call__(self, raw: RawRow) -> tuple[Example, str | None]:
+        file, line = raw.file, raw.line
+        if raw.error is not None:
+            raise InputError(raw.error, file=file, line=line)
+        row = raw.value
+        if not isinstance(row, dict):
+            raise InputError(f"expected a JSON object, got {type_name(row)}", file=file, line=line)
+        for name, path in self.fields.items():  # a mapping to a key the row lacks is named here, not as a puzzle later
+            if resolve(row, path) is MISSING:
+                raise InputError(
+                    f"missing (fields.{name} maps to it; the row has keys: {_keys_shown(row)})",
+                    file=file,
+                    line=line,
+                    key=path,
+                )
+        schema = self.schema_of(row)
+        if schema is None:
+            raise InputError(_unknown_schema(row), file=file, line=line)
+        ex, id_key = self._example(row, schema, file, line)
+        return (_with_kept(ex, row, self.keep) if self.keep else ex), id_key
+
+    def _example(
+        self, row: dict[str, Any], schema: RowSchema, file: str, line: int | None
+    ) -> tuple[Example, str | None]:
+        """`row` built by `schema` into an Example (and the key its id came from)."""
+
+        def fail(key: str | None, msg: str) -> NoReturn:
+            raise InputError(msg, file=file, line=line, key=key)
+
+        r = Row(row, self.fields, self.readers)
+        b = schema.build(r, fail)
+        messages = b["messages"]
+        system = r.get("system")
+        if system is not None:
+            if not isinstance(system, str):
+                fail(r.key("system"), f"expected a string, got {type_name(system)}")
+            if system.strip() and messages[0]["role"] != "system":
+                messages = [{"role": "system", "content": system}, *messages]
+        messages = tuple(messages)
+        if messages[-1]["role"] != "user":
+            fail(b.get("messages_key"), f"the last message must be a user turn, got role '{messages[-1]['role']}'")
+
+        id_key, native = _native_id(row, r, b, messages, fail)
+        rubric = b.get("rubric")
+        if rubric is None:
+            rubric = rubric_of(r, "rubric", fail) or ()
+
+        metadata: dict[str, Any] = {"format": schema.name, **b.get("metadata", {})}
+        extra = r.get("metadata")
+        if extra is not None:
+            if not isinstance(extra, dict):
+                fail(r.key("metadata"), f"expected an object, got {type_name(extra)}")
+            metadata.update(extra)
+
+        reference = b.get("reference")
+        if r.get("reference") is not None and not schema.reference_per_turn:  # an explicit reference wins (else the
+            # builder picks one per turn)
+            reference = text_value(r.get("reference"), r.key("reference"), fail)
+        ex = Example(
+            id=f"{self.dataset}/{native}",
+            dataset=self.dataset,
+            source=f"{file}:{line}" if line is not None else file,
+            messages=messages,
+            reference=reference,
+            choices=b.get("choices"),
+            answer=b.get("answer"),
+            rubric=rubric,
+            metadata=metadata,
+            later_turns=b.get("later_turns", ()),
+            prefilled=b.get("prefilled", {}),
+        )
+        return ex, id_key
 
 
 def _with_kept(ex: Example, row: Any, keep: Sequence[str]) -> Example:
     """The example with the `keep` columns of its row in `prefilled` (beside what its schema put there)."""
     kept = {c: v for c in keep if (v := resolve(row, c)) not in (None, MISSING)}
-    return dataclasses.replace(ex, prefilled={**ex.prefilled, **kept})
+    return msgspec.structs.replace(ex, prefilled={**ex.prefilled, **kept})
 
 
 def _schema(schemas: Sequence[RowSchema], name: str) -> RowSchema:
@@ -140,29 +234,6 @@ def _schema(schemas: Sequence[RowSchema], name: str) -> RowSchema:
             return s
     names = ", ".join(s.name for s in schemas)
     raise InputError(f"unknown format {name!r} (expected auto or one of {names})", key="format")
-
-
-def _first_seen(
-    cfg: DatasetConfig,
-    forced: RowSchema | None,
-    schemas: Sequence[RowSchema],
-    dataset: str,
-    fields: dict[str, str],
-    example_id: str,
-    at: RawRow,
-) -> str | None:
-    """Where the first row with `example_id` is, before row `at`: "line 4" or "row 3" (None: none is)."""
-    readers = _readers(schemas)
-    for raw in read_rows(cfg):
-        if (raw.line, raw.file) == (at.line, at.file):
-            return None
-        try:
-            ex, _ = _parse_row(raw, forced, schemas, readers, dataset, fields)
-        except InputError:
-            continue
-        if ex.id == example_id:
-            return f"line {raw.line}" if raw.line is not None else raw.file.rsplit(":", 1)[-1]
-    return None
 
 
 def field_names(schemas: Sequence[RowSchema]) -> tuple[str, ...]:
@@ -181,84 +252,6 @@ def _check_fields(fields: dict[str, str] | None, label: str, schemas: Sequence[R
                 f"expected a row key or a dotted path (a.b), got {key!r}", file=label, key=f"fields.{name}"
             )
     return fields
-
-
-def detect_format(row: dict, schemas: Sequence[RowSchema]) -> str | None:
-    """The schema a row looks like, from its keys: the name of the first of `schemas` that takes it, or None."""
-    if not isinstance(row, dict):
-        return None
-    schema = _detect(Row(row, {}), row.keys(), schemas)
-    return None if schema is None else schema.name
-
-
-def normalize_row(
-    row: dict, fmt: str, *, dataset: str, source: str, fields: dict[str, str], schemas: Sequence[RowSchema]
-) -> Example:
-    """One parsed row of schema `fmt` as an Example. `source` is "path:line". Raises InputError on a bad row."""
-    file, line = _split_source(source)
-    schema = next((s for s in schemas if s.name == fmt), None)
-    if schema is None:
-        names = ", ".join(s.name for s in schemas)
-        raise InputError(f"unknown format {fmt!r} (expected one of {names})", file=file, line=line)
-    return _normalize(row, schema, _readers(schemas), dataset, source, file, line, fields or {})[0]
-
-
-# --------------------------------------------------------------------------------------------------
-# Lines, detection, ids
-
-
-def _parse_row(
-    raw: RawRow,
-    forced: RowSchema | None,
-    schemas: Sequence[RowSchema],
-    readers: Sequence[CriterionReader],
-    dataset: str,
-    fields: dict[str, str],
-) -> tuple[Example, str | None]:
-    """One row as an Example (and the key its id came from). `readers`: _readers(schemas), which the caller
-    computes once per source rather than once a row."""
-    file, line = raw.file, raw.line
-    if raw.error is not None:
-        raise InputError(raw.error, file=file, line=line)
-    row = raw.value
-    if not isinstance(row, dict):
-        raise InputError(f"expected a JSON object, got {type_name(row)}", file=file, line=line)
-    for name, path in fields.items():  # a mapping to a key the row lacks is named here, not as a puzzle later
-        if not _has_path(row, path):
-            raise InputError(
-                f"missing (fields.{name} maps to it; the row has keys: {_keys_shown(row)})",
-                file=file,
-                line=line,
-                key=path,
-            )
-    schema = forced
-    if schema is None:
-        keys = row.keys() if not fields else set(row) | set(fields)
-        schema = _detect(Row(row, fields), keys, schemas)
-        if schema is None:
-            raise InputError(_unknown_schema(row), file=file, line=line)
-    return _normalize(row, schema, readers, dataset, _where(raw), file, line, fields)
-
-
-def _readers(schemas: Sequence[RowSchema]) -> tuple[CriterionReader, ...]:
-    """The schemas' own criterion readers: a rubric of any row is read with all of them."""
-    return tuple(s.criterion_reader for s in schemas if s.criterion_reader is not None)
-
-
-def _where(raw: RawRow) -> str:
-    return f"{raw.file}:{raw.line}" if raw.line is not None else raw.file
-
-
-def _has_path(row: dict[str, Any], path: str) -> bool:
-    return resolve(row, path) is not MISSING
-
-
-def _detect(row: Row, keys: Any, schemas: Sequence[RowSchema]) -> RowSchema | None:
-    """`row` answers .get(name) for normalized names; `keys` holds the names present (after the fields mapping)."""
-    for schema in schemas:
-        if schema.detect(row, keys):
-            return schema
-    return None
 
 
 def _unknown_schema(row: dict[str, Any]) -> str:
@@ -292,89 +285,7 @@ def _native_id(
     return id_key, native
 
 
-def _duplicate(ex: Example, id_key: str | None, raw: RawRow, first: str) -> NoReturn:
-    native = ex.id.split("/", 1)[1]
-    if id_key is None:
-        raise InputError(
-            f"duplicate row: same messages as {first} (content id '{native}'); give the rows distinct ids",
-            file=raw.file,
-            line=raw.line,
-        )
-    raise InputError(f"duplicate id '{native}' (first on {first})", file=raw.file, line=raw.line, key=id_key)
-
-
 def _keys_shown(row: dict[str, Any]) -> str:
     keys = list(row)
     shown = ", ".join(keys[:_MAX_KEYS_SHOWN]) + (f", ... ({len(keys)} keys)" if len(keys) > _MAX_KEYS_SHOWN else "")
     return shown or "none"
-
-
-def _split_source(source: str) -> tuple[str, int | None]:
-    file, sep, line = source.rpartition(":")
-    if sep and line.isdigit():
-        return file, int(line)
-    return source, None
-
-
-# --------------------------------------------------------------------------------------------------
-# Normalization
-
-
-def _normalize(
-    row: dict[str, Any],
-    schema: RowSchema,
-    readers: Sequence[CriterionReader],
-    dataset: str,
-    source: str,
-    file: str,
-    line: int | None,
-    fields: dict[str, str],
-) -> tuple[Example, str | None]:
-    def fail(key: str | None, msg: str) -> NoReturn:
-        raise InputError(msg, file=file, line=line, key=key)
-
-    if not isinstance(row, dict):
-        fail(None, f"expected a JSON object, got {type_name(row)}")
-    r = Row(row, fields, readers)
-    b = schema.build(r, fail)
-    messages = b["messages"]
-    system = r.get("system")
-    if system is not None:
-        if not isinstance(system, str):
-            fail(r.key("system"), f"expected a string, got {type_name(system)}")
-        if system.strip() and messages[0]["role"] != "system":
-            messages = [{"role": "system", "content": system}, *messages]
-    messages = tuple(messages)
-    if messages[-1]["role"] != "user":
-        fail(b.get("messages_key"), f"the last message must be a user turn, got role '{messages[-1]['role']}'")
-
-    id_key, native = _native_id(row, r, b, messages, fail)
-    rubric = b.get("rubric")
-    if rubric is None:
-        rubric = rubric_of(r, "rubric", fail) or ()
-
-    metadata: dict[str, Any] = {"format": schema.name, **b.get("metadata", {})}
-    extra = r.get("metadata")
-    if extra is not None:
-        if not isinstance(extra, dict):
-            fail(r.key("metadata"), f"expected an object, got {type_name(extra)}")
-        metadata.update(extra)
-
-    reference = b.get("reference")
-    if r.get("reference") is not None and not schema.reference_per_turn:  # an explicit reference wins (else the
-        # builder picks one per turn)
-        reference = text_value(r.get("reference"), r.key("reference"), fail)
-    ex = Example(
-        id=f"{dataset}/{native}",
-        dataset=dataset,
-        source=source,
-        messages=messages,
-        reference=reference,
-        choices=b.get("choices"),
-        answer=b.get("answer"),
-        rubric=rubric,
-        metadata=metadata,
-        later_turns=b.get("later_turns", ()),
-        prefilled=b.get("prefilled", {}),
-    )
-    return ex, id_key

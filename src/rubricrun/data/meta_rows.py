@@ -10,7 +10,7 @@ HealthBench's meta-eval rows). A bad row raises InputError naming the file, line
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -106,10 +106,3 @@ def meta_row(
         labels=labels,
         rater_ids=rater_ids,
     )
-
-
-def meta_rows(
-    rows: Iterable[Mapping[str, Any]], *, fields: Mapping[str, str] | None = None, file: str = ""
-) -> list[MetaRow]:
-    """Every row (numbered from 1, as the lines of a JSONL file) as a MetaRow."""
-    return [meta_row(row, fields=fields, file=file, line=i) for i, row in enumerate(rows, start=1)]

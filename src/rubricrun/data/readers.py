@@ -8,6 +8,10 @@ line; the loader turns the rest into per-row errors.
 
 pyarrow and `datasets` are imported only when a Parquet file or a Hub dataset is read, so JSONL runs and
 `run.py --help` do not pay for them.
+
+Text is valid Unicode or the row is bad: a JSON string may write a lone surrogate (`"\\ud800"`), which Python decodes
+as is and no UTF-8 file can hold (writing examples.jsonl would fail after the run began), so such a row is a bad row
+at its line, as a byte that is not UTF-8 is.
 """
 
 from __future__ import annotations
@@ -17,23 +21,25 @@ import gzip
 import io
 import json
 import logging
+import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from ..config import DatasetConfig
+from msgspec import Struct
+
 from ..errors import InputError
-from ..types import direct_init
+
+if TYPE_CHECKING:
+    from ..config import DatasetConfig
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _PARQUET_MAGIC = b"PAR1"
 _MAX_REASON = 300  # characters of a library's error message kept in the one-line error
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-@direct_init  # types.direct_init: one per dataset row, read twice a run (preflight, and --validate's count)
-@dataclass(frozen=True)
-class RawRow:
+class RawRow(Struct, frozen=True):  # a Struct: one per dataset row, read twice a run (preflight, --validate's count)
     file: str  # what an error names: the path, or "<path>:row <i>" where a source has no lines
     line: int | None  # 1-based line for JSONL and CSV
     value: Any = None  # the parsed row (normally a dict)
@@ -49,10 +55,12 @@ def source_label(cfg: DatasetConfig) -> str:
 
 
 def read_rows(cfg: DatasetConfig) -> Iterator[RawRow]:
-    if cfg.hf:
-        yield from _hf_rows(cfg)
-        return
-    path = cfg.path
+    """The rows of a dataset entry: its Hub dataset, or its file."""
+    return _hf_rows(cfg) if cfg.hf else file_rows(cfg.path)
+
+
+def file_rows(path: str) -> Iterator[RawRow]:
+    """The rows of a local file, its format from its first bytes and its name (also a references or answers file)."""
     kind, gz = _kind(path)
     if kind == "parquet":
         yield from _parquet_rows(path)
@@ -130,17 +138,40 @@ def _json_line(raw: bytes, path: str, lineno: int) -> RawRow:
     except UnicodeDecodeError as e:
         return RawRow(path, lineno, error=f"not valid UTF-8 ({e.reason} at byte {e.start})")
     try:
-        return RawRow(path, lineno, json.loads(text))
+        value = json.loads(text)
     except json.JSONDecodeError as e:
         return RawRow(path, lineno, error=f"malformed JSON: {e.msg} (column {e.colno})")
     except RecursionError:
         return RawRow(path, lineno, error="malformed JSON: nested too deeply")
+    bad = lone_surrogate(value) if "\\u" in text else None  # only a \u escape can write one
+    return RawRow(path, lineno, value) if bad is None else RawRow(path, lineno, error=bad)
+
+
+def lone_surrogate(value: Any, key: str = "") -> str | None:
+    """Why a parsed value is not valid Unicode (a string or key holding a lone surrogate, named by its key path), or
+    None when it is."""
+    if isinstance(value, str):
+        if _SURROGATE.search(value):
+            return f"not valid Unicode: a lone surrogate (a \\ud800-\\udfff escape) in {key or 'the row'}"
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            sub = f"{key}.{k}" if key else str(k)
+            bad = lone_surrogate(k, f"a key of {key or 'the row'}") or lone_surrogate(v, sub)
+            if bad:
+                return bad
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            bad = lone_surrogate(v, f"{key}[{i}]")
+            if bad:
+                return bad
+    return None
 
 
 def _json_array_rows(stream: IO[bytes], path: str) -> Iterator[RawRow]:
     """A whole-file JSON array: a syntax error is about the file (it names the line), a bad element is one row."""
     try:
-        data = json.loads(stream.read().decode("utf-8-sig"))
+        text = stream.read().decode("utf-8-sig")
+        data = json.loads(text)
     except UnicodeDecodeError as e:
         raise InputError(f"not valid UTF-8 ({e.reason} at byte {e.start})", file=path) from None
     except json.JSONDecodeError as e:
@@ -149,8 +180,10 @@ def _json_array_rows(stream: IO[bytes], path: str) -> Iterator[RawRow]:
         raise InputError("malformed JSON: nested too deeply", file=path) from None
     except (OSError, EOFError) as e:
         raise InputError(f"cannot read dataset file: {_reason(e)}", file=path) from None
+    check = "\\u" in text
     for i, value in enumerate(data):
-        yield RawRow(f"{path}:row {i}", None, value)
+        bad = lone_surrogate(value) if check else None
+        yield RawRow(f"{path}:row {i}", None, value) if bad is None else RawRow(f"{path}:row {i}", None, error=bad)
 
 
 def _csv_rows(stream: IO[bytes], path: str, delimiter: str) -> Iterator[RawRow]:
@@ -171,7 +204,9 @@ def _csv_rows(stream: IO[bytes], path: str, delimiter: str) -> Iterator[RawRow]:
                     f"header has {len(reader.fieldnames or [])}",
                 )
                 continue
-            yield RawRow(path, line, {k: _csv_cell(v) for k, v in rec.items() if v not in (None, "")})
+            row = {k: _csv_cell(v) for k, v in rec.items() if v not in (None, "")}
+            bad = lone_surrogate(row) if any("\\u" in v for v in rec.values() if v) else None  # a JSON cell's
+            yield RawRow(path, line, row) if bad is None else RawRow(path, line, error=bad)
     except UnicodeDecodeError as e:
         raise InputError(f"not valid UTF-8 ({e.reason})", file=path, line=reader.line_num + 1) from None
     except csv.Error as e:
@@ -203,11 +238,29 @@ def _parquet_rows(path: str) -> Iterator[RawRow]:
     i = 0
     try:
         for batch in pf.iter_batches(batch_size=1024):
-            for rec in batch.to_pylist():
-                yield RawRow(f"{path}:row {i}", None, _drop_nulls(rec))
+            for rec in _records(batch):
+                yield RawRow(f"{path}:row {i}", None, _drop_nulls(rec)) if rec is not None else _not_utf8(path, i)
                 i += 1
     except OSError as e:
         raise InputError(f"cannot read Parquet file: {_reason(e)} (after row {i})", file=path) from None
+
+
+def _records(batch: Any) -> list[dict[str, Any] | None]:
+    """A record batch's rows; None for a row whose text is not valid UTF-8 (Arrow does not check what it reads)."""
+    try:
+        return batch.to_pylist()
+    except UnicodeDecodeError:
+        out: list[dict[str, Any] | None] = []
+        for j in range(batch.num_rows):
+            try:
+                out.append(batch.slice(j, 1).to_pylist()[0])
+            except UnicodeDecodeError:
+                out.append(None)
+        return out
+
+
+def _not_utf8(path: str, i: int) -> RawRow:
+    return RawRow(f"{path}:row {i}", None, error="not valid UTF-8 text")
 
 
 def _hf_rows(cfg: DatasetConfig) -> Iterator[RawRow]:
@@ -232,8 +285,12 @@ def _hf_rows(cfg: DatasetConfig) -> Iterator[RawRow]:
         if len(ds) != 1:
             raise InputError(f"the dataset has splits {', '.join(ds)}: choose one with split:", file=label, key="split")
         ds = next(iter(ds.values()))
-    for i, rec in enumerate(ds):
-        yield RawRow(f"{label}:row {i}", None, _drop_nulls(rec))
+    i = 0
+    try:
+        for i, rec in enumerate(ds):
+            yield RawRow(f"{label}:row {i}", None, _drop_nulls(rec))
+    except UnicodeDecodeError:  # Arrow text that is not UTF-8: the rows after it cannot be read either
+        raise InputError("not valid UTF-8 text", file=f"{label}:row {i + 1}") from None
 
 
 def _drop_nulls(rec: dict[str, Any]) -> dict[str, Any]:

@@ -10,19 +10,17 @@ to `metadata["references"]`. An empty reference in the file leaves the row's own
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Sequence
+import msgspec
 
-from ..config import DatasetConfig
 from ..errors import InputError
 from ..types import Example
-from .readers import read_rows
+from .readers import file_rows
 
 
 def load_references(path: str) -> dict[str, list[str]]:
     """question_id (as a string) -> one reference per turn. Bad rows are InputErrors naming file, line and key."""
     out: dict[str, list[str]] = {}
-    for raw in read_rows(DatasetConfig(path=path)):
+    for raw in file_rows(path):
         where = {"file": raw.file, "line": raw.line}
         if raw.error is not None:
             raise InputError(raw.error, **where)
@@ -48,20 +46,16 @@ def _turns(row: dict, where: dict) -> list[str]:
     return turns
 
 
-def join_references(examples: Sequence[Example], dataset: str, references: dict[str, list[str]]) -> list[Example]:
-    """The examples with the joined references; examples without a row in the file are unchanged."""
-    out = []
-    for ex in examples:
-        native = str(ex.metadata.get("question_id", ex.id.removeprefix(f"{dataset}/")))
-        turns = references.get(native)
-        if turns is None:
-            out.append(ex)
-            continue
-        metadata = {**ex.metadata, "references": list(turns)}
-        later = tuple(
-            dataclasses.replace(t, reference=turns[k] if k < len(turns) and turns[k] else t.reference)
-            for k, t in enumerate(ex.later_turns, start=1)
-        )
-        own = turns[0] if turns[0] else ex.reference
-        out.append(dataclasses.replace(ex, reference=own, metadata=metadata, later_turns=later))
-    return out
+def join_references(ex: Example, dataset: str, references: dict[str, list[str]]) -> Example:
+    """The example with its references joined; an example without a row in the file is returned as it is."""
+    native = str(ex.metadata.get("question_id", ex.id.removeprefix(f"{dataset}/")))
+    turns = references.get(native)
+    if turns is None:
+        return ex
+    metadata = {**ex.metadata, "references": list(turns)}
+    later = tuple(
+        msgspec.structs.replace(t, reference=turns[k] if k < len(turns) and turns[k] else t.reference)
+        for k, t in enumerate(ex.later_turns, start=1)
+    )
+    own = turns[0] if turns[0] else ex.reference
+    return msgspec.structs.replace(ex, reference=own, metadata=metadata, later_turns=later)

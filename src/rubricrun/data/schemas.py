@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, NoReturn, Protocol, TypedDict
 
+from ..config import weights_add_up
 from ..types import Criterion, Turn
 
 _PART_TYPES = ("text", "image_url", "input_audio", "file")
@@ -245,4 +246,9 @@ def parse_rubric(
             fail(f"{k}.id", f"duplicate criterion id '{cid}'")
         seen.add(cid)
         out.append(Criterion(id=cid, text=text, weight=weight, tags=tuple(tags), category=category))
+    weights = [c.weight for c in out]
+    if not weights_add_up(weights):
+        fail(key, "the weights add up past the largest number")
+    if not any(weights):
+        fail(key, "every weight is 0: nothing could be scored")
     return tuple(out)

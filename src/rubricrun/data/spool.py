@@ -1,67 +1,86 @@
-"""The examples preflight's validating pass read, kept for the run in an anonymous temporary file (plan 012), so
-that the run does not read and normalize the dataset files a second time: unpickling a chunk of examples costs
-about half of parsing them. Memory stays flat: CHUNK examples are held while they are written or read.
+"""A run's one spool: items of one type kept in an anonymous temporary file instead of memory, read back in the
+order they were added, by as many iterations as like (plan 012). Preflight keeps the examples it validated in one,
+so that the run does not read and normalize the dataset files a second time (reading a chunk of examples back, as
+MessagePack through codec.pack, costs a fraction of parsing them); the tally keeps the run's rows in one for the
+export and the report (results/tally.py).
 
-Each iteration reads the file through its own offsets (os.pread), so two iterations never share a file position.
-An example that cannot be pickled (a value from a reader that pickle does not know) turns the spool off: the run
-then reads the files again, as it did before the spool.
+Items are packed `chunk` at a time, as a list of the spool's item type (a chunk of 1 holds no item once `add`
+returns). Each iteration reads whole chunks through its own offsets (os.pread, a few MB a read), so two iterations
+never share a file position. An item that cannot be packed (a value from a reader that MessagePack does not know)
+turns the spool off (`ok` False) and empties it: its owner then does without (preflight reads the files again) or
+raises (the tally).
 """
 
 from __future__ import annotations
 
 import os
-import pickle
 import tempfile
+from array import array
 from collections.abc import Iterator
+from typing import Any, Generic, TypeVar
 
-from ..types import Example
+from .. import codec
 
-CHUNK = 1000  # examples a pickle: pickle's memo then shares their keys and repeated strings
+T = TypeVar("T")
+CHUNK = 1000  # items a write, unless the owner says otherwise
+_READ = 4 << 20  # bytes of whole chunks read at a time
 
 
-class ExampleSpool:
-    """Examples appended in input order (`add`), read back in that order by every iteration (after `seal`)."""
+class Spool(Generic[T]):
+    """Items of type `item` appended in order (`add`), read back in that order by every iteration."""
 
-    def __init__(self) -> None:
-        self._fh = tempfile.TemporaryFile(prefix="rubricrun-examples-")  # noqa: SIM115 (closed with the spool)
-        self._chunk: list[Example] = []
-        self._spans: list[tuple[int, int]] = []  # (offset, size) of each pickled chunk
-        self._end = 0
-        self.ok = True  # False: something could not be pickled; read the dataset files instead
+    def __init__(self, prefix: str, item: Any, chunk: int | None = None) -> None:
+        self._fh = tempfile.TemporaryFile(prefix=prefix)  # noqa: SIM115 (closed with the spool)
+        self._chunk_type = list[item]  # what a chunk reads back as
+        self.chunk = CHUNK if chunk is None else chunk
+        self._pending: list[T] = []
+        self._ends = array("q")  # where each packed chunk ends in the file
+        self.ok = True
 
-    def add(self, example: Example) -> None:
+    def add(self, item: T) -> None:
         if not self.ok:
             return
-        self._chunk.append(example)
-        if len(self._chunk) >= CHUNK:
+        self._pending.append(item)
+        if len(self._pending) >= self.chunk:
             self._dump()
 
     def _dump(self) -> None:
-        if not self._chunk or not self.ok:
+        if not self._pending or not self.ok:
             return
         try:
-            data = pickle.dumps(self._chunk, pickle.HIGHEST_PROTOCOL)
-        except Exception:  # noqa: BLE001 - an unpicklable value: fall back to the files
+            data = codec.pack(self._pending)
+        except Exception:  # noqa: BLE001 - a value MessagePack does not know: the owner decides
             self.close()
             return
         finally:
-            self._chunk = []
+            self._pending = []
         self._fh.write(data)
-        self._spans.append((self._end, len(data)))
-        self._end += len(data)
+        self._ends.append((self._ends[-1] if self._ends else 0) + len(data))
 
     def seal(self) -> None:
-        """Every example was added: write the last chunk out."""
+        """Writes the last chunk out (the first iteration does it too): `ok` then says whether every item is kept."""
         self._dump()
         if self.ok:
             self._fh.flush()
 
-    def __iter__(self) -> Iterator[Example]:
-        fd = self._fh.fileno()
-        for offset, size in self._spans:
-            yield from pickle.loads(os.pread(fd, size, offset))
+    def __iter__(self) -> Iterator[T]:
+        self.seal()
+        if not self.ok:
+            return
+        fd, ends, chunk_type = self._fh.fileno(), self._ends, self._chunk_type
+        start = i = 0
+        while i < len(ends):
+            j = i + 1  # chunks i..j-1, at least one, up to _READ bytes
+            while j < len(ends) and ends[j] - start <= _READ:
+                j += 1
+            data = memoryview(os.pread(fd, ends[j - 1] - start, start))
+            at = start
+            for k in range(i, j):
+                yield from codec.unpack(data[at - start : ends[k] - start], chunk_type)
+                at = ends[k]
+            start, i = ends[j - 1], j
 
     def close(self) -> None:
         self.ok = False
-        self._chunk, self._spans = [], []
+        self._pending, self._ends = [], array("q")
         self._fh.close()

@@ -25,7 +25,7 @@ from typing import Any
 import jinja2
 
 from ..config import SynthesizeConfig
-from ..errors import InputError, ProviderError
+from ..errors import InputError, ProviderError, read_text
 from ..types import Example, LLMResponse
 from .jsonread import quoted_in, repaired_values, strict_values, walk
 
@@ -118,12 +118,7 @@ def load_template(path: str | None, default_name: str) -> jinja2.Template:
     the file (and the line, for syntax errors).
     """
     label = os.path.expanduser(path) if path is not None else str(TEMPLATES_DIR / default_name)
-    try:
-        source = Path(label).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("template file not found", file=label) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read template: {e}", file=label) from None
+    source = read_text(label, "template")
 
     def load(name: str) -> tuple[str, str, Callable[[], bool]] | None:
         return (source, label, lambda: True) if name == label else None

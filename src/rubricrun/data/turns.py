@@ -4,8 +4,9 @@ sees) is the example's first turn, then for each earlier turn the candidate's ow
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
+
+import msgspec
 
 from ..types import Example
 
@@ -22,6 +23,6 @@ def turn_view(ex: Example, answers: Sequence[str]) -> Example:
     for answer, later in zip(answers, ex.later_turns, strict=False):
         messages += [{"role": "assistant", "content": answer}, later.message]
     later = ex.later_turns[k - 2]
-    return dataclasses.replace(
+    return msgspec.structs.replace(
         ex, messages=tuple(messages), reference=later.reference, metadata={**ex.metadata, "turn": k}
     )

@@ -1,27 +1,25 @@
 """What one call of a run is, through the provider stack (providers/stack.py): a candidate turn (GenTask,
-its request and its response row), and synthesis (prompts from a topic). graph.py decides when each call is
+its request and its response row), and a synthesis call (prompts from a topic). graph.py decides when each call is
 made (stages.py builds them); --validate counts them by running those same stages over a dry provider (engine/estimate.py).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
+from msgspec import Struct
+
 from ..config import Config, ModelConfig
-from ..data.answers_file import Answers, load_replays, replay_model, replayed_answer
+from ..data.answers_file import Answers, replay_model, replayed_answer
 from ..data.turns import turn_view
 from ..errors import NotDone, ProviderError
 from ..judging.answers import quality_flags, split_reasoning
 from ..providers.base import BaseProvider
 from ..providers.cache import cache_key
 from ..providers.routing import model_request, route_for
-from ..tasks import registry
-from ..types import Example, LLMRequest, LLMResponse, Response, Usage, direct_init, to_row
-from .pool import Interrupted, Progress, run_pool
+from ..types import Example, LLMRequest, LLMResponse, Response, Usage
 
 log = logging.getLogger("rubricrun")
 
@@ -32,9 +30,7 @@ Replays = dict[str, Answers]  # a responses_from candidate's answers file, by ca
 # Candidate responses
 
 
-@direct_init  # types.direct_init: one is built per candidate call
-@dataclass(frozen=True)
-class GenTask:
+class GenTask(Struct, frozen=True):  # a Struct: one is built per candidate call (plan 018)
     """One turn of one conversation: the example, the candidate, the sample, and the candidate's own answers to
     the turns before this one (empty at turn 1). `order` is the conversation's place in input order."""
 
@@ -75,32 +71,6 @@ def turn_task(
     return GenTask(view, cand, s, request, turn, answers, order, replay)
 
 
-def generation_tasks(cfg: Config, examples: Sequence[Example], replays: Replays | None = None) -> list[GenTask]:
-    """Every conversation's first turn, in input order (later turns: next_turn_tasks)."""
-    replays = load_replays(cfg, registry.ANSWER_READERS) if replays is None else replays
-    pairs = [
-        (ex, cand, s)
-        for ex in examples
-        for cand in registry.candidates_for(cfg, ex)
-        for s in range(cand.samples_per_prompt)
-    ]
-    return [turn_task(cfg, ex, cand, s, (), i, replays) for i, (ex, cand, s) in enumerate(pairs)]
-
-
-def next_turn_tasks(
-    cfg: Config, tasks: Sequence[GenTask], done: dict[str, Response], replays: Replays, examples: dict[str, Example]
-) -> list[GenTask]:
-    """The next turn of every conversation whose turn in `tasks` was answered; a failed turn ends its conversation."""
-    out = []
-    for t in tasks:
-        r = done.get(t.response_id)
-        ex = examples[t.example.id]
-        if r is None or r.status != "ok" or t.turn >= ex.turns:
-            continue
-        out.append(turn_task(cfg, ex, t.candidate, t.sample_index, (*t.answers, r.text or ""), t.order, replays))
-    return out
-
-
 def response_row(task: GenTask, key: str, resp: LLMResponse | None, error: str | None) -> Response:
     """The responses.jsonl row for a task: its reply, or (resp None) the error that ended it. The reply's reasoning
     (`<think>` blocks, the provider's reasoning channel) goes to `reasoning`; `text` is the answer alone."""
@@ -122,7 +92,6 @@ def response_row(task: GenTask, key: str, resp: LLMResponse | None, error: str |
         error=error,
         finish_reason=resp.finish_reason if resp else None,
         usage=resp.usage if resp else Usage(),
-        cache_hit=resp.cache_hit if resp else False,
         key=key,
         flags=flags,
         reasoning=reasoning,
@@ -152,12 +121,8 @@ def synthesis_entry(cfg: Config) -> tuple[str, ModelConfig]:
     scfg = cfg.synthesize
     assert scfg is not None
     entries = [("candidate", m) for m in cfg.candidates] + [("judge", m) for m in cfg.judge_pool]
-    if not scfg.model:
-        return entries[0]
-    found = [e for e in entries if e[1].name == scfg.model]
-    if not found:
-        raise cfg.fail("synthesize.model", f"no candidate or judge named '{scfg.model}'")
-    return found[0]
+    # config.py checked that synthesize.model names one of them, and that there is a candidate
+    return next((e for e in entries if e[1].name == scfg.model), entries[0]) if scfg.model else entries[0]
 
 
 def synthesis_request(cfg: Config, messages: list[dict], attempt: int) -> LLMRequest:
@@ -171,16 +136,10 @@ class _Stopped(ProviderError):
     at once, so the steps done so far are kept."""
 
 
-def synthesize(
-    cfg: Config,
-    stack: BaseProvider,
-    *,
-    stop: threading.Event,
-    on_examples: Callable[[list[Example]], None] = lambda new: None,
-) -> tuple[list[Example], list[dict[str, Any]], bool]:
-    """Prompts synthesized from a topic, through the same cached stack as every other call; the synthesis log;
-    and whether Ctrl+C interrupted it (then the examples and log are those of the steps that finished).
-    `on_examples` gets each step's new examples as soon as the step ends (they flow into generation)."""
+def synthesize(cfg: Config, stack: BaseProvider, on_step: Callable[[Any, list[Example]], None]) -> None:
+    """Prompts synthesized from a topic (data/synth.py), each call through the same cached stack as every other;
+    `on_step(entry, new examples)` hears of each step as soon as it ends (its prompts flow into generation). A stop
+    or the budget ends it: the next call is not made, its step records why, the later steps stop at once."""
     from ..data.synth import synthesize as run_synthesis
 
     scfg = cfg.synthesize
@@ -193,35 +152,7 @@ def synthesize(
         except NotDone as exc:
             raise _Stopped(f"stopped: {exc or type(exc).__name__}") from None
 
-    examples: list[Example] = []
-    logs: list[Any] = []
-    lock = threading.Lock()
-    bar = Progress("synthesize", 1 + scfg.num_subtopics, cfg.run.progress)  # one step per ask-and-dedupe
-
-    def on_step(entry: Any, new: list[Example]) -> None:
-        with lock:
-            logs.append(entry)
-            examples.extend(new)
-        bar.update()
-        if new:
-            on_examples(list(new))
-
-    def whole(_: None) -> None:
-        try:
-            run_synthesis(scfg, call, log=log.info, on_step=on_step)
-        except _Stopped:  # while asking for subtopics: nothing was synthesized
-            pass
-
-    # On the pool (one item) so that Ctrl+C stops it as it stops the other stages: the call in flight gets the
-    # pool's grace period, later steps see the stop and end at once, and the steps finished so far are kept (a
-    # call still hanging after the grace period is left behind, its step missing from the log).
     try:
-        run_pool(whole, [None], workers=1, stop=stop, label="synthesize", progress=False)
-        interrupted = False
-    except Interrupted:
-        interrupted = True
-    finally:
-        bar.close()
-    with lock:  # a copy: a thread left behind must not change what is written
-        examples, logs = list(examples), list(logs)
-    return examples, [to_row(entry) for entry in logs], interrupted or stop.is_set()
+        run_synthesis(scfg, call, log=log.info, on_step=on_step)
+    except _Stopped:  # while asking for subtopics: nothing was synthesized
+        pass

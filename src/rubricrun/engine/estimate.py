@@ -1,19 +1,26 @@
-"""--validate's run: the stages of a run (stages.py) driven inline on the calling thread over a dry provider, which
+"""--validate: what a run would call and what it would cost at most, counted without calling anything (`count_calls`).
+
+The stages of a run (stages.py) driven inline on the calling thread over a dry provider, which
 answers each call from the cache, else with a placeholder, and counts and prices it; it never stores. So the calls
 counted are the ones the run's own code builds: cached tie-breaks and re-asks of unreadable judge replies included.
 
 An uncached reply is unknown, so what follows from it is counted as the run makes it when the reply is readable and
 votes agree (a placeholder of max_tokens for a candidate, a readable verdict for a judge), and bounded besides: each
 uncached judge or pairwise vote asked again once, and each criterion with an even number of voters and an uncached
-vote given a tie-break when `judging.on_tie: judge` (the `*_at_most` counts of preflight.count_calls). A generation whose
-reply no call reads (stages.reply_feeds_calls) is not run: the cache is asked only whether it holds the reply, for
-many keys a query (ResponseCache.fresh_many), which keeps 1,000,000 judge-free rows fast.
+vote given a tie-break when `judging.on_tie: judge` (the `*_at_most` counts of count_calls). A generation whose
+reply no call reads (stages.reply_feeds_calls) is not run: the cache is asked only whether it holds the reply
+(ResponseCache.fresh_many, a chunk of examples at a time), which keeps 1,000,000 judge-free rows fast.
+
+A candidate's samples past the first EXACT_SAMPLES of an example are counted by arithmetic, not one by one: their
+requests differ only by the sample index, so one of them is run through the stages, as not cached, and its counts are
+added once per sample (`InlineDriver._times`). Time and memory stay bounded whatever `samples_per_prompt` says; those
+samples count as not cached (the cost bound stays a bound; `candidate_cached` counts the first EXACT_SAMPLES).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,14 +29,18 @@ from ..judging.ask import JUDGE_PARSE_ATTEMPTS
 from ..judging.rubric import JudgeItem, tie_breaker
 from ..providers.base import BaseProvider
 from ..providers.cache import ResponseCache, cache_key
-from ..providers.pricing import call_cost, estimate_prompt_tokens, max_tokens_of
+from ..providers.pricing import call_cost, estimate_prompt_tokens, max_tokens_of, price_table, unit_prices
+from ..providers.stack import open_cache
+from ..tasks import registry
 from ..types import Example, LLMRequest, LLMResponse
 from . import second_process
-from .stages import Stages, Unit, conversations, new_unit, reply_feeds_calls
+from .calls import synthesis_request
+from .preflight import large_run, preflight
+from .stages import Stages, Turn, Vote, Work, conversations, new_unit, reply_feeds_calls
 
 DRY_MARK = "\ue000rubricrun-dry\ue000"  # starts a placeholder answer: a request carrying one is never looked up
 DRY_PAIR = "[[C]]"  # a pairwise judge's placeholder reply (a rubric judge's: its protocol's `dry_reply`)
-ROLES = {"generate": "candidate", "judge": "judge", "pairwise": "pairwise"}
+EXACT_SAMPLES = 1000  # samples of a candidate on an example counted one by one; the rest by arithmetic
 
 
 @dataclass
@@ -63,6 +74,16 @@ class Counts:
         """An uncached call, `times` over, at its prompt and its max_tokens."""
         self.cost(request.model, estimate_prompt_tokens(list(request.messages)), max_tokens_of(request.params), times)
 
+    def add(self, other: Counts, times: int) -> None:
+        """`other`'s counts, `times` over (a sample counted once for many: see InlineDriver._times)."""
+        for mine, theirs in ((self.calls, other.calls), (self.cached, other.cached), (self.dry_votes, other.dry_votes)):
+            for role, n in theirs.items():
+                mine[role] += n * times
+        self.ties_possible += other.ties_possible * times
+        self.bound += other.bound * times
+        self.online_bound += other.online_bound * times
+        self.unpriced |= other.unpriced
+
     def at_most(self, role: str) -> int:
         """The most calls of a judging role the run can make: every uncached vote asked again, every possible tie
         broken (and that vote asked again)."""
@@ -84,16 +105,16 @@ def _carries_placeholder(request: LLMRequest) -> bool:
 
 
 class DryStack(BaseProvider):
-    """What --validate calls through: the cache, else a placeholder; counted and priced, never stored. `kind` (the
-    stage asking: generate, judge, pairwise) is set by the driver, on its one thread; `verdict` is a rubric judge's
-    placeholder reply (the judging protocol's `dry_reply`)."""
+    """What --validate calls through for one role (`candidate`, `judge`, `pairwise`): the cache, else a placeholder
+    (a candidate's answer max_tokens long; a judge's `reply`: its protocol's `dry_reply`, or DRY_PAIR); counted and
+    priced, never stored."""
 
-    def __init__(self, counts: Counts, verdict: str = "") -> None:
-        self.counts, self.kind, self.verdict = counts, "generate", verdict
-        self.first_asks = 0  # judge votes asked (first asks, cached or not): the driver sees a tie-break by them
+    def __init__(self, counts: Counts, role: str, reply: str = "") -> None:
+        self.counts, self.role, self.reply = counts, role, reply
+        self.first_asks = 0  # votes asked (first asks, cached or not): the driver sees a tie-break by them
 
     def generate(self, request: LLMRequest) -> LLMResponse:
-        counts, role = self.counts, ROLES[self.kind]
+        counts, role = self.counts, self.role
         counts.calls[role] += 1
         first = role != "candidate" and request.sample_index == 0  # a judge's attempt is its sample_index
         self.first_asks += first
@@ -106,9 +127,7 @@ class DryStack(BaseProvider):
         if first:
             counts.dry_votes[role] += 1
         counts.priced(request, JUDGE_PARSE_ATTEMPTS if first else 1)
-        if role == "candidate":
-            return LLMResponse(text=_placeholder(request))
-        return LLMResponse(text=self.verdict if role == "judge" else DRY_PAIR)
+        return LLMResponse(text=_placeholder(request) if role == "candidate" else self.reply)
 
 
 class InlineDriver:
@@ -126,10 +145,11 @@ class InlineDriver:
 
     def start(self) -> Counts:
         if self.counts is None:
-            self.counts = self.open_counts()
-            self.stack = DryStack(self.counts)
-            self.stages = Stages(self.cfg, self.stack, self.submit, lambda turn, cut: None)
-            self.stack.verdict = self.stages.judging.protocol.dry_reply
+            counts = self.counts = self.open_counts()
+            self.judges = DryStack(counts, "judge", registry.protocol_for(self.cfg.judging.scale).dry_reply)
+            self.stacks = (DryStack(counts, "candidate"), self.judges, DryStack(counts, "pairwise", DRY_PAIR))
+            dry = {"judge": self.judges, "pairwise": self.stacks[2]}
+            self.stages = Stages(self.cfg, self.stacks[0], self.submit, lambda turn, cut: None, dry)
         return self.counts
 
     def add(self, ex: Example) -> None:
@@ -140,7 +160,10 @@ class InlineDriver:
     def flush(self) -> None:
         counts = self.start()
         for ex in self.examples:
-            convs = conversations(self.cfg, ex)
+            convs = conversations(self.cfg, ex, EXACT_SAMPLES)
+            for c in registry.candidates_for(self.cfg, ex):
+                if c.samples_per_prompt > EXACT_SAMPLES:
+                    self._times(ex, c, c.samples_per_prompt - EXACT_SAMPLES)
             if not reply_feeds_calls(self.cfg, ex, 1) and not any(c.replays for c, _ in convs):  # only leaves
                 self.leaves.extend(self.stages.first_turn(ex, c, s).request for c, s in convs)
                 continue
@@ -158,22 +181,48 @@ class InlineDriver:
             if key not in fresh:
                 counts.priced(request)
 
-    def submit(self, kind: str, unit: Unit, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
+    def _times(self, ex: Example, candidate: Any, times: int) -> None:
+        """`times` samples of `candidate` on `ex` past the first EXACT_SAMPLES, counted from one of them: it is run
+        through the stages as not cached (a placeholder reply, dry votes), its leaves priced as not cached, and its
+        counts added `times` over. Pairwise judging reads sample 0 only: nothing to compare here."""
+        main = self.counts
+        assert main is not None
+        one = Counts(None, main.prices, online_prices=main.online_prices)
+        mark = len(self.leaves)
+        self._count_into(one)
+        try:
+            if reply_feeds_calls(self.cfg, ex, 1):
+                self.stages.start(new_unit(ex, [(candidate, EXACT_SAMPLES)]))
+            else:
+                self.leaves.append(self.stages.first_turn(ex, candidate, EXACT_SAMPLES).request)
+            for request in self.leaves[mark:]:
+                one.calls["candidate"] += 1
+                one.priced(request)
+            del self.leaves[mark:]
+        finally:
+            self._count_into(main)
+        main.add(one, times)
+
+    def _count_into(self, counts: Counts) -> None:
+        self.counts = counts
+        for stack in self.stacks:
+            stack.counts = counts
+
+    def submit(self, work: Work) -> None:
         """stages.Submit: a leaf generation is kept for `flush`; anything else runs now."""
-        if kind == "generate":
-            task = args[2]
+        if isinstance(work, Turn):
+            task = work.task
             if task.replay is None and not reply_feeds_calls(self.cfg, task.example, task.turn):
                 self.leaves.append(task.request)
                 return
-        stack = self.stack
-        asks, dry = stack.first_asks, self.counts.dry_votes["judge"] if self.counts else 0
-        previous, stack.kind = stack.kind, kind
-        try:
-            fn(*args)
-        finally:
-            stack.kind = previous
-        if kind == "judge" and self.counts is not None:
-            self._tie_possible(args[3], stack.first_asks - asks, self.counts.dry_votes["judge"] - dry)
+        if not isinstance(work, Vote):
+            self.stages.run(work)
+            return
+        assert self.counts is not None  # (start made the stages that submit)
+        votes = self.counts.dry_votes
+        asks, dry = self.judges.first_asks, votes["judge"]
+        self.stages.run(work)
+        self._tie_possible(work.item, self.judges.first_asks - asks, votes["judge"] - dry)
 
     def _tie_possible(self, item: JudgeItem, asked: int, dry: int) -> None:
         """A criterion voted by an even number of judges, one of them uncached, whose dry votes agreed (no tie-break
@@ -244,3 +293,151 @@ def _counted_chunks(conn: Any, driver: InlineDriver) -> BaseException | None:
         except Exception as exc:  # noqa: BLE001 - answered by the caller
             failed = exc
     return failed
+
+
+# ---------------------------------------------------------------------------------------------------
+# count_calls: what --validate prints
+
+
+def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
+    """--validate: how many calls the run would make (synthesis, candidates, judges), how many are already cached,
+    and an upper bound on the cost of the rest (every reply at its max_tokens, every uncached vote asked again, every
+    possible tie broken). Counted by the run's own stages over a dry provider (engine/estimate.py). Calls nothing, stores
+    nothing. `judge_calls` counts the calls when uncached replies are readable and votes agree;
+    `judge_calls_at_most` (and `pairwise_calls_at_most`) when they are not."""
+    if cfg.synthesize is None and second_process.wanted(large_run(cfg, max_examples)):
+        return _count_in_child(cfg, max_examples)
+    driver = InlineDriver(cfg, lambda: _open_counts(cfg), COUNT_CHUNK)
+    try:
+        # the same checks a run makes before its first call, in the same pass that counts the examples' calls
+        prepared = preflight(cfg, max_examples, visit=driver.add)
+        counts = driver.start()
+        synthesized, synthesis = _count_synthesis(cfg, counts)
+        for ex in synthesized:
+            driver.add(ex)
+        driver.flush()
+    finally:
+        if driver.counts is not None and driver.counts.cache is not None:
+            driver.counts.cache.close()
+    return _counted(cfg, driver.n, len(prepared.skipped), synthesis, counts)
+
+
+def _count_in_child(cfg: Config, max_examples: int | None) -> dict[str, Any]:
+    """count_calls with the count on the other core (estimate.ProcessDriver): preflight parses here, the stages count
+    there, a chunk behind. Without synthesis (whose count needs the cache here first)."""
+    driver = ProcessDriver(cfg, _open_counts, COUNT_CHUNK)
+    try:
+        prepared = preflight(cfg, max_examples, visit=driver.add)
+        n, counts = driver.result()
+    finally:
+        driver.close()
+    return _counted(cfg, n, len(prepared.skipped), {}, counts)
+
+
+def _open_counts(cfg: Config) -> Counts:
+    batched = any(m.batch for m in [*cfg.candidates, *cfg.judge_pool])
+    online = price_table(cfg, batch=False) if batched else None
+    return Counts(open_cache(cfg), price_table(cfg), online_prices=online)
+
+
+def _counted(cfg: Config, n: int, skipped: int, synthesis: dict[str, int], counts: Counts) -> dict[str, Any]:
+    calls, cached = counts.calls, counts.cached
+    pairwise = {
+        "pairwise_calls": calls["pairwise"],
+        "pairwise_cached": cached["pairwise"],
+        "pairwise_calls_at_most": counts.at_most("pairwise"),
+    }
+    return {
+        "examples": n,
+        "skipped_rows": skipped,
+        **synthesis,
+        "candidate_calls": calls["candidate"],
+        "candidate_cached": cached["candidate"],
+        "judge_calls": calls["judge"],
+        "judge_cached": cached["judge"],
+        "judge_calls_at_most": counts.at_most("judge"),
+        **(pairwise if cfg.judging.pairwise else {}),
+        "cost_upper_bound_usd": round(counts.bound, 4),
+        **(
+            {"cost_upper_bound_online_usd": round(counts.online_bound, 4), "batch_prices": batch_prices(cfg)}
+            if counts.online_prices is not None
+            else {}
+        ),
+        "unpriced_models": sorted(counts.unpriced),
+    }
+
+
+def batch_prices(cfg: Config) -> dict[str, Any]:
+    """For each model an entry batches: USD per million tokens online and in a batch job (None: no known price)."""
+    online, batch = price_table(cfg, batch=False), price_table(cfg)
+    out: dict[str, Any] = {}
+    for m in [*cfg.candidates, *cfg.judge_pool]:
+        for model in [m.model] + [w.model for w in m.models] if m.batch else []:
+            if model:
+                out[model] = {name: _per_mtok(model, table) for name, table in (("online", online), ("batch", batch))}
+    return out
+
+
+def _per_mtok(model: str, prices: dict[str, Any]) -> dict[str, float] | None:
+    p = unit_prices(model, prices.get(model))
+    return None if p is None else {"input_per_mtok": round(p[0] * 1e6, 6), "output_per_mtok": round(p[1] * 1e6, 6)}
+
+
+COUNT_CHUNK = 1000  # examples counted at a time: every count is per example, so chunks add up to the whole
+
+
+class _NotCached(Exception):
+    """A synthesis call that --validate cannot replay from the cache (not a ProviderError: it ends the replay)."""
+
+
+class _CacheReplay(BaseProvider):
+    """Answers from the cache only, counting hits and keeping the first request it could not answer."""
+
+    def __init__(self, cache: ResponseCache | None):
+        self.cache, self.hits = cache, 0
+        self.missed: LLMRequest | None = None
+
+    def generate(self, request: LLMRequest) -> LLMResponse:
+        hit = self.cache.get(cache_key(request)) if self.cache else None
+        if hit is None:
+            self.missed = request
+            raise _NotCached
+        self.hits += 1
+        return hit
+
+
+def _count_synthesis(cfg: Config, tally: Counts) -> tuple[Iterable[Example], dict[str, int]]:
+    """The synthesis calls and the examples they give. When every call is cached the synthesis is replayed and
+    both are exact. Otherwise they are bounds: each step (subtopics, then prompts per subtopic) asks once and
+    retries at most once; a call's prompt holds the template plus at most two replies (the subtopic and the
+    exclusions), so at most its rendered length + 2 x max_tokens; and the run gets num_subtopics x
+    prompts_per_subtopic prompts, each at most one reply (max_tokens) long."""
+    scfg = cfg.synthesize
+    if scfg is None:
+        return [], {}
+    from ..data.synth import synthesize
+
+    replay = _CacheReplay(tally.cache)
+    try:
+        examples, _ = synthesize(scfg, lambda m, a: replay.generate(synthesis_request(cfg, m, a)), log=lambda _: None)
+        return examples, {"synthesis_calls": replay.hits, "synthesis_cached": replay.hits}
+    except _NotCached:
+        pass
+    missed = replay.missed
+    assert missed is not None
+    calls = 2 * (1 + scfg.num_subtopics)
+    reply = max_tokens_of(missed.params)
+    prompt = estimate_prompt_tokens(list(missed.messages)) + 2 * reply
+    for _ in range(calls - replay.hits):
+        tally.cost(missed.model, prompt, reply)
+    content = "x" * (3 * reply)  # ~reply tokens (estimate_prompt_tokens); one string for every planned prompt
+    planned = (  # made as they are counted: memory does not grow with num_subtopics x prompts_per_subtopic
+        Example(
+            id=f"{scfg.dataset_name}/planned-{i}",
+            dataset=scfg.dataset_name,
+            source=f"synthesize:planned:{i}",
+            messages=({"role": "user", "content": content},),
+        )
+        for i in range(scfg.num_subtopics * scfg.prompts_per_subtopic)
+    )
+    return planned, {"synthesis_calls": calls, "synthesis_cached": replay.hits}

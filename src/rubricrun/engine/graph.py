@@ -12,30 +12,32 @@ So rows are written in input order whatever order calls finish in. Design and re
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import queue
-import signal
 import threading
+import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
 
-from ..config import Config
+from .. import codec
+from ..config import MAX_THREADS, Config
 from ..providers.base import BaseProvider
-from ..providers.cache import CachingProvider
 from ..providers.executor import Executor, Threads, describe
 from ..types import Example, Judgment, PairJudgment, Response
 from .calls import synthesize
-from .pool import GRACE_S, STOP_SIGNALS, THREAD_PREFIX, Progress, end_now, heard_stop
-from .stages import Stages, Unit, conversations, new_unit
+from .progress import Progress
+from .stages import Stages, Unit, Work, conversations, new_unit
+from .stop import GRACE_S, THREAD_PREFIX, stop_on_signal
 
 log = logging.getLogger("rubricrun")
 
 
 class Sink(Protocol):
+    """Where examples go: each as it is admitted, then with its rows when it is finished, in the same order."""
+
     def admit(self, example: Example) -> None: ...
 
     def finish(
@@ -60,10 +62,14 @@ class Graph:
         run = cfg.run
         executor = executor or Threads()
         n = executor.workers  # a blocked thread per attempt in flight: plan 020 (Decision Log) says why
+
+        def threads(per_worker: int) -> int:  # at most MAX_THREADS in one process, however many workers
+            return max(1, min(per_worker * n, MAX_THREADS))
+
         self.pools = {
-            "generate": ThreadPoolExecutor(max(1, run.concurrency * n), thread_name_prefix=THREAD_PREFIX + "generate"),
+            "generate": ThreadPoolExecutor(threads(run.concurrency), thread_name_prefix=THREAD_PREFIX + "generate"),
             "judge": ThreadPoolExecutor(
-                max(1, run.judge_parallel_workers * n), thread_name_prefix=THREAD_PREFIX + "judge"
+                threads(run.judge_parallel_workers), thread_name_prefix=THREAD_PREFIX + "judge"
             ),
         }
         shown = {"generate": True, "judge": bool(cfg.judge_pool), "pairwise": self.stages.pairing is not None}
@@ -72,8 +78,6 @@ class Graph:
         # Counts for the bars: any thread puts (kind, added, done), the conductor alone updates the bars (a put is
         # one C call under the GIL: no lock per call).
         self.counts: queue.SimpleQueue[tuple[str, int, int]] = queue.SimpleQueue()
-        # A call the cache answers runs where it is found, never on a pool (CachingProvider.try_cached).
-        self.try_cached = stack.try_cached if isinstance(stack, CachingProvider) else None
         self.conductor = threading.get_ident()  # the thread that runs `run` (set again there)
         self.lock = threading.Lock()  # guards what follows
         self.pooled = 0  # calls handed to a pool (the cache could not answer them)
@@ -91,7 +95,7 @@ class Graph:
         unit to the sink in input order. On Ctrl+C: calls in flight get the grace period, every admitted unit goes
         to the sink with what it finished, the examples not admitted go with nothing, and True is returned."""
         self.conductor = threading.get_ident()
-        with _ctrl_c_sets(self.stop):
+        with stop_on_signal(self.stop):
             return self._run(examples)
 
     def _run(self, examples: Iterator[Example | None]) -> bool:
@@ -189,22 +193,23 @@ class Graph:
 
     # -- the calls (pool threads) ------------------------------------------------------------------------
 
-    def _submit(self, kind: str, unit: Unit, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
-        """stages.Submit: run fn(*args) here when the cache answers all its calls, else on the kind's pool."""
+    def _submit(self, work: Work) -> None:
+        """stages.Submit: run the work here when the cache answers all its calls, else on its kind's pool."""
         if self.stop.is_set():  # stopping: no new calls
             return
+        kind, unit = work.kind, work.unit
         gen = kind == "generate"
         with unit.lock:
             unit.pending += 1
             unit.generating += gen
-        if self.try_cached is not None and self.try_cached(fn, *args):  # answered from the cache, here
+        if self.stack.try_cached(self.stages.run, work):  # answered from the cache, here: never waits for a pool
             self.counts.put((kind, 1, 1))
             self._release(unit, generated=gen)
             return
         self.counts.put((kind, 1, 0))
         try:
             with self.lock:
-                f = self.pools["generate" if gen else "judge"].submit(self._call, kind, unit, fn, args)
+                f = self.pools["generate" if gen else "judge"].submit(self._call, work)
                 self.inflight.add(f)
                 self.pooled += 1
             f.add_done_callback(self._landed)
@@ -217,16 +222,16 @@ class Graph:
         with self.lock:
             self.inflight.discard(f)
 
-    def _call(self, kind: str, unit: Unit, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
+    def _call(self, work: Work) -> None:
         try:
-            fn(*args)
+            self.stages.run(work)
         except BaseException as exc:  # noqa: BLE001 - a failure a row cannot hold (cache, disk): stop the run
             with self.lock:
                 self.failure = self.failure or exc
             self.stop.set()
         finally:
-            self.counts.put((kind, 0, 1))
-            self._release(unit, generated=kind == "generate")
+            self.counts.put((work.kind, 0, 1))
+            self._release(work.unit, generated=work.kind == "generate")
 
     def _release(self, unit: Unit, *, generated: bool) -> None:
         """One piece of the unit's work ended: after its last candidate call, its comparisons; after its last
@@ -257,65 +262,59 @@ class Graph:
 _END: Any = object()
 
 
-@contextlib.contextmanager
-def _ctrl_c_sets(stop: threading.Event) -> Iterator[None]:
-    """While the graph runs, the first Ctrl+C or SIGTERM only sets `stop`: the conductor raises KeyboardInterrupt at
-    the top of its loop, never between taking an example from the iterator and admitting it (an example taken and
-    dropped there would be missing from examples.jsonl). A second one (either signal) ends the process at once."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
-    heard = threading.Event()
-
-    def first(signum: int, frame: object) -> None:
-        if heard.is_set():
-            end_now(signum)
-        heard_stop(signum)
-        heard.set()
-        stop.set()
-
-    for s in STOP_SIGNALS:
-        signal.signal(s, first)
-    try:
-        yield
-    finally:  # after a first stop signal, the next one (while artifacts are written) ends the process at once
-        for s, handler in before.items():
-            signal.signal(s, signal.SIG_DFL if heard.is_set() and handler is not signal.SIG_IGN else handler)
-
-
 class Synthesis:
-    """Synthesis on its own thread, its examples an iterator for the graph: each step's prompts as soon as the
-    step ends; None while nothing is ready (so the conductor keeps writing finished units meanwhile)."""
+    """Synthesis (calls.synthesize) on its own thread, its examples an iterator for the graph: each step's prompts as
+    soon as the step ends; None while nothing is ready (so the conductor keeps writing finished units meanwhile).
+    `log`: the steps done, as rows. After a stop the call in flight gets GRACE_S to land; a call still hanging then
+    is left behind, with its step and what follows it missing from the log."""
 
     def __init__(self, cfg: Config, stack: BaseProvider, stop: threading.Event) -> None:
+        assert cfg.synthesize is not None
+        self.stop = stop
         self.log: list[Any] = []
         self.interrupted = False
+        self._lock = threading.Lock()  # guards log, bar and left
+        self._bar = Progress("synthesize", 1 + cfg.synthesize.num_subtopics, cfg.run.progress)  # a step an ask
+        self._left = False  # the thread was left behind: what it does now is not recorded
         self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._pending: deque[Example] = deque()
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(cfg, stack, stop), name="rubricrun-synthesis")
+        self._stopped_at: float | None = None
+        self._thread = threading.Thread(target=self._run, args=(cfg, stack), name=THREAD_PREFIX + "synthesis")
+        self._thread.daemon = True
         self._thread.start()
 
-    def _run(self, cfg: Config, stack: BaseProvider, stop: threading.Event) -> None:
+    def _run(self, cfg: Config, stack: BaseProvider) -> None:
         try:
-            _, self.log, self.interrupted = synthesize(cfg, stack, stop=stop, on_examples=self._q.put)
+            synthesize(cfg, stack, self._step)
         except BaseException as exc:  # noqa: BLE001 - raised again in the conductor
             self._error = exc
         finally:
             self._q.put(_END)
+
+    def _step(self, entry: Any, new: list[Example]) -> None:
+        with self._lock:
+            if self._left:
+                return
+            self.log.append(codec.to_data(entry))
+            self._bar.update()
+        if new:
+            self._q.put(list(new))
 
     def __iter__(self) -> Iterator[Example | None]:
         return self
 
     def __next__(self) -> Example | None:  # a class, not a generator: Ctrl+C raised in here does not end it
         batch = self._next_batch()
-        if batch is _END:
-            self._thread.join()
-            if self._error is not None:
-                raise self._error
-            raise StopIteration
-        return batch
+        if batch is not _END:
+            return batch
+        with self._lock:
+            self._left = self._thread.is_alive()
+            self._bar.close()
+        self.interrupted = self.stop.is_set()
+        if self._error is not None:
+            raise self._error
+        raise StopIteration
 
     def _next_batch(self) -> Any:
         if self._pending:
@@ -323,6 +322,10 @@ class Synthesis:
         try:
             got = self._q.get(timeout=0.1)
         except queue.Empty:
+            if self.stop.is_set():
+                self._stopped_at = self._stopped_at or time.monotonic()
+                if time.monotonic() - self._stopped_at >= GRACE_S:
+                    self._q.put(_END)  # the call in flight had its grace period: end here (and every later call)
             return None
         if got is _END:
             self._q.put(_END)  # every later call ends too

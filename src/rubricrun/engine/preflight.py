@@ -1,7 +1,9 @@
-"""What a run will do, known before any call: preflight checks, call counts and the cost bound.
+"""Every check that needs data and no model call, and the examples it reads: `preflight`.
 
-`preflight` is every check that needs no model call; the run and `--validate` both go through it, so
-bad input is found the same way by both. `count_calls` is what `--validate` prints.
+The run and `--validate` (engine/estimate.py) both go through it, so bad input is found the same way by both:
+the API key variables, the prices a budget needs, every dataset row (data/loaders.py), the templates. The
+examples it read come back as `Prepared.examples`, which a run iterates (from the spool preflight kept, or from the
+files again) without repeating a check.
 """
 
 from __future__ import annotations
@@ -15,20 +17,19 @@ from typing import Any
 from ..config import Config, generation_only
 from ..data.answers_file import load_replays
 from ..data.idset import IdHashes
+from ..data.labels import label_paths, load_labels
 from ..data.loaders import iter_dataset
 from ..data.readers import source_label
-from ..data.spool import ExampleSpool
+from ..data.spool import Spool
 from ..errors import InputError
+from ..judging.graded import SCALES
 from ..judging.pairwise import PairJudging
 from ..providers.base import BaseProvider
-from ..providers.cache import ResponseCache, cache_key
-from ..providers.pricing import estimate_prompt_tokens, max_tokens_of, price_table, unit_prices
-from ..providers.stack import open_cache
+from ..providers.pricing import price_table, unit_prices
+from ..results.metrics import dataset_metrics
 from ..tasks import registry
-from ..types import Example, LLMRequest, LLMResponse
-from . import second_process
-from .calls import synthesis_entry, synthesis_request
-from .estimate import Counts, InlineDriver, ProcessDriver
+from ..types import Example
+from .calls import synthesis_entry
 
 
 class Examples:
@@ -37,7 +38,7 @@ class Examples:
     of them (data/spool.py). `len()` is the count preflight's validating pass found; iterating repeats none of its
     checks."""
 
-    def __init__(self, cfg: Config, max_examples: int | None, count: int, spool: ExampleSpool | None = None) -> None:
+    def __init__(self, cfg: Config, max_examples: int | None, count: int, spool: Spool | None = None) -> None:
         self.cfg, self.max_examples, self.count, self.spool = cfg, max_examples, count, spool
 
     def __iter__(self) -> Iterator[Example]:
@@ -60,6 +61,7 @@ class Prepared:
     # dataset -> metric -> examples calling for it (tasks/registry.metric_of), counted in the validating pass;
     # None when the run also synthesizes examples preflight cannot see. Lets the tally summarize as the run goes.
     metric_counts: dict[str, Counter[str]] | None = None
+    large: bool = False  # large_run
 
 
 def _datasets(
@@ -146,12 +148,6 @@ def _first_source(cfg: Config, max_examples: int | None, ex: Example, upto: int)
     return None
 
 
-def load_examples(cfg: Config, max_examples: int | None) -> tuple[list[Example], list[str]]:
-    """All datasets' examples (each dataset capped at max_examples) in a list, and the skipped bad rows."""
-    count, skipped = validate_examples(cfg, max_examples)
-    return list(Examples(cfg, max_examples, count)), skipped
-
-
 def model_entries(cfg: Config) -> list[tuple[str, Any]]:
     """(config key, entry) for every candidate and judge, keyed as the config spells them."""
     out: list[tuple[str, Any]] = [(f"candidates[{i}]", m) for i, m in enumerate(cfg.candidates)]
@@ -196,6 +192,28 @@ def _scorable(cfg: Config, ex: Example) -> bool:
     return ex.answer is not None
 
 
+def check_labels(cfg: Config, counts: dict[str, Counter[str]]) -> None:
+    """Every `datasets[].labels` file read as the summary will read it (data/labels.py): a malformed row is bad
+    input, and so is a labels file where nothing could use it (a metric whose rows carry their own labels, or
+    pairwise verdicts without judging.pairwise)."""
+    paths = label_paths(cfg)
+    if not paths:
+        return
+    metric_of = dataset_metrics(cfg, counts)
+    scales = {}
+    for name, (i, _) in paths.items():
+        if name not in metric_of:
+            continue
+        spec = registry.metric(metric_of[name])
+        if spec.accumulator is not None:
+            raise cfg.fail(f"datasets[{i}].labels", f"{spec.name} reads the human labels its rows carry: remove it")
+        scales[name] = SCALES.get(spec.scale)
+    for name, labels in load_labels(cfg, scales).items():
+        if labels.preferences and cfg.judging.pairwise is None:
+            key = f"datasets[{paths[name][0]}].labels"
+            raise cfg.fail(key, f"{labels.path} has pairwise verdicts (pair_id) but judging.pairwise is not set")
+
+
 def check_keys(cfg: Config) -> None:
     """Every api_key_env named in the config is set: detected before any call is paid for."""
     for key, m in model_entries(cfg):
@@ -234,12 +252,13 @@ def preflight(
     check_keys(cfg)
     check_prices(cfg)
     metrics: dict[str, Counter[str]] = {}
-    kept = ExampleSpool() if spool else None
+    kept = Spool("rubricrun-examples-", Example) if spool else None
     if kept is not None:
         visit = _and_keep(visit, kept)
     count, skipped = validate_examples(cfg, max_examples, visit, metrics)
     if kept is not None:
         kept.seal()
+    check_labels(cfg, metrics)
     load_replays(cfg, registry.ANSWER_READERS)  # a bad responses_from file is bad input, found before any call
     registry.judging_for(cfg, BaseProvider())
     if cfg.judging.pairwise is not None:
@@ -251,10 +270,10 @@ def preflight(
         load_template(cfg.synthesize.subtopic_template, "subtopics.j2")
         load_template(cfg.synthesize.prompt_template, "prompts.j2")
     metric_counts = None if cfg.synthesize is not None else metrics
-    return Prepared(Examples(cfg, max_examples, count, kept), skipped, metric_counts)
+    return Prepared(Examples(cfg, max_examples, count, kept), skipped, metric_counts, large_run(cfg, max_examples))
 
 
-def _and_keep(visit: Callable[[Example], None] | None, kept: ExampleSpool) -> Callable[[Example], None]:
+def _and_keep(visit: Callable[[Example], None] | None, kept: Spool) -> Callable[[Example], None]:
     if visit is None:
         return kept.add
 
@@ -265,45 +284,17 @@ def _and_keep(visit: Callable[[Example], None] | None, kept: ExampleSpool) -> Ca
     return both
 
 
-def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
-    """--validate: how many calls the run would make (synthesis, candidates, judges), how many are already cached,
-    and an upper bound on the cost of the rest (every reply at its max_tokens, every uncached vote asked again, every
-    possible tie broken). Counted by the run's own stages over a dry provider (engine/estimate.py). Calls nothing, stores
-    nothing. `judge_calls` counts the calls when uncached replies are readable and votes agree;
-    `judge_calls_at_most` (and `pairwise_calls_at_most`) when they are not."""
-    if cfg.synthesize is None and second_process.wanted(_large(cfg, max_examples)):
-        return _count_in_child(cfg, max_examples)
-    driver = InlineDriver(cfg, lambda: _open_counts(cfg), COUNT_CHUNK)
-    try:
-        # the same checks a run makes before its first call, in the same pass that counts the examples' calls
-        prepared = preflight(cfg, max_examples, visit=driver.add)
-        counts = driver.start()
-        synthesized, synthesis = _count_synthesis(cfg, counts)
-        for ex in synthesized:
-            driver.add(ex)
-        driver.flush()
-    finally:
-        if driver.counts is not None and driver.counts.cache is not None:
-            driver.counts.cache.close()
-    return _counted(cfg, driver.n, len(prepared.skipped), synthesis, counts)
+# A large run: from these sizes on a second process pays for its start (0.3-0.5 s of the other core).
+LARGE_BYTES = 4 << 20  # of local dataset files: about 20,000 short rows
+LARGE_EXAMPLES = 20_000  # a cap on each dataset below it (--max-examples, run.max_examples) makes a run small
 
 
-def _count_in_child(cfg: Config, max_examples: int | None) -> dict[str, Any]:
-    """count_calls with the count on the other core (estimate.ProcessDriver): preflight parses here, the stages count
-    there, a chunk behind. Without synthesis (whose count needs the cache here first)."""
-    driver = ProcessDriver(cfg, _open_counts, COUNT_CHUNK)
-    try:
-        prepared = preflight(cfg, max_examples, visit=driver.add)
-        n, counts = driver.result()
-    finally:
-        driver.close()
-    return _counted(cfg, n, len(prepared.skipped), {}, counts)
-
-
-def _large(cfg: Config, max_examples: int | None) -> bool:
-    """Whether the datasets are large enough for a second process to pay for its start: COUNT_CHILD_BYTES of local
-    files (a Hub dataset's size is not known before it is read: it is counted here)."""
-    if max_examples is not None and max_examples < COUNT_CHILD_EXAMPLES:
+def large_run(cfg: Config, max_examples: int | None) -> bool:
+    """A large run, for which a second process pays for its start (engine/second_process.py: the tally, --validate's
+    count), by one rule known before the data is read: the local dataset files hold LARGE_BYTES or more, and no cap
+    holds each dataset below LARGE_EXAMPLES. (A Hub dataset's size is not known before it is read: it counts as 0.)"""
+    cap = max_examples if max_examples is not None else cfg.run.max_examples
+    if cap is not None and cap < LARGE_EXAMPLES:
         return False
     size = 0
     for d in cfg.datasets:
@@ -312,116 +303,4 @@ def _large(cfg: Config, max_examples: int | None) -> bool:
                 size += os.path.getsize(d.path)
             except OSError:
                 pass  # preflight names it
-    return size >= COUNT_CHILD_BYTES
-
-
-def _open_counts(cfg: Config) -> Counts:
-    batched = any(m.batch for m in [*cfg.candidates, *cfg.judge_pool])
-    online = price_table(cfg, batch=False) if batched else None
-    return Counts(open_cache(cfg), price_table(cfg), online_prices=online)
-
-
-def _counted(cfg: Config, n: int, skipped: int, synthesis: dict[str, int], counts: Counts) -> dict[str, Any]:
-    calls, cached = counts.calls, counts.cached
-    pairwise = {
-        "pairwise_calls": calls["pairwise"],
-        "pairwise_cached": cached["pairwise"],
-        "pairwise_calls_at_most": counts.at_most("pairwise"),
-    }
-    return {
-        "examples": n,
-        "skipped_rows": skipped,
-        **synthesis,
-        "candidate_calls": calls["candidate"],
-        "candidate_cached": cached["candidate"],
-        "judge_calls": calls["judge"],
-        "judge_cached": cached["judge"],
-        "judge_calls_at_most": counts.at_most("judge"),
-        **(pairwise if cfg.judging.pairwise else {}),
-        "cost_upper_bound_usd": round(counts.bound, 4),
-        **(
-            {"cost_upper_bound_online_usd": round(counts.online_bound, 4), "batch_prices": batch_prices(cfg)}
-            if counts.online_prices is not None
-            else {}
-        ),
-        "unpriced_models": sorted(counts.unpriced),
-    }
-
-
-def batch_prices(cfg: Config) -> dict[str, Any]:
-    """For each model an entry batches: USD per million tokens online and in a batch job (None: no known price)."""
-    online, batch = price_table(cfg, batch=False), price_table(cfg)
-    out: dict[str, Any] = {}
-    for m in [*cfg.candidates, *cfg.judge_pool]:
-        for model in [m.model] + [w.model for w in m.models] if m.batch else []:
-            if model:
-                out[model] = {name: _per_mtok(model, table) for name, table in (("online", online), ("batch", batch))}
-    return out
-
-
-def _per_mtok(model: str, prices: dict[str, Any]) -> dict[str, float] | None:
-    p = unit_prices(model, prices.get(model))
-    return None if p is None else {"input_per_mtok": round(p[0] * 1e6, 6), "output_per_mtok": round(p[1] * 1e6, 6)}
-
-
-COUNT_CHUNK = 1000  # examples counted at a time: every count is per example, so chunks add up to the whole
-# From these sizes on (local dataset files), --validate counts in a second process (second_process.py): about 20,000 short
-# rows; below them its start (0.3-0.5 s of the other core) costs what it saves.
-COUNT_CHILD_BYTES = 4 << 20
-COUNT_CHILD_EXAMPLES = 20_000
-
-
-class _NotCached(Exception):
-    """A synthesis call that --validate cannot replay from the cache (not a ProviderError: it ends the replay)."""
-
-
-class _CacheReplay(BaseProvider):
-    """Answers from the cache only, counting hits and keeping the first request it could not answer."""
-
-    def __init__(self, cache: ResponseCache | None):
-        self.cache, self.hits = cache, 0
-        self.missed: LLMRequest | None = None
-
-    def generate(self, request: LLMRequest) -> LLMResponse:
-        hit = self.cache.get(cache_key(request)) if self.cache else None
-        if hit is None:
-            self.missed = request
-            raise _NotCached
-        self.hits += 1
-        return hit
-
-
-def _count_synthesis(cfg: Config, tally: Counts) -> tuple[list[Example], dict[str, int]]:
-    """The synthesis calls and the examples they give. When every call is cached the synthesis is replayed and
-    both are exact. Otherwise they are bounds: each step (subtopics, then prompts per subtopic) asks once and
-    retries at most once; a call's prompt holds the template plus at most two replies (the subtopic and the
-    exclusions), so at most its rendered length + 2 x max_tokens; and the run gets num_subtopics x
-    prompts_per_subtopic prompts, each at most one reply (max_tokens) long."""
-    scfg = cfg.synthesize
-    if scfg is None:
-        return [], {}
-    from ..data.synth import synthesize
-
-    replay = _CacheReplay(tally.cache)
-    try:
-        examples, _ = synthesize(scfg, lambda m, a: replay.generate(synthesis_request(cfg, m, a)), log=lambda _: None)
-        return examples, {"synthesis_calls": replay.hits, "synthesis_cached": replay.hits}
-    except _NotCached:
-        pass
-    missed = replay.missed
-    assert missed is not None
-    calls = 2 * (1 + scfg.num_subtopics)
-    reply = max_tokens_of(missed.params)
-    prompt = estimate_prompt_tokens(list(missed.messages)) + 2 * reply
-    for _ in range(calls - replay.hits):
-        tally.cost(missed.model, prompt, reply)
-    planned = [
-        Example(
-            id=f"{scfg.dataset_name}/planned-{i}",
-            dataset=scfg.dataset_name,
-            source=f"synthesize:planned:{i}",
-            messages=({"role": "user", "content": "x" * (3 * reply)},),  # ~reply tokens (estimate_prompt_tokens)
-        )
-        for i in range(scfg.num_subtopics * scfg.prompts_per_subtopic)
-    ]
-    return planned, {"synthesis_calls": calls, "synthesis_cached": replay.hits}
+    return size >= LARGE_BYTES

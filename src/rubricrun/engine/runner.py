@@ -11,11 +11,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import yaml
+from msgspec.structs import replace
 
 from ..config import Config, config_to_dict, generation_only
 from ..errors import RubricrunError
@@ -30,13 +32,12 @@ from ..results import artifacts
 from ..results.costs import cost_report
 from ..results.hub import hub_card
 from ..results.summary import log_summary
-from ..results.summary_types import BudgetSummary, Calls, CostSummary, ExecutorSummary, Summary
-from ..results.tally import Tally
-from ..types import Example, Judgment, PairJudgment, Response, from_row, summary_row
+from ..results.summary_types import BudgetSummary, Calls, ExecutorSummary, Summary, summary_data
+from ..results.tally import RunTally, Tally
 from .graph import Graph, Synthesis, examples_of
-from .pool import stop_exit_code, stopped_by
 from .preflight import Prepared, preflight
-from .tally_process import TallyProcess, open_tally
+from .stop import stop_exit_code, stopped_by
+from .tally_process import open_tally
 
 log = logging.getLogger("rubricrun")
 GENERATION_ONLY = "generation only: nothing judged"  # a config without judges (issue 23)
@@ -121,7 +122,7 @@ def _execute(run: _Run, prepared: Prepared, extras: Extras) -> Outcome:
     artifacts.write_text(run.run_dir / "config.yaml", yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
     batcher = open_batcher(cfg, run.run_dir / "batches.json", artifacts.write_json, run.tracer)
     stack, budget = build_stack(cfg, run.tracer, run.stop, run.cache, batcher, run.executor)
-    tally: Tally | TallyProcess | None = None
+    tally: RunTally | None = None
     try:
         while True:  # one pass without batch entries; with them, passes until no call waits for a batch job
             if tally is not None:
@@ -146,7 +147,7 @@ def _execute(run: _Run, prepared: Prepared, extras: Extras) -> Outcome:
             tally.close()
 
 
-def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> Tally | TallyProcess:
+def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> RunTally:
     """Synthesis (if configured), generation, judging and comparisons, overlapped (graph.py); every finished
     example's rows are appended to the artifacts in input order and fed to the tally as the run goes."""
     cfg = run.cfg
@@ -158,8 +159,10 @@ def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> Tally | TallyProce
                  len(cfg.judge_pool), on)  # fmt: skip
     # The summary and the report's sample are fed as the run goes when preflight counted every example's metric;
     # rows are then spooled only for an export (results/tally.py).
-    tally = open_tally(cfg, run.run_id, metric_counts=prepared.metric_counts, spool=bool(run.formats))
-    sink = _Sink(run.run_dir, tally)
+    counts = prepared.metric_counts
+    make = partial(Tally, cfg, run.run_id, metric_counts=counts, spool=bool(run.formats))
+    tally = open_tally(make, live=counts is not None, large=prepared.large)
+    sink = artifacts.RowFiles(run.run_dir, tally.take)
     synthesis = Synthesis(cfg, stack, run.stop) if cfg.synthesize is not None else None
     try:
         graph = Graph(cfg, stack, run.stop, sink, run.executor)
@@ -172,60 +175,25 @@ def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> Tally | TallyProce
     finally:
         sink.close()
         if synthesis is not None:
-            list(synthesis)  # until its thread has ended (a stop ends it within the pool's grace period)
+            list(synthesis)  # until its thread has ended (after a stop: within the grace period)
             run.synthesis = synthesis.log
             run.interrupted = run.interrupted or synthesis.interrupted
     return tally
 
 
-class _Sink:
-    """Where finished examples go: examples.jsonl at admission; responses.jsonl and judgments.jsonl (an example's
-    pairwise rows after its judgments) when its rows are done; then the tally (a tally in a second process gets the
-    lines just written: engine/tally_process.py). A rerun starts the files afresh."""
-
-    def __init__(self, run_dir: Path, tally: Tally | TallyProcess) -> None:
-        self.tally = tally
-        self.files = {
-            n: artifacts.JsonlAppender(run_dir / f"{n}.jsonl") for n in ("examples", "responses", "judgments")
-        }
-        self._lines = isinstance(tally, TallyProcess)
-        self._admitted: dict[int, str] = {}  # id(example) -> its examples.jsonl line, until it finishes
-
-    def admit(self, example: Example) -> None:
-        line = self.files["examples"].write([example])
-        if self._lines:
-            self._admitted[id(example)] = line  # the graph holds the example until it finishes
-
-    def finish(
-        self, example: Example, responses: list[Response], judgments: list[Judgment], pairs: list[PairJudgment]
-    ) -> None:
-        r = self.files["responses"].write(responses)
-        j = self.files["judgments"].write([*judgments, *pairs])
-        if self._lines:
-            self.tally.add_lines(self._admitted.pop(id(example)), r, j)  # type: ignore[union-attr]
-        else:
-            self.tally.add(example, responses, judgments, pairs)
-
-    def close(self) -> None:
-        for f in self.files.values():
-            f.close()
-
-
-def _write_results(
-    run: _Run, tally: Tally | TallyProcess, budget: Budget, prepared: Prepared, extras: Extras
-) -> Summary:
+def _write_results(run: _Run, tally: RunTally, budget: Budget, prepared: Prepared, extras: Extras) -> Summary:
     """Scores, summary.json, export, report.html and the Hub push (the row artifacts are written as the run goes)."""
     cfg, run_dir = run.cfg, run.run_dir
     summary = _with_facts(tally.summary(), run, tally, budget, prepared)
     formats = list(run.formats)
     if formats and not run.interrupted:
         summary = replace(summary, export=tally.export(run_dir, formats))
-    artifacts.write_json(run_dir / "summary.json", summary_row(summary))
+    artifacts.write_json(run_dir / "summary.json", summary_data(summary))
     tally.report(run_dir, summary)
     if extras.push_to_hub and not run.interrupted:
         from ..results.hub import push_to_hub
 
-        card = hub_card(cfg, summary_row(summary))
+        card = hub_card(cfg, summary_data(summary))
         paths = push_to_hub(run_dir, extras.push_to_hub, private=extras.private, dry_run=extras.dry_run, card=card)
         verb = "would upload" if extras.dry_run else "uploaded"
         log.info("hub %s: %s %s", extras.push_to_hub, verb, ", ".join(paths))
@@ -233,9 +201,7 @@ def _write_results(
     return summary
 
 
-def _with_facts(
-    summary: Summary, run: _Run, tally: Tally | TallyProcess, budget: Budget, prepared: Prepared
-) -> Summary:
+def _with_facts(summary: Summary, run: _Run, tally: RunTally, budget: Budget, prepared: Prepared) -> Summary:
     """The run's facts beside what the rows say: status, this invocation's calls, costs and budget."""
     counts = run.tracer.counts
     return replace(
@@ -247,16 +213,14 @@ def _with_facts(
         responses_not_done=run.tasks - tally.n_responses,
         skipped_rows=len(prepared.skipped),
         wall_s=round(time.monotonic() - run.t0, 2),
-        costs=from_row(
-            CostSummary, cost_report(run.tracer.by_model, price_table(run.cfg), budget.provider_usd), strict=True
-        ),
+        costs=cost_report(run.tracer.by_model, price_table(run.cfg), budget.provider_usd),
         budget=BudgetSummary(run.cfg.run.budget_usd, round(budget.spent, 6), budget.stopped),
         synthesis=tuple(run.synthesis) if run.cfg.synthesize is not None else None,  # also when Ctrl+C stopped it
         executor=ExecutorSummary(run.executor.engine, run.executor.workers),
     )
 
 
-def _outcome(run: _Run, tally: Tally | TallyProcess, budget: Budget, summary: Summary) -> Outcome:
+def _outcome(run: _Run, tally: RunTally, budget: Budget, summary: Summary) -> Outcome:
     """The exit code: 130 interrupted (143 by SIGTERM), 3 stopped on budget, 1 every candidate call failed, else 0."""
     cfg, run_id = run.cfg, run.run_id
     if run.interrupted:

@@ -12,8 +12,9 @@ what the main process produces and nothing waits for it until the end, it runs i
   the child has. When the main process's end of the pipe closes (also on kill -9) the child's `recv` ends and so
   does the child.
 
-`wanted` decides: for work large enough to pay for the start, on a machine with more than one core;
-`RUBRICRUN_SECOND_PROCESS=on|off` forces it either way (tests; `off` for whoever wants one process).
+`wanted` decides, by one rule for both: for a large run (preflight.large_run: its dataset files hold about 20,000
+short rows or more) on a machine with more than one core; `RUBRICRUN_SECOND_PROCESS=on|off` forces it either way (tests; `off`
+for whoever wants one process).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ _MODES = {"on": "on", "1": "on", "true": "on", "yes": "on", "off": "off", "0": "
 
 
 def wanted(large: bool) -> bool:
-    """Whether to start a child: forced by ENV, else for large work on a machine with more than one core."""
+    """Whether to start a child: forced by ENV, else for a large run (preflight.large_run) on a machine with more
+    than one core."""
     mode = _MODES.get(os.environ.get(ENV, "").strip().lower(), "auto")
     if mode != "auto":
         return mode == "on"

@@ -1,31 +1,30 @@
-"""The per-example work of a run, one piece at a time: a conversation's turn, its judge calls and its next turn, an
-example's pairwise comparisons. Each piece hands the pieces that follow it to `submit`; the caller decides where
-they run: graph.py on thread pools (the run), engine/estimate.py inline on the calling thread (--validate, which so counts the
-calls the run's own code builds). Nothing here knows about threads beyond the unit's lock.
+"""The per-example work of a run, one typed piece at a time: a conversation's turn (`Turn`), a judge call on one
+criterion of an answer (`Vote`), a pairwise comparison of two answers (`Comparison`). Each piece, run by
+`Stages.run`, hands the pieces that follow it to `submit`; the caller decides where they run: graph.py on thread
+pools (the run), engine/estimate.py inline on the calling thread (--validate, which so counts the calls the run's own
+code builds). Nothing here knows about threads beyond the unit's lock.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar
 
 from ..config import Config, ModelConfig
 from ..data.answers_file import load_replays
 from ..judging.auto import auto_judgment
-from ..judging.pairwise import PairJudging, pair_items
+from ..judging.pairwise import PairItem, PairJudging, pair_items
+from ..judging.rubric import JudgeItem
 from ..providers.base import BaseProvider
 from ..tasks import registry
 from ..types import Example, Judgment, PairJudgment, Response
 from .calls import GenTask, generate_one, turn_task
 
-# (kind, unit, work, its args): kind is "generate" (a candidate turn), "judge" or "pairwise"
-Submit = Callable[[str, "Unit", Callable[..., None], tuple[Any, ...]], None]
-
 
 @dataclass
-class _Conversation:
+class Conversation:
     """One candidate x sample of an example: its rows in turn order, each with its judgments' slots."""
 
     candidate: ModelConfig
@@ -38,7 +37,7 @@ class _Conversation:
 class Unit:
     """One example's work. `pending` counts its calls submitted and not finished; at 0 the unit is finished."""
 
-    def __init__(self, example: Example, conversations: list[_Conversation]) -> None:
+    def __init__(self, example: Example, conversations: list[Conversation]) -> None:
         self.example, self.conversations = example, conversations
         self.pairs: list[PairJudgment | None] = []
         self.pending = 0
@@ -61,14 +60,51 @@ class Unit:
             return responses, judgments, [p for p in self.pairs if p is not None]
 
 
-def conversations(cfg: Config, ex: Example) -> list[tuple[ModelConfig, int]]:
+@dataclass(slots=True)
+class Turn:
+    """A candidate's turn in one conversation of the unit (a call, unless its answer is replayed)."""
+
+    unit: Unit
+    conv: Conversation
+    task: GenTask
+    kind: ClassVar[str] = "generate"
+
+
+@dataclass(slots=True)
+class Vote:
+    """The judge calls on one criterion of an answer (JudgeItem: its judges, its tie rule); the judgment fills
+    `slots[i]`."""
+
+    unit: Unit
+    slots: list[Judgment | None]
+    i: int
+    item: JudgeItem
+    kind: ClassVar[str] = "judge"
+
+
+@dataclass(slots=True)
+class Comparison:
+    """One pairwise comparison of two of the unit's answers; the verdict fills `unit.pairs[i]`."""
+
+    unit: Unit
+    i: int
+    item: PairItem
+    kind: ClassVar[str] = "pairwise"
+
+
+Work = Turn | Vote | Comparison
+Submit = Callable[[Work], None]  # run the work some time later (or now)
+
+
+def conversations(cfg: Config, ex: Example, at_most: int | None = None) -> list[tuple[ModelConfig, int]]:
     """(candidate, sample index) of every conversation `ex` gets (its task's candidates, else the config's), in
-    config order."""
-    return [(c, s) for c in registry.candidates_for(cfg, ex) for s in range(c.samples_per_prompt)]
+    config order; with `at_most`, a candidate's first `at_most` samples only."""
+    cands = registry.candidates_for(cfg, ex)
+    return [(c, s) for c in cands for s in range(min(c.samples_per_prompt, at_most or c.samples_per_prompt))]
 
 
 def new_unit(ex: Example, convs: list[tuple[ModelConfig, int]]) -> Unit:
-    return Unit(ex, [_Conversation(c, s) for c, s in convs])
+    return Unit(ex, [Conversation(c, s) for c, s in convs])
 
 
 def reply_feeds_calls(cfg: Config, example: Example, turn: int) -> bool:
@@ -83,26 +119,41 @@ def reply_feeds_calls(cfg: Config, example: Example, turn: int) -> bool:
 
 
 class Stages:
-    """The pieces of an example's work. `submit(kind, unit, fn, args)` runs `fn(*args)` some time later (or now);
-    `ended(turn, cut)` hears of a conversation that a failed turn ended, with its later turns not asked."""
+    """The pieces of an example's work. `submit(work)` runs `run(work)` some time later (or now); `ended(turn, cut)`
+    hears of a conversation that a failed turn ended, with its later turns not asked. Every call goes through
+    `stack`, or the provider `by_role` names for its kind ("judge", "pairwise": --validate counts each apart)."""
 
-    def __init__(self, cfg: Config, stack: BaseProvider, submit: Submit, ended: Callable[[int, int], None]) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        stack: BaseProvider,
+        submit: Submit,
+        ended: Callable[[int, int], None],
+        by_role: Mapping[str, BaseProvider] | None = None,
+    ) -> None:
         self.cfg, self.stack, self.submit, self.ended = cfg, stack, submit, ended
+        by_role = by_role or {}
         self.replays = load_replays(cfg, registry.ANSWER_READERS)
-        self.judging = registry.judging_for(cfg, stack)
-        self.pairing = PairJudging(cfg, stack) if cfg.judging.pairwise is not None else None
+        self.judging = registry.judging_for(cfg, by_role.get("judge", stack))
+        pair_stack = by_role.get("pairwise", stack)
+        self.pairing = PairJudging(cfg, pair_stack) if cfg.judging.pairwise is not None else None
+        self._do: dict[type, Callable] = {Turn: self.generate, Vote: self.judge, Comparison: self.pair}
+
+    def run(self, work: Work) -> None:
+        """One piece of work; it submits the pieces that follow it."""
+        self._do[type(work)](work)
 
     def start(self, unit: Unit) -> None:
         """The first turn of every conversation of the unit."""
         for conv in unit.conversations:
-            task = self.first_turn(unit.example, conv.candidate, conv.sample_index)
-            self.submit("generate", unit, self.generate, (unit, conv, task))
+            self.submit(Turn(unit, conv, self.first_turn(unit.example, conv.candidate, conv.sample_index)))
 
     def first_turn(self, ex: Example, candidate: ModelConfig, sample_index: int) -> GenTask:
         return turn_task(self.cfg, ex, candidate, sample_index, (), 0, self.replays)
 
-    def generate(self, unit: Unit, conv: _Conversation, task: GenTask) -> None:
+    def generate(self, turn: Turn) -> None:
         """One turn; then its judge calls and the conversation's next turn (a failed turn ends the conversation)."""
+        unit, conv, task = turn.unit, turn.conv, turn.task
         row = generate_one(task, self.stack)
         if row is None:  # not done (stop, budget): a rerun picks it up
             return
@@ -117,20 +168,20 @@ class Stages:
             conv.judged.append(slots)
             conv.autos.append(auto)
         for i, item in enumerate(items):
-            self.submit("judge", unit, self.judge, (unit, slots, i, item))
+            self.submit(Vote(unit, slots, i, item))
         if row.turn >= ex.turns:
             return
         if row.status == "ok":
             answers = (*task.answers, row.text or "")
             nxt = turn_task(self.cfg, ex, conv.candidate, conv.sample_index, answers, 0, self.replays)
-            self.submit("generate", unit, self.generate, (unit, conv, nxt))
+            self.submit(Turn(unit, conv, nxt))
         else:
             self.ended(row.turn, ex.turns - row.turn)
 
-    def judge(self, unit: Unit, slots: list[Judgment | None], i: int, item: Any) -> None:
-        judgment = self.judging.judge_item(item)
-        with unit.lock:
-            slots[i] = judgment
+    def judge(self, vote: Vote) -> None:
+        judgment = self.judging.judge_item(vote.item)
+        with vote.unit.lock:
+            vote.slots[vote.i] = judgment
 
     def compare(self, unit: Unit) -> None:
         """The example's pairwise comparisons, once its last answer landed."""
@@ -141,9 +192,9 @@ class Stages:
         with unit.lock:
             unit.pairs = [None] * len(items)
         for i, item in enumerate(items):
-            self.submit("pairwise", unit, self.pair, (unit, i, item))
+            self.submit(Comparison(unit, i, item))
 
-    def pair(self, unit: Unit, i: int, item: Any) -> None:
-        done = self.pairing.judge_pair(item) if self.pairing is not None else None
-        with unit.lock:
-            unit.pairs[i] = done
+    def pair(self, c: Comparison) -> None:
+        done = self.pairing.judge_pair(c.item) if self.pairing is not None else None
+        with c.unit.lock:
+            c.unit.pairs[c.i] = done

@@ -2,73 +2,70 @@
 
 A warm rerun is one thread of Python doing per-example work, and the tally (summary.SummaryAcc and the report's
 sampler, results/tally.py) is a fifth of it (ExecPlan 012). The runner already encodes every row for its .jsonl
-files; with a `TallyProcess` it hands the same lines to a child process, which reads them back into rows
-(types.row_reader) and feeds an ordinary `Tally` with them, in input order, while the run goes on. The end of the
-run asks the child for the summary, the export and report.html, so the tally's own code, and so every byte it
-writes, is the same in both places (tests/test_tally_process.py runs both and compares every file).
+files and hands each finished example to its tally with those lines (results/artifacts.Finished); a `TallyProcess`
+sends the lines to a child process, which reads them back into rows (codec.decode_lines) and feeds its own tally,
+built there by the runner's `make` (a results/tally.Tally), in input order, while the run goes on. The end of the run
+asks the child for the summary, the export and report.html, so the tally's own code, and so every byte it writes, is
+the same in both places (tests/test_tally_process.py runs both and compares every file).
 
-The child (second_process.py: `spawn`, one pipe, batches kept until it is up, SIGINT and SIGTERM left to the runner) gets the
-config, the run id and preflight's metric counts; rows are sent in batches of lines (a pickled list of str is one
-copy), and it reads up to _AHEAD batches ahead of its tally, so a send waits only when the tally is that far behind
-(memory stays bounded either way). Ctrl+C or a stop reach the runner, which then asks the child for the summary of
-what was done, as it would ask its own tally. What the child logs (a failed report, say) comes back with its next
-answer and is logged here. `open_tally` starts one for a run of at least PROCESS_MIN examples whose metrics
-preflight counted (the summary is then fed as the run goes), or as `RUBRICRUN_SECOND_PROCESS` says.
+The child (second_process.py: `spawn`, one pipe, batches kept until it is up, SIGINT and SIGTERM left to the runner)
+gets `make`; rows are sent in batches of lines (a pickled list of bytes is one copy), and it reads up to _AHEAD
+batches ahead of its tally, so a send waits only when the tally is that far behind (memory stays bounded either
+way). Ctrl+C or a stop reach the runner, which then asks the child for the summary of what was done, as it would ask
+its own tally. What the child logs (a failed report, say) comes back with its next answer and is logged here.
+`open_tally` starts one for a large run (preflight.large_run) whose metrics preflight counted (the summary is then
+fed as the run goes).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import threading
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..config import Config
-from ..results.summary_types import Summary
-from ..results.tally import Tally
-from ..types import Example, Judgment, PairJudgment, Response, row_reader
+from .. import codec
+from ..results.artifacts import Finished
+from ..types import Example, Judgment, PairJudgment, Response
 from . import second_process
+
+if TYPE_CHECKING:
+    from ..results.summary_types import Summary
+    from ..results.tally import RunTally
 
 log = logging.getLogger("rubricrun")
 
-PROCESS_MIN = 20_000  # examples; below it the child's start (about 0.3 s of the other core) buys little
 _BATCH_ROWS = 512  # examples a batch: one pickle and one pipe write each
 _BATCH_CHARS = 1 << 19
 _AHEAD = 8  # batches the child reads ahead of its tally
 
 
-def open_tally(
-    cfg: Config, run_id: str, *, metric_counts: dict[str, Counter] | None, spool: bool
-) -> Tally | TallyProcess:
-    """The run's tally: here, or in a second process for a large run (the module docstring)."""
-    if metric_counts is not None:
-        examples = sum(sum(c.values()) for c in metric_counts.values())
-        if second_process.wanted(examples >= PROCESS_MIN):
-            try:
-                return TallyProcess(cfg, run_id, metric_counts=metric_counts, spool=spool)
-            except Exception as exc:  # noqa: BLE001 - no process to be had (limits, an odd interpreter): run it here
-                log.warning(
-                    "tally: no second process (%s: %s); the summary is fed in this one", type(exc).__name__, exc
-                )
-    return Tally(cfg, run_id, metric_counts=metric_counts, spool=spool)
+def open_tally(make: Callable[[], RunTally], *, live: bool, large: bool) -> RunTally:
+    """The tally `make` builds (it pickles: the child builds its own): in a second process for a large run whose
+    summary is fed as it goes (`live`: preflight counted every example's metric), else here."""
+    if live and second_process.wanted(large):
+        try:
+            return TallyProcess(make)
+        except Exception as exc:  # noqa: BLE001 - no process to be had (limits, an odd interpreter): run it here
+            log.warning("tally: no second process (%s: %s); the summary is fed in this one", type(exc).__name__, exc)
+    return make()
 
 
 class TallyProcess(second_process.Child):
-    """A `Tally` in a child process, with the runner's side of it: `add_lines` during the run; `summary`, `export`,
-    `report`, `n_responses`, `any_ok` and `first_error` after it, answered by the child's Tally."""
+    """The tally `make` builds, in a child process, with the runner's side of it (results/tally.RunTally): `take`
+    during the run; `summary`, `export`, `report`, `n_responses`, `any_ok` and `first_error` after it, answered by the
+    child's tally."""
 
-    def __init__(self, cfg: Config, run_id: str, *, metric_counts: dict[str, Counter], spool: bool) -> None:
-        args = (cfg, run_id, metric_counts, spool)
-        super().__init__(serve, args, "rubricrun-tally", _ENDED, rows=_BATCH_ROWS, chars=_BATCH_CHARS)
+    def __init__(self, make: Callable[[], RunTally]) -> None:
+        super().__init__(serve, (make,), "rubricrun-tally", _ENDED, rows=_BATCH_ROWS, chars=_BATCH_CHARS)
         self._state: tuple[int, bool, str | None] | None = None
 
-    def add_lines(self, example: str, responses: str, judgments: str) -> None:
-        """One finished example as its lines in the three files (judgments.jsonl's: judgments, then pairwise)."""
-        self.put((example, responses, judgments), len(responses) + len(judgments))
+    def take(self, done: Finished) -> None:
+        """One finished example, sent as its lines in the three files (the child reads them back into rows)."""
+        _, responses, judgments, pairs = done.lines
+        self.put(done.lines, len(responses) + len(judgments) + len(pairs))
 
     def answered(self, extra: list[Any]) -> None:
         state, records = extra
@@ -138,15 +135,16 @@ class _Kept(logging.Handler):
         return out
 
 
-def serve(conn: Any, cfg: Config, run_id: str, metric_counts: dict[str, Counter], spool: bool) -> None:
-    """The child: a Tally fed with the rows the runner sends, answering its questions until the pipe closes."""
+def serve(conn: Any, make: Callable[[], RunTally]) -> None:
+    """The child: the tally `make` builds, fed with the rows the runner sends, answering its questions until the pipe
+    closes."""
     second_process.detach()
     kept = _Kept()
     logger = logging.getLogger("rubricrun")
     logger.handlers[:] = [kept]
     logger.setLevel(logging.INFO)
     logger.propagate = False
-    tally = Tally(cfg, run_id, metric_counts=metric_counts, spool=spool)
+    tally = make()
     failed: BaseException | None = None
     inbox: queue.Queue[Any] = queue.Queue(_AHEAD)
     threading.Thread(target=_read, args=(conn, inbox), name="tally-reader", daemon=True).start()
@@ -158,7 +156,7 @@ def serve(conn: Any, cfg: Config, run_id: str, metric_counts: dict[str, Counter]
                     if failed is None:
                         try:
                             for lines in msg:
-                                tally.add(*read_lines(*lines))
+                                tally.take(Finished(*read_lines(*lines), lines))
                         except Exception as exc:  # noqa: BLE001 - answered at the next question
                             failed = exc
                     continue
@@ -181,7 +179,7 @@ def _read(conn: Any, inbox: queue.Queue[Any]) -> None:
         inbox.put(None)
 
 
-def _answer(conn: Any, tally: Tally, op: str, args: tuple, failed: BaseException | None, kept: _Kept) -> None:
+def _answer(conn: Any, tally: RunTally, op: str, args: tuple, failed: BaseException | None, kept: _Kept) -> None:
     state = (tally.n_responses, tally.any_ok, tally.first_error)
     try:
         if failed is not None:
@@ -192,24 +190,13 @@ def _answer(conn: Any, tally: Tally, op: str, args: tuple, failed: BaseException
         second_process.send_error(conn, exc, state, kept.take())
 
 
-_example, _response = row_reader(Example), row_reader(Response)
-_judgment, _pair = row_reader(Judgment), row_reader(PairJudgment)
-
-
-def _rows(text: str) -> list[dict[str, Any]]:
-    """A file's lines (each ends in a newline; JSON strings escape theirs) as their objects, with one parse."""
-    return json.loads(f"[{text[:-1].replace(chr(10), ',')}]") if text else []
-
-
 def read_lines(
-    example: str, responses: str, judgments: str
+    example: bytes, responses: bytes, judgments: bytes, pairs: bytes
 ) -> tuple[Example, list[Response], list[Judgment], list[PairJudgment]]:
-    """One example's rows back from their lines: what runner._Sink wrote, as the objects it wrote them from."""
-    js: list[Judgment] = []
-    pairs: list[PairJudgment] = []
-    for row in _rows(judgments):
-        if row.get("kind") == "pairwise":
-            pairs.append(_pair(row))
-        else:
-            js.append(_judgment(row))
-    return _example(json.loads(example)), [_response(r) for r in _rows(responses)], js, pairs
+    """One example's rows back from their lines: what the runner wrote, as the objects it wrote them from."""
+    return (
+        codec.decode(example, Example),
+        codec.decode_lines(responses, Response),
+        codec.decode_lines(judgments, Judgment),
+        codec.decode_lines(pairs, PairJudgment),
+    )

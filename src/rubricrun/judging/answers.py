@@ -167,12 +167,6 @@ def final_answer(text: str) -> str | None:
     return nums[-1].group() if nums else None
 
 
-def extract_final_number(text: str) -> float | None:
-    """The number a response commits to (see final_answer), or None."""
-    span = final_answer(text)
-    return span_number(span) if span is not None else None
-
-
 def _math_verify(gold: str, span: str) -> bool | None:
     """Symbolic equality through math-verify, only for LaTeX the plain-number path cannot read (about 1-30 ms a
     call against microseconds for the regex path). Its timeout is a SIGALRM, so it is on in the main thread only.

@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 from ..config import ModelConfig
 from ..errors import NotDone, ProviderError
 from ..providers.base import BaseProvider
-from ..providers.cache import CachingProvider, cache_key
+from ..providers.cache import cache_key
 from ..types import LLMRequest, LLMResponse, Usage
 
 JUDGE_PARSE_ATTEMPTS = 2  # a reply that is not the expected JSON is asked again once, then recorded as error
@@ -24,27 +24,21 @@ JUDGE_PARSE_ATTEMPTS = 2  # a reply that is not the expected JSON is asked again
 
 RETRY_TEMPERATURE = 0.7  # the second ask samples: at temperature 0 it would get the same unreadable reply
 
-
-JUDGE_DEFAULT_PARAMS = {"temperature": 0.0, "max_tokens": 512}
-
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class Asked(Generic[T]):
     """What asking one judge came to: the reading of its reply, or (reading None) why there is none. `key` is the
-    first ask's cache key; `usage` sums every ask; `cache_hit` holds when every reply came from the cache."""
+    first ask's cache key; `usage` sums every ask."""
 
     reading: T | None
     error: str | None
     key: str
     usage: Usage
-    cache_hit: bool
 
 
-def judge_params(
-    judge: ModelConfig, attempt: int, defaults: Mapping[str, Any] = JUDGE_DEFAULT_PARAMS
-) -> dict[str, Any]:
+def judge_params(judge: ModelConfig, attempt: int, defaults: Mapping[str, Any]) -> dict[str, Any]:
     """The judge's params over `defaults`; a re-ask (attempt > 0) samples at RETRY_TEMPERATURE at least."""
     params = {**defaults, **judge.params}
     if attempt > 0:
@@ -60,7 +54,7 @@ def ask_until_readable(
 ) -> Asked[T] | None:
     """Ask `build(attempt)` until `read` gives a reading (else None and why not), at most `attempts` times. None
     when a stop or the budget cut the ask (NotDone); a provider error ends it as an error."""
-    usage, hit, key, error = Usage(), True, "", "no attempt made"
+    usage, key, error = Usage(), "", "no attempt made"
     unreadable: list[LLMRequest] = []
     for attempt in range(attempts):
         req = build(attempt)
@@ -71,20 +65,19 @@ def ask_until_readable(
             return None
         except ProviderError as exc:
             forget(stack, unreadable)
-            return Asked(None, str(exc), key, usage, False)
+            return Asked(None, str(exc), key, usage)
         usage = usage + resp.usage
-        hit = hit and resp.cache_hit
         reading, why = read(resp)
         if reading is not None:
-            return Asked(reading, None, key, usage, hit)
+            return Asked(reading, None, key, usage)
         unreadable.append(req)
         error = why or "unreadable judge reply"
     forget(stack, unreadable)
-    return Asked(None, error, key, usage, hit)
+    return Asked(None, error, key, usage)
 
 
 def forget(stack: BaseProvider, requests: Sequence[LLMRequest]) -> None:
-    """Drop these replies from the cache (through CachingProvider.forget, which a try_cached pass defers)."""
-    if isinstance(stack, CachingProvider):
-        for req in requests:
-            stack.forget(req)
+    """Drop these replies from the store that gave them (BaseProvider.forget; the cache defers it inside
+    try_cached)."""
+    for req in requests:
+        stack.forget(req)

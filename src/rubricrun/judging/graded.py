@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..data.jsonread import repaired_values, strict_values, walk
+from ..data.jsonread import object_with
 from .prompt import DATA_NOTICE
 
 SCALES: dict[str, tuple[float, float]] = {"1-5": (1.0, 5.0), "1-10": (1.0, 10.0)}
@@ -64,25 +64,11 @@ def graded_schema(max_chars: int) -> dict[str, Any]:
     }
 
 
-def _scored(text: str) -> dict[str, Any] | None:
-    """The first object with a `score` key: complete JSON first, else what json-repair reads when a `}` follows
-    the key (a reply cut off right after it would be a guess)."""
-    for value in strict_values(text, "{"):
-        for obj in walk(value):
-            if isinstance(obj, dict) and "score" in obj:
-                return obj
-    for value, chunk in repaired_values(text):
-        for obj in walk(value):
-            if isinstance(obj, dict) and "score" in obj and "}" in chunk[chunk.rfind("score") :]:
-                return obj
-    return None
-
-
 def parse_graded_reply(text: str | None, finish_reason: str | None = None) -> ParsedScore:
     """Read `{reasoning, score}` (score 1-5) out of a judge reply; robust to fences and stray text."""
     if not text or not text.strip():
         return ParsedScore(None, None, "empty judge reply")
-    obj = _scored(text)
+    obj = object_with(text, "score")
     if obj is None:
         if finish_reason == "length":
             return ParsedScore(None, None, "judge reply cut off at max_tokens before the JSON was complete")

@@ -15,15 +15,15 @@ import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..config import Config, ModelConfig
-from ..errors import InputError
+from ..errors import InputError, read_text
 from ..providers.base import BaseProvider
 from ..providers.routing import model_request, route_for
 from ..types import Example, LLMRequest, LLMResponse, PairJudgment, Response
 from .ask import Asked, ask_until_readable, judge_params
 from .prompt import content_text, defuse_markers
+from .protocol import JUDGE_DEFAULT_PARAMS
 
 # MT-Bench's pair-v2 system prompt and user prompt (FastChat fastchat/llm_judge/data/judge_prompts.jsonl).
 PAIR_SYSTEM = (
@@ -57,10 +57,7 @@ def load_pair_template(path: str | None) -> str:
     if not path:
         return PAIR_TEMPLATE
     key = "judging.pairwise.prompt_template"
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read pairwise template: {exc}", file=path, key=key) from None
+    text = read_text(path, "pairwise template", key=key)
     for name in _PLACEHOLDERS:
         if "{" + name + "}" not in text:
             raise InputError(f"pairwise template has no {{{name}}} placeholder", file=path, key=key)
@@ -187,7 +184,7 @@ class PairJudging:
             messages.insert(0, {"role": "system", "content": PAIR_SYSTEM})
         if judge.system_prompt:
             messages.insert(0, {"role": "system", "content": judge.system_prompt})
-        params = judge_params(judge, attempt)
+        params = judge_params(judge, attempt, JUDGE_DEFAULT_PARAMS)
         if "max_tokens" not in judge.params:
             params["max_tokens"] = PAIR_MAX_TOKENS
         route = route_for(judge, item.id, 0, self.cfg.run.seed)  # one model sees both orders
@@ -222,6 +219,5 @@ class PairJudging:
             error="; ".join(errors) or None,
             keys=(ab.key, ba.key),
             usage=ab.usage + ba.usage,
-            cache_hit=ab.cache_hit and ba.cache_hit,
             response_ids=(item.a.id, item.b.id),
         )

@@ -17,11 +17,10 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from ..data.jsonread import repaired_values, strict_values, walk
-from ..errors import InputError
+from ..data.jsonread import object_with
+from ..errors import InputError, read_text
 from ..types import Criterion, Example
 
 # Shown above the conversation in every judge template that encloses messages in tagged markers.
@@ -96,10 +95,7 @@ def load_template(path: str | None, default: str = DEFAULT_TEMPLATE) -> str:
     """The judge template at `path` (checked: its placeholders are known), else `default`."""
     if not path:
         return default
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read judge template: {exc}", file=path, key="judging.prompt_template") from None
+    text = read_text(path, "judge template", key="judging.prompt_template")
     for name in ("conversation", "criterion"):
         if "{" + name + "}" not in text:
             raise InputError(f"judge template has no {{{name}}} placeholder", file=path, key="judging.prompt_template")
@@ -227,26 +223,11 @@ class ParsedVerdict:
 _BOOL = {"true": True, "yes": True, "met": True, "1": True, "false": False, "no": False, "not_met": False, "0": False}
 
 
-def _verdict(text: str) -> dict[str, Any] | None:
-    """The first object with a `criteria_met` key (data/jsonread.py reads the JSON): a complete JSON object
-    first; else one json-repair reads, unless the reply was cut off after the verdict key (no closing brace
-    follows it), which would be a guess at what the judge meant."""
-    for value in strict_values(text, "{"):
-        for obj in walk(value):
-            if isinstance(obj, dict) and "criteria_met" in obj:
-                return obj
-    for value, chunk in repaired_values(text):
-        for obj in walk(value):
-            if isinstance(obj, dict) and "criteria_met" in obj and "}" in chunk[chunk.rfind("criteria_met") :]:
-                return obj
-    return None
-
-
 def parse_judge_reply(text: str | None, finish_reason: str | None = None) -> ParsedVerdict:
     """Read `{explanation, criteria_met}` out of a judge reply; robust to fences and stray text."""
     if not text or not text.strip():
         return ParsedVerdict(None, None, "empty judge reply")
-    obj = _verdict(text)
+    obj = object_with(text, "criteria_met")
     if obj is not None:
         met = obj["criteria_met"]
         if isinstance(met, str):

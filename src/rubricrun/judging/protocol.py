@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..types import Criterion, Example
-from .ask import JUDGE_DEFAULT_PARAMS
 from .graded import GRADED_TEMPLATE, ParsedScore, graded_schema, parse_graded_reply, verdict_for
 from .prompt import DEFAULT_TEMPLATE, judge_messages, judge_schema, parse_judge_reply
 
@@ -58,6 +57,8 @@ def _read_1_5(text: str | None, finish_reason: str | None) -> tuple[str, ParsedS
     parsed = parse_graded_reply(text, finish_reason)
     return verdict_for(parsed.score, "1-5"), parsed
 
+
+JUDGE_DEFAULT_PARAMS = {"temperature": 0.0, "max_tokens": 512}  # under the judge's own params
 
 BINARY = JudgeProtocol(
     scale="binary",

@@ -50,7 +50,6 @@ class Vote:
     error: str | None
     key: str
     usage: Usage = Usage()
-    cache_hit: bool = False
     score: float | None = None  # graded scales only
 
 
@@ -177,11 +176,9 @@ class Judging:
         if asked is None:
             return None
         if asked.reading is None:
-            return Vote(judge.name, "error", None, asked.error, asked.key, asked.usage, asked.cache_hit)
+            return Vote(judge.name, "error", None, asked.error, asked.key, asked.usage)
         verdict, parsed = asked.reading
-        return Vote(
-            judge.name, verdict, parsed.explanation, None, asked.key, asked.usage, asked.cache_hit, parsed.score
-        )
+        return Vote(judge.name, verdict, parsed.explanation, None, asked.key, asked.usage, parsed.score)
 
     def reading(self, resp: LLMResponse) -> tuple[tuple[str, ParsedScore] | None, str | None]:
         """(verdict, score reading) of a reply, or None and why it cannot be read."""
@@ -256,7 +253,6 @@ def judgment_from_votes(
         if len(votes) > 1
         else (),
         usage=usage,
-        cache_hit=all(v.cache_hit for v in votes),
         score=score,
         scale=scale,
     )

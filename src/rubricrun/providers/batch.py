@@ -28,12 +28,14 @@ from typing import Any
 
 from ..config import Config
 from ..errors import Deferred, InputError, ProviderError
+from ..redact import redact
 from ..types import LLMRequest, LLMResponse, Usage
 from .base import BaseProvider
 from .budget import Budget
 from .cache import CachingProvider, cache_key
-from .litellm import classify_error, credentials, import_litellm, response_format_for
+from .litellm import classify_error, credentials, import_litellm, response_format_for, valid_text
 from .pricing import call_cost, upper_bound
+from .routing import routes
 from .trace import Tracer
 
 log = logging.getLogger("rubricrun")
@@ -98,7 +100,7 @@ def reply_of(body: dict[str, Any], model: str, cost: Callable[[Usage], float | N
     )
     reasoning = message.get("reasoning_content")
     return LLMResponse(
-        text=message.get("content") or "",
+        text=valid_text(message.get("content") or ""),
         finish_reason=choice.get("finish_reason"),
         usage=usage,
         model=body.get("model") or model,
@@ -114,10 +116,10 @@ def _jsonl(data: bytes) -> list[dict[str, Any]]:
 class BatchAPI:
     """The four LiteLLM calls a job needs, for one job's model and account; failures become ProviderErrors."""
 
-    def __init__(self, job: dict[str, Any]):
+    def __init__(self, job: dict[str, Any], api_base: str | None = None):
         self.model = job["model"]
         self.provider = self.model.split("/", 1)[0]
-        self.auth = credentials(self.model, job.get("api_base"), job.get("api_key_env"))
+        self.auth = credentials(self.model, api_base, job.get("api_key_env"))
         self.secrets = (self.auth["api_key"],) if job.get("api_key_env") else ()
 
     def _call(self, name: str, **kwargs: Any) -> Any:
@@ -158,6 +160,10 @@ class Batcher:
     def __init__(self, cfg: Config, path: Path, save: Callable[[Path, Any], None], tracer: Tracer, interval_s: float):
         self.settings, self.path, self._save, self.tracer = cfg.batch, path, save, tracer
         self.limiters = batch_entries(cfg)
+        # batches.json names each job's server as redact.py writes it (no password in a URL reaches the run folder);
+        # the config gives the URL back.
+        entries = [*cfg.candidates, *cfg.judge_pool]
+        self._bases = {redact(r.api_base): r.api_base for m in entries for r, _ in routes(m) if r.api_base}
         self.progress_interval_s = interval_s
         self.caching: CachingProvider | None = None
         self.budget: Budget | None = None
@@ -230,7 +236,8 @@ class Batcher:
         for (model, api_base, key_env), group in groups.items():
             for chunk in self._chunks(group):
                 keys = [[cache_key(r), r.role] for r in chunk]
-                job = {"id": f"job-{next(self._ids)}", "model": model, "api_base": api_base, "api_key_env": key_env}
+                shown = redact(api_base) if api_base else None
+                job = {"id": f"job-{next(self._ids)}", "model": model, "api_base": shown, "api_key_env": key_env}
                 job.update(keys=keys, input_file_id=None, batch_id=None, status="uploading", collected=False)
                 job["reserved"] = sum(upper_bound(r, self.budget.prices) for r in chunk) if self._budgeted else 0.0
                 self.jobs.append(job)
@@ -274,7 +281,7 @@ class Batcher:
 
     def _start(self, job: dict[str, Any], data: bytes | None) -> None:
         """Upload the job's file (unless it has one) and create its batch (unless one exists), writing each id."""
-        api = BatchAPI(job)
+        api = self._api(job)
         try:
             if job["input_file_id"] is None:
                 if data is None:  # killed before the upload finished: the requests are asked again by the pass
@@ -318,12 +325,16 @@ class Batcher:
         done = int(counts.get("completed") or 0) + int(counts.get("failed") or 0)
         return f"{job['batch_id'] or job['id']} {job['status']} {done}/{len(job['keys'])}"
 
+    def _api(self, job: dict[str, Any]) -> BatchAPI:
+        base = job.get("api_base")
+        return BatchAPI(job, self._bases.get(base, base) if base else None)
+
     def _poll(self, job: dict[str, Any]) -> int:
         if job["batch_id"] is None and job["status"] != "failed":
             self._start(job, None)  # a job from a killed run: find or create its batch
         if job["batch_id"] is None:
             return self._collect(job, None)
-        api = BatchAPI(job)
+        api = self._api(job)
         try:
             b = api.retrieve(job["batch_id"])
         except ProviderError as exc:
@@ -341,7 +352,7 @@ class Batcher:
 
     def _collect(self, job: dict[str, Any], b: Any) -> int:
         """Deliver an ended job's replies into the cache and trace each line; then mark it collected."""
-        api = BatchAPI(job)
+        api = self._api(job)
         roles = dict(map(tuple, job["keys"]))
         answered: set[str] = set()
         for file_id in (getattr(b, "output_file_id", None), getattr(b, "error_file_id", None)):

@@ -1,167 +1,141 @@
-"""Hash-keyed disk cache wrapped around a provider (diskcache, SQLite underneath).
+"""Hash-keyed disk cache wrapped around a provider (diskcache, SQLite underneath, through its public API only).
 
 The key is sha256 of canonical JSON of exactly the fields that change the output (model, api_base,
 messages, params, response schema, and the sample index when it is not 0). Retries, timeouts,
 concurrency and keys are left out. Only successes are stored, with their usage, so a rerun of the
 same calls pays for nothing twice and a crashed run resumes where it stopped. A caller that cannot use a
 stored reply (a judge reply it cannot read) calls `forget(request)`, so the next run asks again.
+
+A stored reply is JSON bytes with its format inside (codec.StoredReply), kept in the database itself. The store
+trusts no row it reads: anything else under a key (a pickled object, an older version's row, garbage, a row naming
+a file) is a miss, overwritten by the next store, and is never run or followed (`_JsonDisk`). docs/reliability.md
+says what a cache folder from elsewhere can and cannot do.
 """
 
 from __future__ import annotations
 
 import hashlib
-import pickle
-import sqlite3
+import json
+import os
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import diskcache
+
+from ..codec import CACHE_FORMAT, read_reply, stored_reply
 from ..errors import RubricrunError
-from ..types import LLMRequest, LLMResponse, Usage, json_encoder, to_row
+from ..types import LLMRequest, LLMResponse
 from .base import BaseProvider
 from .trace import Tracer
 
-CACHE_FORMAT = 1  # bump when the stored shape changes
-
-# diskcache's `Cache.get` query for a str key (stored raw); no row of ours has an expiry, the test is kept as it is.
-_GET = "SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = 1 AND (expire_time IS NULL OR expire_time > ?)"
-_MODE_PICKLE = 4  # diskcache.core.MODE_PICKLE: a value stored pickled in the row (ours are; checked in a test)
-FRESH_QUERY_KEYS = 500  # keys per query of fresh_many (under SQLite's oldest limit of 999 parameters)
-
-
-# Built once (json.dumps with keywords builds an encoder per call, JSONEncoder.encode a C encoder per call).
-canonical_json = json_encoder(str, sort_keys=True, separators=(",", ":"))
+# The key's canonical JSON: the standard library's, its encoder built once (json.dumps with keywords builds one per
+# call). Sorted keys, no spaces, UTF-8 unescaped, Python's float repr: every key so far was made so.
+canonical_json = json.JSONEncoder(
+    ensure_ascii=False, check_circular=False, sort_keys=True, separators=(",", ":"), default=str
+).encode
+_IN_DB = 1 << 62  # diskcache's file threshold: every value stays in the database (no value files to read or delete)
 
 
 def cache_key(request: LLMRequest) -> str:
     """The request's key, computed once per request object (the task, the cache and the retry layer all ask)."""
-    key = request.__dict__.get("_cache_key")
+    memo = request.__dict__  # LLMRequest is declared with dict=True for this
+    key = memo.get("_cache_key")
     if key is None:
-        key = hashlib.sha256(canonical_json(request.cache_fields()).encode("utf-8")).hexdigest()
-        object.__setattr__(request, "_cache_key", key)  # frozen dataclass: memo outside its fields
+        key = memo["_cache_key"] = hashlib.sha256(canonical_json(request.cache_fields()).encode("utf-8")).hexdigest()
     return key
 
 
-def _from_row(row: dict[str, Any]) -> LLMResponse:
-    u = row.get("usage") or {}
-    return LLMResponse(
-        text=row["text"],
-        finish_reason=row.get("finish_reason"),
-        usage=Usage(**u),
-        model=row.get("model"),
-        cost_usd=row.get("cost_usd"),
-        cache_hit=True,
-        latency_ms=0.0,
-        reasoning=row.get("reasoning"),  # absent from rows cached before it existed
-    )
+class _JsonDisk(diskcache.Disk):
+    """diskcache's `Disk` (its documented extension point, passed as `disk=`) for a store of bytes that trusts no
+    row: `fetch` hands back raw bytes and nothing else (diskcache's own would unpickle a pickled row, or read the
+    file a row names: both are a miss here), `remove` deletes nothing outside the cache folder, and a key stored
+    pickled is never unpickled. Settings a folder's database holds do not reach it."""
+
+    def __init__(self, directory: str, **_settings: Any) -> None:
+        super().__init__(directory, min_file_size=_IN_DB)
+        self._root = os.path.realpath(directory)
+
+    def get(self, key: Any, raw: bool) -> Any:
+        return super().get(key, raw) if raw else bytes(key)  # (our keys are str: stored raw)
+
+    def store(self, value: Any, read: bool, key: Any = diskcache.UNKNOWN) -> tuple[int, int, str | None, Any]:
+        if type(value) is not bytes or read:
+            raise TypeError("the cache stores bytes")
+        return super().store(value, read, key)
+
+    def fetch(self, mode: int, filename: str | None, value: Any, read: bool) -> Any:
+        if mode != diskcache.core.MODE_RAW or read:
+            raise OSError("not a row of this cache")  # Cache.get reads an OSError as a miss
+        return value
+
+    def remove(self, file_path: str) -> None:
+        path = os.path.realpath(os.path.join(self._root, file_path))
+        if path.startswith(self._root + os.sep) and os.path.dirname(path) != self._root:  # a value file's place
+            super().remove(path)
+
+
+# Every setting a cache folder's own database could hold, as this store wants it (a folder from elsewhere may hold
+# others). Every pool thread gets its own SQLite connection: with diskcache's default 64 MB mmap each one maps the
+# whole file (measured at 100k cached calls, 64 threads: peak RSS 3.3 GB; with these settings 0.6 GB).
+_SETTINGS = {
+    **diskcache.DEFAULT_SETTINGS,
+    "statistics": 0,
+    "tag_index": 0,
+    "eviction_policy": "none",
+    "size_limit": 2**40,
+    "sqlite_mmap_size": 0,
+    "sqlite_cache_size": 256,
+    "sqlite_journal_mode": "wal",
+    "disk_min_file_size": _IN_DB,
+}
 
 
 class ResponseCache:
     """The store itself; shared by every thread (and safe across processes)."""
 
     def __init__(self, directory: str | Path):
-        import diskcache
-
         try:
             Path(directory).mkdir(parents=True, exist_ok=True)
-            # Every pool thread gets its own SQLite connection: with diskcache's default 64 MB mmap each one maps the
-            # whole file (measured at 100k cached calls, 64 threads: peak RSS 3.3 GB; with these settings 0.6 GB).
-            self._cache = diskcache.Cache(
-                str(directory),
-                size_limit=2**40,
-                eviction_policy="none",
-                sqlite_mmap_size=0,
-                sqlite_cache_size=256,
-            )
-        except Exception as exc:  # noqa: BLE001 - sqlite3/OSError: unwritable dir, full disk
+            self._cache = diskcache.Cache(str(directory), disk=_JsonDisk, **_SETTINGS)
+        except Exception as exc:  # noqa: BLE001 - sqlite3/OSError: unwritable dir, full disk, not a database
             raise RubricrunError(f"cache directory {directory}: cannot open ({exc})") from None
         self.directory = str(directory)
-        self._db = str(Path(directory) / diskcache.core.DBNAME)
-        self._local = threading.local()  # .con: the thread's read connection (`_reader`)
-        self._plain_disk = type(self._cache.disk) is diskcache.Disk  # its pickled rows read as `_stored_row` reads
-
-    def _reader(self) -> sqlite3.Connection:
-        """The calling thread's read connection, set up as diskcache sets up its own (page cache, no mmap)."""
-        con = getattr(self._local, "con", None)
-        if con is None:
-            con = self._local.con = sqlite3.connect(self._db, timeout=60.0, isolation_level=None)
-            con.execute("PRAGMA cache_size = 256")
-            con.execute("PRAGMA mmap_size = 0")
-        return con
 
     def get(self, key: str) -> LLMResponse | None:
-        """The stored reply: diskcache's own `get` query for a str key, without its per-call Python (a warm rerun
-        makes one per call: 9 us against 11-14, measured on 22,000 keys)."""
-        found = self._reader().execute(_GET, (key, time.time())).fetchone()
-        row = self._stored_row(*found) if found is not None else None
-        return _from_row(row) if row is not None else None
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._cache
+        """The stored reply; None when there is none of this format."""
+        return read_reply(self._cache.get(key))
 
     def fresh_many(self, keys: list[str]) -> set[str]:
-        """The keys among `keys` that `get` would answer (a stored row of this format), without building responses,
-        FRESH_QUERY_KEYS a query (--validate asks for every example's key: one SELECT per key cost more than the
-        reading). diskcache's own `get` for many keys (str keys are stored raw; we set no expiry). A row stored
-        with its format as tag is not read at all; one stored before tags were written is read for its `_v`."""
-        out: set[str] = set()
-        for lo in range(0, len(keys), FRESH_QUERY_KEYS):
-            part = keys[lo : lo + FRESH_QUERY_KEYS]
-            marks = ",".join("?" * len(part))
-            select = f"SELECT key, tag FROM Cache WHERE raw = 1 AND key IN ({marks})"
-            untagged = []
-            for key, tag in self._reader().execute(select, part).fetchall():
-                if tag == CACHE_FORMAT:
-                    out.add(key)
-                elif tag is None:
-                    untagged.append(key)
-            out.update(self._untagged_fresh(untagged))
-        return out
-
-    def _untagged_fresh(self, keys: list[str]) -> list[str]:
-        """Of rows stored before tags were written, those of this format (each is read for its `_v`)."""
-        if not keys:
-            return []
-        select = f"SELECT key, mode, filename, value FROM Cache WHERE raw = 1 AND key IN ({','.join('?' * len(keys))})"
-        rows = self._reader().execute(select, keys).fetchall()
-        return [key for key, *stored in rows if self._stored_row(*stored) is not None]
-
-    def _stored_row(self, mode: int, filename: str | None, value: Any) -> dict[str, Any] | None:
-        """A stored row of this format (diskcache's columns read back as its `get` does), else None."""
-        try:
-            if mode == _MODE_PICKLE and value is not None and self._plain_disk:  # what Disk.fetch does, less a BytesIO
-                row = pickle.loads(value)
-            else:
-                row = self._cache.disk.fetch(mode, filename, value, False)
-        except OSError:  # its file was deleted meanwhile
-            return None
-        return row if isinstance(row, dict) and row.get("_v") == CACHE_FORMAT else None
+        """The keys among `keys` stored in this format (--validate asks for every example's key, a chunk at a
+        time): by the tag each row is stored with, one `get` a key, the chunk in one transaction (SQLite then takes
+        its locks once, not once a key: about half the cost; writers elsewhere wait those few milliseconds)."""
+        cache = self._cache
+        if not keys or not len(cache):  # an empty cache (a first --validate) answers nothing
+            return set()
+        with cache.transact():
+            return {key for key in keys if cache.get(key, tag=True)[1] == CACHE_FORMAT}
 
     def set(self, key: str, response: LLMResponse) -> None:
-        row = to_row(response)
-        row["_v"] = CACHE_FORMAT
-        row.pop("cache_hit", None)
-        row.pop("deployment", None)  # which server answered is the trace's business, not the reply's
-        row.pop("worker", None)  # so is which process made the attempt
-        try:
-            self._cache.set(key, row, tag=CACHE_FORMAT)  # the tag: fresh_many knows the format without a read
-        except Exception as exc:  # noqa: BLE001
-            raise RubricrunError(f"cache directory {self.directory}: cannot write ({exc})") from None
+        self._write(self._cache.set, key, stored_reply(response), tag=CACHE_FORMAT)
 
     def delete(self, key: str) -> None:
+        self._write(self._cache.delete, key)
+
+    def _write(self, op: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         try:
-            self._cache.delete(key)
+            op(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001
             raise RubricrunError(f"cache directory {self.directory}: cannot write ({exc})") from None
 
     def close(self) -> None:
-        con = getattr(self._local, "con", None)
-        if con is not None:  # this thread's; other threads' close with them
-            con.close()
-            self._local.con = None
+        """The end of a run: every row written into cache.db itself (a WAL checkpoint, through diskcache's PRAGMA
+        setting), so that the database file alone holds them; then this thread's connection is closed."""
+        try:
+            self._cache.reset("sqlite_wal_checkpoint", "TRUNCATE", update=False)
+        except Exception:  # noqa: BLE001 - busy (another process writes) or read-only: the -wal file keeps the rows
+            pass
         self._cache.close()
 
 
@@ -189,13 +163,12 @@ class CachingProvider(BaseProvider):
         self.inner, self.cache, self.tracer = inner, cache, tracer
         self._lock = threading.Lock()
         self._inflight: dict[str, threading.Event] = {}
-        # A run in passes (batch jobs, providers/batch.py) asks again for what an earlier pass got: such a reply is
-        # returned as it was first served (paid or a cache hit) and traced once, so the rows and the summary read
-        # as an online run's. Key -> whether it was first served from the cache; and how many tasks asked for it
-        # in this pass and at most in one pass (the second task to ask for a key reads a hit, as it would online).
-        self.seen: dict[str, bool] | None = {} if passes else None
-        self._asked: dict[str, int] = {}
-        self._most_asked: dict[str, int] = {}
+        # A run in passes (batch jobs, providers/batch.py) asks again in every pass for what an earlier pass got. A
+        # hit is traced only for a task beyond the most that asked for its key in one pass so far (a reply paid or
+        # delivered counts as its first ask), so the trace and the summary read as an online run's.
+        self.passes = passes
+        self._asked: dict[str, int] = {}  # key -> tasks that asked for it in this pass
+        self._most: dict[str, int] = {}  # key -> the most tasks that asked for it in one pass
         self._local = threading.local()  # .attempt: the thread's try_cached in progress, if any
 
     def try_cached(self, fn: Callable[..., Any], *args: Any) -> bool:
@@ -204,7 +177,7 @@ class CachingProvider(BaseProvider):
         (nothing traced or forgotten; the caller hands fn to a pool, where it runs afresh). A cache hit thus never
         waits for a pool thread or a lock. fn must make its calls before anything it starts itself: a nested
         try_cached seals the attempt around it. Runs in passes (batch jobs) keep their bookkeeping in generate."""
-        if self.cache is None or self.seen is not None:
+        if self.cache is None or self.passes:
             return False
         local = self._local
         parent: _Attempt | None = getattr(local, "attempt", None)
@@ -256,23 +229,22 @@ class CachingProvider(BaseProvider):
         assert self.cache is not None
         self.cache.set(key, response)
         with self._lock:
-            self.seen[key] = False  # type: ignore[index]
+            self._most[key] = max(self._most.get(key, 0), 1)
 
     def new_pass(self) -> None:
         with self._lock:
             self._asked.clear()
 
-    def _again(self, key: str, hit: LLMResponse) -> tuple[LLMResponse, bool]:
-        """A reply served in an earlier pass or to an earlier task: as it was first served, and whether to trace it
-        as a new cache hit (a task asking for a key that more tasks ask for than in any pass before)."""
+    def _ask(self, key: str, paid: bool) -> bool:
+        """Counts a task asking for `key` in this pass; whether its hit is traced (see __init__)."""
+        if not self.passes:
+            return True
         with self._lock:
-            n = self._asked[key] = self._asked.get(key, 0) + 1
-            if n == 1:
-                return replace(hit, cache_hit=self.seen[key]), False  # type: ignore[index]
-            new = n > self._most_asked.get(key, 1)
-            if new:
-                self._most_asked[key] = n
-        return hit, new
+            n = self._asked[key] = 1 if paid else self._asked.get(key, 0) + 1
+            traced = n > self._most.get(key, 0)
+            if traced:
+                self._most[key] = n
+        return traced
 
     def generate(self, request: LLMRequest) -> LLMResponse:
         if self.cache is None:
@@ -283,17 +255,9 @@ class CachingProvider(BaseProvider):
         key = cache_key(request)
         while True:
             hit = self.cache.get(key)
-            traced = True
-            if hit is not None and self.seen is not None:
-                with self._lock:
-                    first = key not in self.seen
-                    if first:
-                        self.seen[key], self._asked[key] = True, 1
-                if not first:
-                    hit, traced = self._again(key, hit)
-            if hit is not None and traced:
-                self._trace_hit(request, key, hit)
             if hit is not None:
+                if self._ask(key, paid=False):
+                    self._trace_hit(request, key, hit)
                 return hit
             with self._lock:
                 event = self._inflight.get(key)
@@ -312,9 +276,7 @@ class CachingProvider(BaseProvider):
         try:
             response = self.inner.generate(request)
             self.cache.set(key, response)
-            if self.seen is not None:
-                with self._lock:
-                    self.seen[key], self._asked[key] = False, 1
+            self._ask(key, paid=True)
             return response
         finally:
             with self._lock:

@@ -9,6 +9,9 @@ about 1-3 ms, so one task per attempt would cap the run's process at a few hundr
 attempt's reply or error, with the rate-limit pause its headers asked for, to the run's process, which retries,
 caches and writes exactly as with threads.
 
+Secrets: a worker redacts its errors as the run's process does (redact.py, from the config and the worker's own
+environment: `AttemptPlugin.setup`), and the run's process redacts what comes back once more with what it knows.
+
 A worker lost mid-run (killed, preempted): Dask runs its batches again on another worker, so only the attempts in
 flight on it may be paid twice; a batch Dask gives up on (KilledWorker) comes back as retryable errors. The embedded
 llama.cpp model (`local/...`) runs in the run's process, where it is loaded once; provider batch jobs (batch.py)
@@ -37,7 +40,8 @@ from typing import Any
 
 from distributed import Client, WorkerPlugin, as_completed, get_worker, secede
 
-from ..config import Config, scheduler_address_error
+from .. import redact
+from ..config import Config, scheduler_address_error, secrets_of
 from ..errors import Cancelled, InputError, ProviderError
 from ..types import LLMRequest, LLMResponse
 from .base import BaseProvider
@@ -112,6 +116,10 @@ class AttemptPlugin(WorkerPlugin):
         self.provider: BaseProvider | None = None
 
     def setup(self, worker: Any) -> None:
+        # The credentials this worker can send (the config's variables as its own environment holds them, its
+        # URLs, its params): every error made here is redacted with them before it leaves (classify_error). Those
+        # of another run this worker served are kept (redact.use replaces them): masking more is harmless.
+        redact.use([*secrets_of(self.cfg), *redact.secrets().items()])
         self.warm()
         provider = self.make()
         provider.on_rate_limit = _heard_pause  # type: ignore[attr-defined]
@@ -188,7 +196,7 @@ class DaskAttempts(BaseProvider):
         if outcome.pause_s > 0:
             self.on_rate_limit(request, outcome.pause_s)
         if outcome.error is not None:
-            raise outcome.error
+            raise _redacted(outcome.error)
         assert outcome.response is not None
         return outcome.response
 
@@ -280,7 +288,7 @@ class DaskAttempts(BaseProvider):
             for slot in slots:
                 slot.land(Outcome(None, Cancelled("run is stopping")))
             return
-        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        why = redact.redact(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
         log.warning("dask: a task of %d attempts did not come back (%s); they are retried", len(slots), why)
         for slot in slots:
             err = ProviderError(
@@ -311,6 +319,14 @@ class DaskAttempts(BaseProvider):
             except IndexError:
                 return
             slot.land(Outcome(None, Cancelled("run is stopping")))
+
+
+def _redacted(exc: BaseException) -> BaseException:
+    """An error that came back from a worker, with every secret this process knows taken out of its message too (the
+    worker took out its own: a key its environment holds and this one does not)."""
+    if len(exc.args) == 1 and isinstance(exc.args[0], str):
+        exc.args = (redact.redact(exc.args[0]),)
+    return exc
 
 
 class DaskExecutor:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import InputError, ProviderError
+from ..redact import redact
 from ..types import LLMRequest, LLMResponse, Usage
 from .base import BaseProvider
 
@@ -209,14 +210,6 @@ def response_headers(raw: Any) -> Mapping[str, Any] | None:
     return hidden.get("additional_headers") if isinstance(hidden, dict) else None
 
 
-def redact(text: str, secrets: tuple[str, ...]) -> str:
-    """Replace every secret value in a text (a provider may echo the key in its error message)."""
-    for secret in secrets:
-        if secret and len(secret) >= 6:
-            text = text.replace(secret, "***")
-    return text
-
-
 def classify_error(exc: BaseException, model: str, secrets: tuple[str, ...] = ()) -> ProviderError:
     """Turn whatever LiteLLM (or the HTTP stack under it) raised into a ProviderError, with secrets removed."""
     if isinstance(exc, ProviderError):
@@ -235,6 +228,7 @@ def classify_error(exc: BaseException, model: str, secrets: tuple[str, ...] = ()
     else:
         # Timeouts and connection errors from httpx/openai below LiteLLM.
         retryable = any(w in name for w in ("Timeout", "Connection", "ServiceUnavailable"))
+    # A provider may echo the key, or the URL with its credentials, in its message: every secret is taken out.
     message = redact(str(exc).strip().splitlines()[0], secrets) if str(exc).strip() else name
     if len(message) > 500:
         message = message[:500] + "..."
@@ -331,8 +325,9 @@ def to_response(raw: Any, request: LLMRequest, latency_ms: float) -> LLMResponse
     """Our response from a LiteLLM one (also read by router.py)."""
     try:
         choice = raw.choices[0]
-        text = choice.message.content or ""
+        text = valid_text(choice.message.content or "")
         reasoning = getattr(choice.message, "reasoning_content", None) or None
+        reasoning = valid_text(reasoning) if isinstance(reasoning, str) else None
         finish = choice.finish_reason
     except (AttributeError, IndexError) as exc:
         raise ProviderError(f"malformed response: {exc}", model=request.model, retryable=True) from None
@@ -350,6 +345,15 @@ def to_response(raw: Any, request: LLMRequest, latency_ms: float) -> LLMResponse
         cost_usd=_provider_cost(raw),
         cache_hit=False,
         latency_ms=latency_ms,
-        reasoning=reasoning if isinstance(reasoning, str) else None,
+        reasoning=reasoning,
         worker=_worker,
     )
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """A reply's text as valid Unicode: a lone surrogate (JSON's "\\ud800", which Python decodes as is and no UTF-8
+    file can hold) becomes U+FFFD, the replacement character."""
+    return text if text.isascii() or not _SURROGATE.search(text) else _SURROGATE.sub("\ufffd", text)

@@ -15,8 +15,11 @@ import threading
 import time
 from typing import Any
 
+import msgspec
+
 from ..config import Config, ModelConfig, RouterConfig
 from ..errors import ProviderError
+from ..redact import redact
 from ..types import LLMRequest, LLMResponse
 from .base import BaseProvider
 from .litellm import classify_error, credentials, import_litellm, response_format_for, to_response, worker_name
@@ -42,8 +45,8 @@ class Target:
 
     @property
     def label(self) -> str:
-        """How the trace names it: model string and server, never a key."""
-        return f"{self.model}@{self.api_base}" if self.api_base else self.model
+        """How the trace names it: model string and server, never a key (nor a password written in the URL)."""
+        return f"{self.model}@{redact(self.api_base)}" if self.api_base else self.model
 
 
 def targets(m: ModelConfig) -> list[Target]:
@@ -141,7 +144,7 @@ class RouterProvider(BaseProvider):
             raise self._error(exc, request) from None
         resp = to_response(raw, request, (time.perf_counter() - start) * 1000)
         hidden = getattr(raw, "_hidden_params", None) or {}
-        return dataclasses.replace(resp, deployment=self._label(request.model, hidden.get("model_id")))
+        return msgspec.structs.replace(resp, deployment=self._label(request.model, hidden.get("model_id")))
 
     def _label(self, group: str, dep_id: Any) -> str | None:
         return self._labels.get(group, {}).get(str(dep_id)) if dep_id is not None else None

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from msgspec import Struct
+
 from ..config import ModelConfig
-from ..types import LLMRequest, direct_init
+from ..types import LLMRequest
 
 
-@direct_init  # types.direct_init: one per request built
-@dataclass(frozen=True)
-class Route:
+class Route(Struct, frozen=True):  # a Struct: one per request built (plan 018)
     model: str
     api_base: str | None
     api_key_env: str | None
@@ -25,6 +25,33 @@ def routes(m: ModelConfig) -> list[tuple[Route, float]]:
     if m.models:
         return [(Route(w.model, w.api_base or m.api_base, w.api_key_env or m.api_key_env), w.weight) for w in m.models]
     return [(Route(m.model, m.api_base, m.api_key_env), 1.0)]
+
+
+def deployments_key(m: ModelConfig) -> tuple[str, ...]:
+    """What a Router entry's answers depend on besides the request: the model and params of each deployment, as
+    sorted canonical JSON, each once. Not the api_base or the key, so a server added for the same model (or a key
+    rotated) keeps the cache; any other model or params make new keys (issue 28). Memoized on the entry."""
+    key = m.__dict__.get("_deployments_key")
+    if key is None:
+        rows = {_canonical([d.model, d.params]) for d in m.deployments}
+        key = tuple(sorted(rows))
+        object.__setattr__(m, "_deployments_key", key)  # frozen dataclass: memo outside its fields
+    return key
+
+
+def _canonical(value: Any) -> str:
+    """Sorted compact JSON; an integral float as an int (temperature 0 and 0.0 are one setting, as in cache_fields)."""
+    return json.dumps(_ints(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _ints(v: Any) -> Any:
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, dict):
+        return {k: _ints(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_ints(x) for x in v]
+    return v
 
 
 def route_for(m: ModelConfig, example_id: str, sample_index: int, seed: int) -> Route:
@@ -57,6 +84,7 @@ def model_request(
         timeout_s=m.timeout_s,
         response_schema=response_schema,
         sample_index=sample_index,
+        deployments=deployments_key(m) if m.deployments else (),
         role=role,  # type: ignore[arg-type]
         limiter=f"{section}:{m.name}",
     )

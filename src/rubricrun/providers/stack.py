@@ -13,6 +13,7 @@ import logging
 import threading
 
 from ..config import Config
+from ..redact import redact
 from .base import BaseProvider
 from .batch import Batcher, DeferringProvider
 from .budget import Budget
@@ -55,7 +56,7 @@ def account_limits(cfg: Config) -> dict[Route, tuple[float | None, float | None]
                 given = "; ".join(f"{v:g} by {', '.join(who)}" for v, who in sorted(by_value.items()))
                 log.warning(
                     "%s (api_base %s, key %s): entries set different %s (%s); using the smallest, %g",
-                    route.model, route.api_base, route.api_key_env, name, given, min(by_value),
+                    route.model, redact(route.api_base or ""), route.api_key_env, name, given, min(by_value),
                 )  # fmt: skip
         out[route] = (_smallest(list(limits["rpm"])), _smallest(list(limits["tpm"])))
     return out

@@ -1,25 +1,33 @@
 """trace.jsonl: one event per model call attempt, written by one writer thread.
 
-Any thread's `emit` appends the event to a queue (one C call under the GIL: no lock, no I/O on the caller's
-thread); the writer drains it at least every FLUSH_S, and `close` (every end of a run: done, Ctrl+C, a stop, an
+Any thread's `emit` appends a TraceEvent to a queue (one C call under the GIL: no lock, no I/O on the caller's
+thread); the writer writes the queued events as JSON lines (codec.lines) at least every FLUSH_S, and `close` (every end of a run: done, Ctrl+C, a stop, an
 error) drains the rest. After kill -9 the trace misses at most the last FLUSH_S of events; the cache and the rows
 never miss anything, since they do not go through here.
+
+The file is appended across invocations and bounded: a line that kill -9 cut short is cut off before the next
+append, and a file that reaches MAX_BYTES is moved to `trace.1.jsonl` (the older ones to `trace.2.jsonl`, ... up to
+BACKUPS; the oldest is deleted), at an invocation's start or between two writes. The run folder's lock
+(results/artifacts.RunLock) keeps any other process out of it meanwhile.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from json.encoder import encode_basestring
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-from ..types import TraceEvent, Usage, json_encoder, shallow_row
+from msgspec import UNSET
+
+from ..codec import lines
+from ..types import TraceEvent, Usage
 
 FLUSH_S = 0.5  # the writer's period: what kill -9 may cost the trace
+MAX_BYTES = 64 << 20  # about this much in trace.jsonl, then it is rotated (as run.log: 20 MB x 3 backups)
+BACKUPS = 3  # trace.1.jsonl ... trace.3.jsonl
 
 _COST_FIELDS = (
     "calls",
@@ -35,11 +43,21 @@ class Tracer:
     """The trace's one writer; also counts events, calls and tokens for the summary and costs (read `counts` and
     `by_model` after the calls: reading them writes out what is queued first)."""
 
-    def __init__(self, path: Path, *, invocation: str = "", on_error: Callable[[OSError], None] | None = None):
+    def __init__(
+        self,
+        path: Path,
+        *,
+        invocation: str = "",
+        on_error: Callable[[OSError], None] | None = None,
+        max_bytes: int | None = None,
+    ):
         # Appended, not written atomically: a crash must keep every event written so far.
-        self._fh: IO[str] | None = open(path, "a", encoding="utf-8")  # noqa: SIM115
+        self.path, self.max_bytes = Path(path), MAX_BYTES if max_bytes is None else max_bytes
+        self._size = cut_torn_line(self.path)
+        if self._size >= self.max_bytes:
+            self._size = rotate(self.path)
+        self._fh: IO[bytes] | None = open(path, "ab")  # noqa: SIM115
         self.invocation = invocation
-        self._end = f', "invocation": {_value(invocation)}}}\n' if invocation else "}\n"  # how each line ends
         # A write failure (full disk) must not lose the response whose event it was: it is recorded here, the
         # callback stops the run, and the runner reports it once the response is safely in the cache.
         self._error: OSError | None = None
@@ -47,7 +65,7 @@ class Tracer:
         self._counts: dict[str, int] = {"events": 0, "errors": 0, "cache_hits": 0, "calls": 0}
         # (role, model) -> tokens of successful paid calls and of cache hits, for costs.
         self._by_model: dict[tuple[str, str], dict[str, int]] = {}
-        self._queue: deque[tuple[Any, ...]] = deque()
+        self._queue: deque[TraceEvent] = deque()
         self._drain_lock = threading.Lock()  # one drain at a time: the writer's, or a reader's
         self._closed = threading.Event()
         # Not named with pool.THREAD_PREFIX: the CLI abandons such threads at a failing exit (cli.py).
@@ -71,11 +89,24 @@ class Tracer:
         deployment: str | None = None,
         worker: str | None = None,
     ) -> None:
-        # In TraceEvent's field order; the writer makes the row.
-        self._queue.append(
-            (time.time(), role, model, key, cache_hit, attempt, latency_ms, status, error, usage, status_code,
-             retry_in_s, deployment, worker)
-        )  # fmt: skip
+        event = TraceEvent(
+            ts=round(time.time(), 3),
+            role=role,
+            model=model,
+            key=key,
+            cache_hit=cache_hit,
+            attempt=attempt,
+            latency_ms=round(latency_ms, 1),
+            status=status,  # type: ignore[arg-type]
+            error=error,
+            usage=usage,
+            status_code=status_code,
+            retry_in_s=None if retry_in_s is None else round(retry_in_s, 3),
+            deployment=deployment,
+            worker=worker,
+            invocation=self.invocation or UNSET,
+        )
+        self._queue.append(event)  # one C call under the GIL: the writer thread encodes it
 
     @property
     def counts(self) -> dict[str, int]:
@@ -96,15 +127,21 @@ class Tracer:
         """Write out and count every event emitted so far."""
         failed = False
         with self._drain_lock:
-            lines = []
+            events = []
             while self._queue:
                 event = self._queue.popleft()
                 self._count(event)
-                lines.append(self._line(event))
-            if lines and self._fh and self._error is None:
+                events.append(event)
+            if events and self._fh and self._error is None:
                 try:
-                    self._fh.write("".join(lines))
+                    data = lines(events)
+                    self._fh.write(data)
                     self._fh.flush()
+                    self._size += len(data)
+                    if self._size >= self.max_bytes:
+                        self._fh.close()
+                        self._size = rotate(self.path)
+                        self._fh = open(self.path, "ab")  # noqa: SIM115
                 except OSError as exc:
                     self._error = exc
                     failed = True
@@ -115,22 +152,9 @@ class Tracer:
         while not self._closed.wait(FLUSH_S):
             self.flush()
 
-    def _line(self, event: tuple[Any, ...]) -> str:
-        """The event's row as one line: the bytes `_encode` writes for the row dict (tests/test_trace.py), each value
-        written by its type's own writer (faster than the encoder's walk of a dict: one line per call of a run)."""
-        ts, role, model, key, cache_hit, attempt, latency_ms, status, error, usage, code, retry_in_s, dep, wk = event
-        v = _value
-        retry = "null" if retry_in_s is None else v(round(retry_in_s, 3))
-        return (
-            f'{{"ts": {v(round(ts, 3))}, "role": {v(role)}, "model": {v(model)}, "key": {v(key)}, '
-            f'"cache_hit": {v(cache_hit)}, "attempt": {v(attempt)}, "latency_ms": {v(round(latency_ms, 1))}, '
-            f'"status": {v(status)}, "error": {v(error)}, "usage": {v(usage)}, "status_code": {v(code)}, '
-            f'"retry_in_s": {retry}, "deployment": {v(dep)}, "worker": {v(wk)}{self._end}'
-        )
-
-    def _count(self, event: tuple[Any, ...]) -> None:
+    def _count(self, event: TraceEvent) -> None:
         """Event counts, and tokens of successful calls and cache hits per (role, model)."""
-        _, role, model, _, cache_hit, _, _, status, _, usage, *_ = event
+        role, model, cache_hit, status, usage = event.role, event.model, event.cache_hit, event.status, event.usage
         counts = self._counts
         counts["events"] += 1
         counts["cache_hits" if cache_hit else "calls"] += 1
@@ -160,34 +184,42 @@ class Tracer:
                 self._fh = None
 
 
-# Built once (json.dumps with a keyword builds an encoder per call); a Usage is written as its to_row.
-_encode = json_encoder(shallow_row)
-_TRACE_FIELDS = tuple(f.name for f in dataclasses.fields(TraceEvent))  # a row's keys, in the type's order
-_FINITE = float.__repr__
+def cut_torn_line(path: Path) -> int:
+    """Cut off a last line without its newline (what kill -9 in the middle of a write leaves), so the next append
+    starts a line of its own; returns the file's size after (0 when there is no file)."""
+    try:
+        fh = open(path, "rb+")  # noqa: SIM115
+    except FileNotFoundError:
+        return 0
+    with fh:
+        end = fh.seek(0, 2)
+        pos = end
+        while pos > 0:
+            step = min(pos, 1 << 16)
+            fh.seek(pos - step)
+            block = fh.read(step)
+            if pos == end and block.endswith(b"\n"):
+                return end  # whole lines
+            nl = block.rfind(b"\n")
+            if nl >= 0:
+                fh.truncate(pos - step + nl + 1)
+                return pos - step + nl + 1
+            pos -= step
+        fh.truncate(0)
+        return 0
 
 
-def _float(v: float) -> str:
-    return _FINITE(v) if v - v == 0.0 else _encode(v)  # NaN and the infinities as the encoder writes them
+def backup(path: Path, n: int) -> Path:
+    """The n-th older trace beside `path`: trace.jsonl -> trace.1.jsonl."""
+    return path.with_name(f"{path.stem}.{n}{path.suffix}")
 
 
-def _usage(u: Usage) -> str:
-    if type(u) is not Usage:
-        return _encode(u)
-    p, c, t = _value(u.prompt_tokens), _value(u.completion_tokens), _value(u.total_tokens)
-    return f'{{"prompt_tokens": {p}, "completion_tokens": {c}, "total_tokens": {t}}}'
-
-
-_WRITERS: dict[type, Callable[[Any], str]] = {
-    str: encode_basestring,
-    float: _float,
-    int: int.__repr__,
-    bool: lambda v: "true" if v else "false",
-    type(None): lambda v: "null",
-    Usage: _usage,
-}
-
-
-def _value(v: Any) -> str:
-    """One value as the encoder writes it (anything but the common types goes through the encoder itself)."""
-    w = _WRITERS.get(type(v))
-    return w(v) if w is not None else _encode(v)
+def rotate(path: Path) -> int:
+    """trace.jsonl -> trace.1.jsonl, each older one a number up, the one past BACKUPS deleted; returns 0 (the size
+    of the trace.jsonl to come)."""
+    backup(path, BACKUPS).unlink(missing_ok=True)
+    for n in range(BACKUPS - 1, 0, -1):
+        if backup(path, n).exists():
+            backup(path, n).replace(backup(path, n + 1))
+    path.replace(backup(path, 1))
+    return 0

@@ -9,14 +9,13 @@ as `c1` for different texts, so ids alone would pool unrelated criteria.
 Every figure reads a unit only through counts: how many of its valid votes say each verdict (its composition,
 stats.composition), per judge pair the two verdicts, per criterion text its composition. `AgreementCounts`
 keeps those counts as judgments come (a run's summary feeds it one example at a time), so its memory depends
-on the judges, compositions and criterion texts seen, not on the number of judgments; the list-based
-functions below build the same counts from their input.
+on the judges, compositions and criterion texts seen, not on the number of judgments (the tests' list-based
+references, tests/oracles.py, build the same counts from lists).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Hashable, Iterable, Mapping, Sequence
 from itertools import combinations
 from typing import Any
 
@@ -24,15 +23,7 @@ from ..tasks.judge_eval import cohen_kappa_counts as cohen_kappa_counts  # the o
 from ..types import Criterion, Judgment
 from .stats import Composition, composition, krippendorff_alpha_counts, percent_agreement_counts
 
-MOST_DISAGREED = 10  # how many criteria `agreement_report` lists
-
-
-def cohen_kappa(pairs: Sequence[tuple[Hashable, Hashable]]) -> float | None:
-    """Cohen's kappa of two raters over units both rated: (p_o - p_e) / (1 - p_e), where p_o is the share of
-    units on which they agree and p_e = sum over categories c of p_a(c) * p_b(c), each rater's own share of c.
-
-    None when undefined: no unit, or p_e == 1 (both raters put every unit in the same single category)."""
-    return cohen_kappa_counts(Counter(pairs))
+MOST_DISAGREED = 10  # how many criteria `AgreementCounts.report` lists
 
 
 def _r(x: float | None) -> float | None:
@@ -117,35 +108,3 @@ class AgreementCounts:
         split = [c for c in rows if c["split_rate"]]
         split.sort(key=lambda c: (-c["split_rate"], -c["units"], c["krippendorff_alpha"] or 0.0, c["text"]))
         return {"pairs": self.pair_rows(), "criteria": rows, "most_disagreed": split[:top]}
-
-
-def counted(
-    judgments: Iterable[Judgment], criteria: Mapping[tuple[str, str], Criterion] | None = None
-) -> AgreementCounts:
-    """AgreementCounts of `judgments`; `criteria` maps (example id, criterion id) to the criterion judged."""
-    acc = AgreementCounts()
-    for j in judgments:
-        acc.add(j, (criteria or {}).get((j.example_id, j.criterion_id)))
-    return acc
-
-
-def pair_agreement(judgments: Sequence[Judgment]) -> list[dict[str, Any]]:
-    """One row per pair of judges that voted together on at least one unit: n, percent agreement, kappa."""
-    return counted(judgments).pair_rows()
-
-
-def criterion_agreement(
-    judgments: Sequence[Judgment], criteria: Mapping[tuple[str, str], Criterion]
-) -> list[dict[str, Any]]:
-    """One row per criterion (by text; `criteria` maps (example id, criterion id) to it) with at least one
-    unit: its first id, text, units, share of units where the judges split, percent agreement and
-    Krippendorff's alpha over its units."""
-    return counted(judgments, criteria).criterion_rows()
-
-
-def agreement_report(
-    judgments: Sequence[Judgment], criteria: Mapping[tuple[str, str], Criterion], top: int = MOST_DISAGREED
-) -> dict[str, Any]:
-    """`pairs` and `criteria` as above, and `most_disagreed`: the `top` criteria rows with the highest split
-    rate (then more units, then lower alpha), only those where the judges split at least once."""
-    return counted(judgments, criteria).report(top)

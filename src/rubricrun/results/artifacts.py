@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from .. import codec
 from ..errors import RubricrunError, RunLockedError
-from ..types import json_encoder, shallow_row
+from ..types import Example, Judgment, PairJudgment, Response
 
 
 def _current_umask() -> int:
@@ -28,7 +31,7 @@ def _atomic_write(path: Path, write: Any) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
@@ -47,24 +50,20 @@ def _atomic_write(path: Path, write: Any) -> None:
         raise
 
 
-# One encoder, built once, that writes a dataclass as its row (to_row's bytes) without first copying it into dicts.
-_encode = json_encoder(shallow_row)
-
-
-def jsonl_line(row: Any) -> str:
-    """One .jsonl line: a dataclass (its to_row) or a dict."""
-    return _encode(row) + "\n"
-
-
 def write_jsonl(path: Path, rows: Iterable[Any]) -> int:
-    """Rows are dataclasses (written with to_row) or dicts. Returns the count."""
+    """Rows are row types (types.py) or dicts, written by the codec. Returns the count."""
     count = 0
 
-    def write(fh: IO[str]) -> None:
+    def write(fh: IO[bytes]) -> None:
         nonlocal count
+        batch: list[Any] = []
         for r in rows:
-            fh.write(jsonl_line(r))
-            count += 1
+            batch.append(r)
+            if len(batch) >= 1000:
+                fh.write(codec.lines(batch))
+                count, batch = count + len(batch), []
+        fh.write(codec.lines(batch))
+        count += len(batch)
 
     _atomic_write(path, write)
     return count
@@ -82,15 +81,15 @@ class JsonlAppender:
         except OSError as exc:
             raise RubricrunError(f"{path}: cannot write ({exc.strerror or exc})") from None
 
-    def write(self, rows: Iterable[Any]) -> str:
+    def write(self, rows: Iterable[Any]) -> bytes:
         """Appends the rows; returns their lines."""
-        text = "".join(jsonl_line(r) for r in rows)
-        self.write_text(text)
-        return text
+        data = codec.lines(rows)
+        self.write_lines(data)
+        return data
 
-    def write_text(self, text: str) -> None:
+    def write_lines(self, lines: bytes) -> None:
         """Appends lines already made (each ending in a newline)."""
-        data = memoryview(text.encode("utf-8"))
+        data = memoryview(lines)
         try:
             while data:
                 data = data[self._fh.write(data) or 0 :]
@@ -101,12 +100,52 @@ class JsonlAppender:
         self._fh.close()
 
 
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """One example the run finished: its rows, and their lines as RowFiles wrote them to examples.jsonl,
+    responses.jsonl and judgments.jsonl (its judgments, then its pairwise rows: two parts of one write, kept apart
+    because each reads back as its own type)."""
+
+    example: Example
+    responses: list[Response]
+    judgments: list[Judgment]
+    pairs: list[PairJudgment]
+    lines: tuple[bytes, bytes, bytes, bytes]  # example, responses, judgments, pairwise rows
+
+
+class RowFiles:
+    """A run's row files as it goes (engine/graph.Sink): examples.jsonl when an example is admitted; responses.jsonl
+    and judgments.jsonl when its rows are done; then `take` gets it as `Finished`, with the lines just written.
+    Examples finish in the order they were admitted (the graph's reorder buffer). The files start afresh."""
+
+    def __init__(self, run_dir: Path, take: Callable[[Finished], None]) -> None:
+        self.take = take
+        self.files = {n: JsonlAppender(run_dir / f"{n}.jsonl") for n in ("examples", "responses", "judgments")}
+        self.admitted: deque[bytes] = deque()  # the examples.jsonl lines of the examples admitted, not yet finished
+
+    def admit(self, example: Example) -> None:
+        self.admitted.append(self.files["examples"].write([example]))
+
+    def finish(
+        self, example: Example, responses: list[Response], judgments: list[Judgment], pairs: list[PairJudgment]
+    ) -> None:
+        r = self.files["responses"].write(responses)
+        j, p = codec.lines(judgments), codec.lines(pairs)
+        self.files["judgments"].write_lines(j + p)
+        self.take(Finished(example, responses, judgments, pairs, (self.admitted.popleft(), r, j, p)))
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+
+
 def write_json(path: Path, obj: Any) -> None:
-    _atomic_write(path, lambda fh: (json.dump(obj, fh, ensure_ascii=False, indent=2), fh.write("\n")))
+    """A JSON file, indented (a row type is written as its data, codec.to_data)."""
+    _atomic_write(path, lambda fh: fh.write(codec.pretty(obj)))
 
 
 def write_text(path: Path, text: str) -> None:
-    _atomic_write(path, lambda fh: fh.write(text))
+    _atomic_write(path, lambda fh: fh.write(text.encode("utf-8")))
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -20,6 +20,11 @@ def _f(x: float) -> str:
 
 
 LABEL_CHARS = 18  # what fits in the radar's side padding at 11 px (about 6 px a character: 110 px)
+TITLE_CHARS = 300  # a tooltip's text at most: names come from the rows, and a row can be megabytes
+
+
+def _title(text: str) -> str:
+    return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
 
 
 def radar_svg(
@@ -51,7 +56,7 @@ def radar_svg(
         short = cat if len(cat) <= LABEL_CHARS else cat[: LABEL_CHARS - 1] + "…"  # the whole name in its <title>
         parts.append(
             f'<text x="{_f(lx)}" y="{_f(ly)}" text-anchor="{anchor}" font-size="11">{escape(short)}'
-            f"<title>{escape(cat)}</title></text>"
+            f"<title>{escape(_title(cat))}</title></text>"
         )
     for k, (name, values) in enumerate(series.items()):
         color = PALETTE[k % len(PALETTE)]
@@ -59,7 +64,7 @@ def radar_svg(
         poly = " ".join(f"{_f(x)},{_f(y)}" for x, y in pts)
         parts.append(
             f'<polygon points="{poly}" fill="{color}" fill-opacity="0.12" stroke="{color}" stroke-width="2">'
-            f"<title>{escape(name)}</title></polygon>"
+            f"<title>{escape(_title(name))}</title></polygon>"
         )
         for (x, y), c in zip(pts, categories, strict=True):
             v = values.get(c)
@@ -67,7 +72,7 @@ def radar_svg(
             label = f"{name} · {c}: {'n/a' if v is None else f'{v:.3f}'}"
             parts.append(
                 f'<circle cx="{_f(x)}" cy="{_f(y)}" r="3" fill="{fill}" stroke="{color}">'
-                f"<title>{escape(label)}</title></circle>"
+                f"<title>{escape(_title(label))}</title></circle>"
             )
     parts.append("</svg>")
     return Markup("".join(parts) + overlap_note(categories, series))
@@ -83,7 +88,7 @@ def overlap_note(categories: Sequence[str], series: Mapping[str, Mapping[str, fl
     same = [names for names in seen.values() if len(names) > 1]
     if not same:
         return ""
-    groups = "; ".join(", ".join(str(escape(n)) for n in names) for names in same)
+    groups = "; ".join(", ".join(str(escape(_title(n))) for n in names) for names in same)
     return f'<p class="note overlap">Same score on every axis, drawn on top of each other: {groups}.</p>'
 
 

@@ -23,11 +23,12 @@ from typing import Any
 
 import yaml
 
+from .. import codec
 from ..errors import InputError
 from ..judging.auto import AUTO_CRITERION
 from ..tasks import registry
 from ..tasks.spec import CandidateResult, DatasetResult
-from ..types import Criterion, Example, Judgment, Response, from_row, to_row
+from ..types import Criterion, Example, Judgment, Response
 from . import artifacts, metrics, stats
 
 log = logging.getLogger("rubricrun")
@@ -122,8 +123,8 @@ def _criterion_rows(path: Path) -> list[dict[str, Any]]:
 
 def _typed(cls: type, rows: list[dict[str, Any]], path: Path) -> list[Any]:
     try:
-        return [from_row(cls, r) for r in rows]
-    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        return [codec.convert(r, cls) for r in rows]
+    except codec.DecodeError as exc:
         raise _fail(path, f"not a rubricrun {cls.__name__.lower()} row: {exc}") from None
 
 
@@ -239,7 +240,8 @@ def _candidate_change(
 ) -> CandidateChange:
     pe_a = ra.per_example if ra else {}
     pe_b = rb.per_example if rb else {}
-    d = stats.paired_diff(pe_b, pe_a, n_boot=n_boot, seed=seed)
+    d = stats.paired_diff(pe_b, pe_a, n_boot=n_boot, seed=seed)  # mean_diff, its CI, wins, ties, losses
+    n_shared = d.pop("n")
     mine = [f for f in flips if f.candidate == cand]
     return CandidateChange(
         candidate=cand,
@@ -247,14 +249,8 @@ def _candidate_change(
         score_b=rb.score if rb else None,
         n_a=ra.n if ra else 0,
         n_b=rb.n if rb else 0,
-        n_shared=d["n"],
-        mean_diff=d["mean_diff"],
-        ci_low=d["ci_low"],
-        ci_high=d["ci_high"],
-        significant=d["significant"],
-        wins=d["wins"],
-        ties=d["ties"],
-        losses=d["losses"],
+        n_shared=n_shared,
+        **d,
         flips_to_met=sum(1 for f in mine if f.b == "met"),
         flips_to_not_met=sum(1 for f in mine if f.b == "not_met"),
     )
@@ -298,7 +294,7 @@ def comparison_row(a: RunData, b: RunData, changes: Sequence[DatasetChange]) -> 
         "change": "B - A, paired over the examples both runs scored (95% percentile bootstrap CI)",
         "bootstrap_samples": a.bootstrap_samples,
         "seed": a.seed,
-        "datasets": {d.name: {k: v for k, v in to_row(d).items() if k != "name"} for d in changes},
+        "datasets": {d.name: {k: v for k, v in codec.to_data(d).items() if k != "name"} for d in changes},
     }
 
 

@@ -4,21 +4,21 @@ figure, the sum of the costs the provider reported (LiteLLM's `response_cost`) w
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from ..config import Price
 from ..providers.pricing import call_cost
+from .summary_types import CostSummary, ModelCost
 
 
 def cost_report(
     by_model: Mapping[tuple[str, str], Mapping[str, int]],
     prices: Mapping[str, Price],
     provider_usd: Mapping[tuple[str, str], float] | None = None,
-) -> dict[str, Any]:
+) -> CostSummary:
     """summary.json's "costs": per model and role, from the tracer's token counts; `provider_usd` is what the
     provider itself reported for the paid calls, by (role, model) (None where it reported nothing)."""
     provider_usd = provider_usd or {}
-    rows: dict[str, Any] = {}
+    rows: dict[str, ModelCost] = {}
     total = saved = 0.0
     unpriced = []
     for (role, model), c in sorted(by_model.items()):
@@ -28,23 +28,23 @@ def cost_report(
             unpriced.append(model)
         total += paid or 0.0
         saved += cached or 0.0
-        rows[f"{role}:{model}"] = {
-            "role": role,
-            "model": model,
-            "calls": c["calls"],
-            "cached": c["cached"],
-            "prompt_tokens": c["prompt_tokens"],
-            "completion_tokens": c["completion_tokens"],
-            "cached_prompt_tokens": c["cached_prompt_tokens"],
-            "cached_completion_tokens": c["cached_completion_tokens"],
-            "usd": None if paid is None else round(paid, 6),
-            "saved_usd": None if cached is None else round(cached, 6),
-            "provider_usd": round(provider_usd[(role, model)], 6) if (role, model) in provider_usd else None,
-        }
-    return {
-        "total_usd": round(total, 6),
-        "saved_usd": round(saved, 6),
-        "provider_total_usd": round(sum(provider_usd.values()), 6) if provider_usd else None,
-        "by_model": rows,
-        "unpriced": sorted(set(unpriced)),
-    }
+        rows[f"{role}:{model}"] = ModelCost(
+            role=role,
+            model=model,
+            calls=c["calls"],
+            cached=c["cached"],
+            prompt_tokens=c["prompt_tokens"],
+            completion_tokens=c["completion_tokens"],
+            cached_prompt_tokens=c["cached_prompt_tokens"],
+            cached_completion_tokens=c["cached_completion_tokens"],
+            usd=None if paid is None else round(paid, 6),
+            saved_usd=None if cached is None else round(cached, 6),
+            provider_usd=round(provider_usd[(role, model)], 6) if (role, model) in provider_usd else None,
+        )
+    return CostSummary(
+        total_usd=round(total, 6),
+        saved_usd=round(saved, 6),
+        provider_total_usd=round(sum(provider_usd.values()), 6) if provider_usd else None,
+        by_model=rows,
+        unpriced=tuple(sorted(set(unpriced))),
+    )

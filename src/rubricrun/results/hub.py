@@ -6,8 +6,9 @@ declares one config per format (the first one is the default), so `load_dataset(
 `load_dataset(repo, "dpo")` work.
 
 Safety: every file is scanned for the value of every environment variable whose name ends in _KEY or _TOKEN (values
-shorter than 8 characters are ignored: they cannot be told apart from ordinary text), and of `token_env`; if one is
-found nothing is uploaded. The token is read from `token_env` only (never from huggingface_hub's saved login) and is
+shorter than 8 characters are ignored: they cannot be told apart from ordinary text), of `token_env`, and for every
+secret the run's config can send (redact.py: its keys at any length, the credentials in its URLs); if one is found
+nothing is uploaded. The token is read from `token_env` only (never from huggingface_hub's saved login) and is
 never logged or written.
 
 Endpoint: huggingface_hub reads HF_ENDPOINT once, at import (huggingface_hub.constants.ENDPOINT). push_to_hub reads
@@ -22,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from .. import redact
 from ..config import Config
 from ..errors import InputError, RubricrunError
 from .export import FORMATS
@@ -106,6 +108,10 @@ def _check_secrets(files: list[tuple[str, bytes]], token_env: str) -> None:
         for path, data in files:
             if needle in data:
                 raise InputError(f"refusing to upload: it contains the value of ${name}", file=path)
+    for path, data in files:
+        label = redact.found_in(data)
+        if label is not None:
+            raise InputError(f"refusing to upload: it contains a secret ({label})", file=path)
 
 
 def _collect(run_dir: Path, repo_id: str, card: dict[str, Any]) -> list[tuple[str, bytes]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -234,7 +234,7 @@ class DatasetAcc:
             acc.partial += not is_full
             if met is None:
                 continue
-            values = _response_values(self.spec, ex, crit, met, r, scores.get(r.id, {}))
+            values = response_values(self.spec, ex, crit, met, r.turn, scores.get(r.id, {}))
             if "score" in values:
                 acc.scored += 1
                 rows.append(_conversation_values(ex, r.turn, values))
@@ -269,20 +269,21 @@ class DatasetAcc:
         )
 
 
-def _response_values(
+def response_values(
     metric: Metric,
     ex: Example,
     criteria: Sequence[Criterion],
     met: Sequence[bool],
-    r: Response,
+    turn: int,
     scores: Mapping[str, float],
 ) -> dict[str, float]:
-    """A scored response's values. Graded metrics read the scores; a criterion without one (judged `error`, let in
-    by on_error: not_met) counts as the lowest score of the scale, as not met counts as 0 of its weight."""
+    """A scored response's values (the judge's verdicts, or the humans': results/anchor.py). Graded metrics read the
+    scores; a criterion without one (judged `error`, let in by on_error: not_met) counts as the lowest score of the
+    scale, as not met counts as 0 of its weight."""
     if metric.scale not in SCALES:
-        return metric.values(ex, criteria, met, r.turn)
+        return metric.values(ex, criteria, met, turn)
     lo = SCALES[metric.scale][0]
-    return _graded_values(metric, ex, criteria, [scores.get(c.id, lo) for c in criteria], r.turn)
+    return _graded_values(metric, ex, criteria, [scores.get(c.id, lo) for c in criteria], turn)
 
 
 def _graded_values(
@@ -354,27 +355,6 @@ def _extra(spec: Metric, agg: _CandidateAgg) -> dict[str, Any]:
     return extra
 
 
-def dataset_results(
-    cfg: Config, examples: Sequence[Example], responses: Sequence[Response], judgments: Sequence[Judgment]
-) -> list[DatasetResult]:
-    """One DatasetResult per dataset of the run (config order, then synthesized ones), each with its metric
-    (`datasets[].metric` or detected), its on_error policy, the config's criteria and samples per prompt."""
-    counts: dict[str, Counter] = {}
-    for ex in examples:
-        counts.setdefault(ex.dataset, Counter())[registry.metric_of(ex)] += 1
-    accs = dataset_accs(cfg, counts)
-    by_ex: dict[str, tuple[list[Response], list[Judgment]]] = {ex.id: ([], []) for ex in examples}
-    for r in responses:
-        if r.example_id in by_ex:
-            by_ex[r.example_id][0].append(r)
-    for j in judgments:
-        if j.example_id in by_ex:
-            by_ex[j.example_id][1].append(j)
-    for ex in examples:
-        accs[ex.dataset].add(ex, *by_ex[ex.id], registry.criteria_for(ex, cfg))
-    return [acc.result() for acc in accs.values()]
-
-
 def dataset_accs(
     cfg: Config, counts: Mapping[str, Mapping[str, int]], ids: ExampleIds | None = None
 ) -> dict[str, DatasetAccumulator]:
@@ -382,17 +362,23 @@ def dataset_accs(
     own (`Metric.accumulator`), else a DatasetAcc. `counts`: dataset -> metric -> rows calling for it
     (registry.metric_of), which decides the metric unless the config sets it. `ids`: one id store for them all
     (their examples are added to it by the caller), else each keeps its own."""
-    overrides = {dataset_name(d): d.metric for d in cfg.datasets}
     samples = {c.name: c.samples_per_prompt for c in cfg.candidates}
     out: dict[str, DatasetAccumulator] = {}
-    for name in [*overrides, *(n for n in counts if n not in overrides)]:
-        if not any(counts.get(name, {}).values()):
-            continue
-        metric = registry.metric_on_scale(
-            registry.metric_of_counts(counts[name], overrides.get(name)), cfg.judging.scale
-        )
+    for name, metric in dataset_metrics(cfg, counts).items():
         on_error = registry.on_error_for(cfg.judging.on_error, metric)
         out[name] = _dataset_acc(name, metric, on_error, cfg.run.bootstrap_samples, cfg.run.seed, samples, ids)
+    return out
+
+
+def dataset_metrics(cfg: Config, counts: Mapping[str, Mapping[str, int]]) -> dict[str, str]:
+    """Each dataset with examples (config order, then the others in `counts` order) -> its metric: the config's
+    `datasets[].metric`, else the one most of its rows call for, on the run's judging scale."""
+    overrides = {dataset_name(d): d.metric for d in cfg.datasets}
+    out = {}
+    for name in [*overrides, *(n for n in counts if n not in overrides)]:
+        if any(counts.get(name, {}).values()):
+            metric = registry.metric_of_counts(counts[name], overrides.get(name))
+            out[name] = registry.metric_on_scale(metric, cfg.judging.scale)
     return out
 
 

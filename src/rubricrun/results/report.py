@@ -7,13 +7,12 @@ statistic. Per-example data is embedded once as JSON in a <script type="applicat
 by the page's JS with textContent only, 25 examples a page, with a text filter and a failures / disagreements
 selector.
 
-Rows may be the dataclasses from types.py or the plain dicts read back from the JSONL files.
+Rows may be the row types of types.py or the plain dicts read back from the JSONL files.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import heapq
 import json
 import logging
@@ -29,16 +28,20 @@ from urllib.parse import quote
 import jinja2
 import yaml
 from markupsafe import Markup
+from msgspec import Struct
 
 from ..tasks import registry
-from ..types import Criterion, Example, Judgment, Response, Score, from_row
+from ..types import Criterion, Example, Judgment, Response, Score
 from . import artifacts
 from .charts import dataset_radar, histogram_svg
 from .scoring import score_response
-from .summary import section_of
-from .summary_types import DatasetSummary, Summary
+from .summary_types import DatasetSummary, Summary, read_summary
 
 FAILURE_CAP = 100
+# Characters of one text the page shows at most (a prompt, a response, an explanation, an error, a name): a 50 MB row
+# makes a page of about this much, not of 50 MB. The cut text ends saying how much is left out and which file of the
+# run folder holds it whole.
+FIELD_CHARS = 20_000
 REPORT_EXAMPLES = 200  # examples the page embeds at most: the first half in input order, then the worst (see sample)
 NAV = ("Datasets", "Pairwise", "Judges", "Costs", "Failures", "Examples")
 AUTO_TEXT = {"correct": "The response gives the correct final answer."}
@@ -84,6 +87,30 @@ def _extras_of(d: DatasetSummary) -> tuple[list[str], dict[str, list[str]]]:
     return scalars, breakdowns
 
 
+def clip(text: str, where: str = "the run folder's .jsonl files") -> str:
+    """At most FIELD_CHARS characters of `text`; a longer one ends saying what is left out and where it is whole."""
+    if len(text) <= FIELD_CHARS:
+        return text
+    return f"{text[:FIELD_CHARS]}… [{len(text) - FIELD_CHARS:,} more characters: the full text is in {where}]"
+
+
+def _clipped(value: Any, where: str) -> Any:
+    """Every string in a value (a message's content parts, choices) clipped."""
+    if isinstance(value, str):
+        return clip(value, where)
+    if isinstance(value, list):
+        return [_clipped(v, where) for v in value]
+    if isinstance(value, dict):
+        return {k: _clipped(v, where) for k, v in value.items()}
+    return value
+
+
+def _shown_value(value: Any) -> Any:
+    """What the template writes for `{{ value }}` (Jinja's finalize): a plain string clipped; our own markup (the
+    CSS, the script, the embedded data, the charts) as it is."""
+    return clip(value) if type(value) is str else value
+
+
 @cache
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -92,6 +119,7 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_shown_value,
     )
     # tojson: compact and UTF-8 (the data block can be megabytes); Jinja still escapes <, >, & and '.
     env.policies["json.dumps_kwargs"] = {"ensure_ascii": False, "separators": (",", ":")}
@@ -99,7 +127,7 @@ def _env() -> jinja2.Environment:
     env.globals.update(
         xpos=_xpos, extras_of=_extras_of, nav=NAV, cap=FAILURE_CAP, radar=dataset_radar, histogram=histogram_svg
     )
-    env.globals.update(section_of=section_of)
+    env.globals.update(section_of=registry.section_of)
     return env
 
 
@@ -113,15 +141,10 @@ def _asset(name: str) -> Markup:
 
 
 def _row(x: Any) -> dict[str, Any]:
-    """A row as a dict, shallow (dataclasses.asdict deep-copies and is slow on 30,000 judgments)."""
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return {name: getattr(x, name) for name in _field_names(type(x))}
+    """A row as a dict, shallow (its values as they are: codec.to_data would copy every text)."""
+    if isinstance(x, Struct):
+        return {name: getattr(x, name) for name in x.__struct_fields__}
     return dict(x)
-
-
-@functools.cache
-def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls))  # fields() builds its tuple anew at every call
 
 
 def _get(row: Any, name: str) -> Any:
@@ -182,14 +205,15 @@ def _verdicts(ex: dict, r: dict, js: Sequence[dict], crit: list, idx: _Index, cr
     pos = {c[0]: i for i, c in enumerate(crit)}
     out = []
     for j in js:
-        cid = j["criterion_id"]
+        cid = clip(j["criterion_id"])  # as the example's rubric above holds it
         if cid not in pos:
-            c = (criteria or {}).get((ex["id"], cid))
+            c = (criteria or {}).get((ex["id"], j["criterion_id"]))
             text = _row(c)["text"] if c is not None else AUTO_TEXT.get(cid, cid)
             pos[cid] = len(crit)
-            crit.append([cid, text, j["weight"], None])
+            crit.append([cid, clip(text, "config.yaml"), j["weight"], None])
         votes = [[idx.judge(v.get("judge", "?")), (v.get("verdict") or "error")[0]] for v in j.get("votes") or ()]
-        out.append([pos[cid], j["verdict"][0], j.get("explanation"), idx.judge(j["judge"]), j.get("error"), votes])
+        why, error = (_clipped(j.get(k), "judgments.jsonl") for k in ("explanation", "error"))
+        out.append([pos[cid], j["verdict"][0], why, idx.judge(j["judge"]), error, votes])
     return out
 
 
@@ -226,28 +250,41 @@ def _example_data(
         r_by_ex[r["example_id"]].append(r)
     out = []
     for ex in exs:
-        crit = [[c["id"], c["text"], c["weight"], c.get("category")] for c in map(_row, ex.get("rubric") or ())]
+        crit = [
+            [
+                *_clipped([c["id"], c["text"]], "examples.jsonl"),
+                c["weight"],
+                _clipped(c.get("category"), "examples.jsonl"),
+            ]
+            for c in map(_row, ex.get("rubric") or ())
+        ]
         rows = []
         for r in sorted(r_by_ex.get(ex["id"], []), key=lambda r: (idx.cands.index(r["candidate"]), r["sample_index"])):
             js = j_by_resp.get(r["id"], [])
+            text, error = (_clipped(r.get(k), "responses.jsonl") for k in ("text", "error"))
             rows.append(
-                [idx.cands.index(r["candidate"]), r["sample_index"], r["status"], r.get("text"), r.get("error")]
+                [idx.cands.index(r["candidate"]), r["sample_index"], r["status"], text, error]
                 + [_score(r, js, scores), _verdicts(ex, r, js, crit, idx, criteria), r.get("turn", 1)]
             )
-        msgs = [[m.get("role", "?"), _content(m.get("content"))] for m in ex.get("messages") or ()]
-        item = {"id": ex["id"], "ds": ex.get("dataset"), "src": ex.get("source"), "m": msgs, "k": crit, "r": rows}
+        msgs = [
+            [m.get("role", "?"), _clipped(_content(m.get("content")), "examples.jsonl")]
+            for m in ex.get("messages") or ()
+        ]
+        ids = (_clipped(ex.get(k), "examples.jsonl") for k in ("id", "dataset", "source"))
+        item = dict(zip(("id", "ds", "src"), ids, strict=True)) | {"m": msgs, "k": crit, "r": rows}
         for key, short in (("reference", "ref"), ("answer", "ans"), ("choices", "ch")):
             if ex.get(key) is not None:
-                item[short] = ex[key]
+                item[short] = _clipped(ex[key], "examples.jsonl")
         out.append(item)
-    return {"cands": idx.cands, "judges": idx.judges, "thr": s.pass_threshold, "ex": out}
+    names = {k: [clip(n, "config.yaml") for n in v] for k, v in (("cands", idx.cands), ("judges", idx.judges))}
+    return {**names, "thr": s.pass_threshold, "ex": out}
 
 
 def _candidates(s: Summary) -> list[str]:
     """The run's candidates in config order (the overall table lists them all), else as the datasets name them."""
     if s.overall is not None:
         return list(s.overall.candidates)
-    rows = (d.candidates for d in s.datasets.values() if section_of(d.metric).rows == "candidate")
+    rows = (d.candidates for d in s.datasets.values() if registry.section_of(d.metric).rows == "candidate")
     return list(dict.fromkeys(c for cands in rows for c in cands))
 
 
@@ -286,7 +323,7 @@ def render_report(
     """The page. `summary` may be the typed Summary or summary.json's data; `scores` (response id -> Score) are the
     run's own per-response scores, rebuilt from the judgments when not given. `shown`: the rows are a sample of a
     larger run (see `sample`); the page says how many examples it shows of how many."""
-    s = summary if isinstance(summary, Summary) else from_row(Summary, summary)
+    s = summary if isinstance(summary, Summary) else read_summary(summary)
     exs, resps, judgs = [_row(x) for x in examples], [_row(x) for x in responses], [_row(x) for x in judgments]
     failures = shown.failures if shown else _failures(resps, judgs)
     failed = shown.failed if shown else {k: len(v) for k, v in failures.items()}
@@ -323,7 +360,7 @@ def write_report(
     scores: Mapping[str, Score] | None = None,
     shown: Shown | None = None,
 ) -> Path:
-    """Write run_dir/report.html atomically and return its path. Rows may be dataclasses or their dicts;
+    """Write run_dir/report.html atomically and return its path. Rows may be row types or their dicts;
     `criteria` ((example_id, criterion_id) -> Criterion) supplies texts for criteria not in the example's own
     rubric (a config default rubric); without it those show their ids."""
     path = Path(run_dir) / "report.html"
@@ -352,7 +389,7 @@ def write_report_safely(run_dir: Path, summary: Summary, sampled: Mapping[str, A
 def write_report_from_dir(run_dir: Path, limit: int = REPORT_EXAMPLES) -> Path:
     """Rebuild report.html from a finished run's files (rows passed as the dicts read back from JSONL)."""
     run_dir = Path(run_dir)
-    summary = from_row(Summary, json.loads((run_dir / "summary.json").read_text(encoding="utf-8")))
+    summary = read_summary(json.loads((run_dir / "summary.json").read_text(encoding="utf-8")))
     rows = {n: artifacts.read_jsonl(run_dir / f"{n}.jsonl") for n in ("examples", "responses", "judgments")}
     rows["judgments"] = [j for j in rows["judgments"] if j.get("kind") != "pairwise"]  # summarized in summary.json
     rubric = _default_rubric(run_dir / "config.yaml")

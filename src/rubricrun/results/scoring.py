@@ -13,9 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from ..config import Config
-from ..tasks import registry
-from ..types import Criterion, Example, Judgment, Response, Score
+from ..types import Criterion, Judgment, Response, Score
 
 
 def _normalized(points: float, pos: float, neg: float) -> float | None:
@@ -77,37 +75,19 @@ def _breakdown(groups: dict[str, list[tuple[float, bool]]]) -> dict[str, float]:
     return out
 
 
-# ---------------------------------------------------------------------------------------------------
-# Judge-free scoring
-
-
-# ---------------------------------------------------------------------------------------------------
-# Quality flags on responses
-
-
 def score_all(
-    cfg: Config,
-    examples: dict[str, Example],
-    responses: Sequence[Response],
-    judgments: Sequence[Judgment],
-    rubric: Sequence[Criterion] | None = None,
+    responses: Sequence[Response], judgments: Sequence[Judgment], rubric: Sequence[Criterion]
 ) -> dict[str, Score]:
-    """Each answered, judged response's Score. `rubric`: when every response answers the one example of
-    `examples`, its criteria (registry.criteria_for's) if the caller has them already."""
+    """Each answered, judged response's Score: the responses answer one example, scored on `rubric` (its criteria,
+    tasks.registry.criteria_for's)."""
     by_response: dict[str, dict[str, Judgment]] = {}
     for jd in judgments:
         by_response.setdefault(jd.response_id, {})[jd.criterion_id] = jd
     scores: dict[str, Score] = {}
-    rubrics: dict[str, Sequence[Criterion]] = {}  # example id -> its criteria (an example's responses share them)
-    if rubric is not None:
-        rubrics.update((eid, rubric) for eid in examples)
     for r in responses:
         got = by_response.get(r.id)
         if r.status != "ok" or not got:
             continue
-        rubric = rubrics.get(r.example_id)
-        if rubric is None:
-            rubric = rubrics[r.example_id] = registry.criteria_for(examples[r.example_id], cfg)
         criteria = [c for c in rubric if c.id in got]
         scores[r.id] = score_response(criteria, [got[c.id].verdict for c in criteria])
     return scores

@@ -3,7 +3,7 @@
 Everything here is deterministic given `seed`: each bootstrap draws from its own numpy
 `Generator(PCG64(seed))`, never from a global RNG.
 
-Bootstrap conventions (shared by `mean_ci`, `paired_diff` and `leaderboard`):
+Bootstrap conventions (shared by `mean_ci` and `paired_diff`):
 - the unit of resampling is the example: callers pass one value per example (for `paired_diff`, one value per
   example id and candidate), so the CI reflects example-to-example variation only;
 - a resample is `n` example indexes drawn with `integers(0, n)`, resamples one after the other from one stream;
@@ -245,50 +245,30 @@ def paired_diff(
     return out
 
 
-def leaderboard(
-    per_candidate: Mapping[str, Mapping[str, float]], *, n_boot: int = 1000, seed: int = 0
-) -> list[dict[str, Any]]:
-    """Rank candidates by mean score (one score per example id), best first, with CIs and noise neighbours.
-
-    Each row is {"rank", "candidate", "mean", "ci_low", "ci_high", "n", "within_noise_of"}. Rows are sorted by mean
-    descending, then by name; candidates with no scores (mean None) come last. `rank` is competition ranking:
-    exactly equal means share a rank ("1224"). `within_noise_of` lists, in leaderboard order, the other candidates
-    this one cannot be told apart from: their paired_diff CI (over shared example ids) includes 0, or fewer than two
-    shared ids leave the comparison undecided. The relation is symmetric.
-    """
-    names = list(per_candidate)
-    cis = {
-        name: mean_ci([per_candidate[name][i] for i in sorted(per_candidate[name])], n_boot=n_boot, seed=seed)
-        for name in names
-    }
-    separated = {
-        frozenset((x, y))
-        for i, x in enumerate(names)
-        for y in names[i + 1 :]
-        if paired_diff(per_candidate[x], per_candidate[y], n_boot=n_boot, seed=seed)["significant"]
-    }
-    return rank(cis, separated)
-
-
 def rank(cis: Mapping[str, Mapping[str, Any]], separated: set[frozenset[str]]) -> list[dict[str, Any]]:
-    """The leaderboard rows from each candidate's `mean_ci` result and the pairs whose paired_diff is significant
-    (computed once by the caller, who also reports them): see `leaderboard`."""
+    """The leaderboard: each candidate's `mean_ci` result ranked, best first, with its noise neighbours; `separated`
+    holds the pairs whose paired_diff is significant (computed once by the caller, who also reports them).
+
+    Each row is {"rank", "candidate", "score" (the mean), "ci_low", "ci_high", "n", "within_noise_of"}. Rows are
+    sorted by mean descending, then by name; candidates with no scores (mean None) come last. `rank` is competition
+    ranking: exactly equal means share a rank ("1224"). `within_noise_of` lists, in leaderboard order, the other
+    candidates this one cannot be told apart from (the pair is not in `separated`). The relation is symmetric."""
     order = sorted(cis, key=lambda name: (cis[name]["mean"] is None, -(cis[name]["mean"] or 0.0), name))
     rows: list[dict[str, Any]] = []
     for pos, name in enumerate(order):
         ci = cis[name]
         rank = pos + 1
-        if rows and rows[-1]["mean"] == ci["mean"]:
+        if rows and rows[-1]["score"] == ci["mean"]:
             rank = rows[-1]["rank"]
         rows.append(
             {
                 "rank": rank,
                 "candidate": name,
-                "mean": ci["mean"],
+                "score": ci["mean"],
                 "ci_low": ci["ci_low"],
                 "ci_high": ci["ci_high"],
                 "n": ci["n"],
-                "within_noise_of": [o for o in order if o != name and frozenset((name, o)) not in separated],
+                "within_noise_of": tuple(o for o in order if o != name and frozenset((name, o)) not in separated),
             }
         )
     return rows
@@ -304,26 +284,14 @@ def composition(item: Iterable[Hashable]) -> Composition:
     return frozenset(Counter(item).items())
 
 
-def compositions(items: Iterable[Iterable[Hashable]]) -> Counter[Composition]:
-    """The counts the `*_counts` functions take: composition -> how many items have it."""
-    return Counter(composition(item) for item in items)
-
-
 def _size(comp: Composition) -> int:
     return sum(c for _, c in comp)
 
 
-def percent_agreement(items: Sequence[Sequence[str]]) -> float | None:
-    """Mean, over items with >= 2 ratings, of the share of rater pairs that agree.
-
-    Each item is the list of valid (non-error) verdicts its raters gave; the caller drops "error" first. An item
-    with k ratings has k(k-1)/2 pairs, of which sum_c n_c(n_c-1)/2 agree. None when no item has 2 ratings.
-    """
-    return percent_agreement_counts(compositions(items))
-
-
 def percent_agreement_counts(units: Mapping[Composition, int]) -> float | None:
-    """`percent_agreement` of items given as counts (`compositions`)."""
+    """Mean, over items with >= 2 ratings, of the share of rater pairs that agree; items given as counts
+    ({composition: items}). Each item's ratings are the valid (non-error) verdicts its raters gave. An item with k
+    ratings has k(k-1)/2 pairs, of which sum_c n_c(n_c-1)/2 agree. None when no item has 2 ratings."""
     shares: list[float] = []
     total = 0
     for comp, k in units.items():
@@ -333,23 +301,6 @@ def percent_agreement_counts(units: Mapping[Composition, int]) -> float | None:
         shares.append(k * sum(c * (c - 1) for _, c in comp) / (m * (m - 1)))
         total += k
     return math.fsum(shares) / total if total else None
-
-
-def fleiss_kappa(
-    items: Sequence[Sequence[Hashable]], categories: Sequence[Hashable] = ("met", "not_met")
-) -> float | None:
-    """Fleiss' kappa for items rated into `categories` (any labels; "met"/"not_met" by default).
-
-    Fleiss' kappa needs the same number of raters n on every item. Judges fail independently, so items can end up
-    with different counts of valid ratings: only the items having the modal number of ratings (>= 2; ties go to the
-    larger number) are used, and the others are dropped. With N such items and n_ij raters putting item i in
-    category j: p_j = sum_i n_ij / (N n), P_i = (sum_j n_ij^2 - n) / (n (n - 1)), P_bar = mean P_i,
-    P_e = sum_j p_j^2, kappa = (P_bar - P_e) / (1 - P_e).
-
-    Returns None when undefined: fewer than 2 usable items, or P_e == 1 (every rating in one category).
-    A rating outside `categories` raises ValueError.
-    """
-    return fleiss_kappa_counts(compositions(items), categories)
 
 
 def _modal_rater_count(units: Mapping[Composition, int]) -> int | None:
@@ -366,7 +317,17 @@ def _modal_rater_count(units: Mapping[Composition, int]) -> int | None:
 def fleiss_kappa_counts(
     units: Mapping[Composition, int], categories: Sequence[Hashable] = ("met", "not_met")
 ) -> float | None:
-    """`fleiss_kappa` of items given as counts (`compositions`)."""
+    """Fleiss' kappa for items (given as counts, {composition: items}) rated into `categories`.
+
+    Fleiss' kappa needs the same number of raters n on every item. Judges fail independently, so items can end up
+    with different counts of valid ratings: only the items having the modal number of ratings (>= 2; ties go to the
+    larger number) are used, and the others are dropped. With N such items and n_ij raters putting item i in
+    category j: p_j = sum_i n_ij / (N n), P_i = (sum_j n_ij^2 - n) / (n (n - 1)), P_bar = mean P_i,
+    P_e = sum_j p_j^2, kappa = (P_bar - P_e) / (1 - P_e).
+
+    Returns None when undefined: fewer than 2 usable items, or P_e == 1 (every rating in one category).
+    A rating outside `categories` raises ValueError.
+    """
     allowed = set(categories)
     for comp in units:
         bad = {cat for cat, _ in comp} - allowed
@@ -391,8 +352,9 @@ def fleiss_kappa_counts(
     return (p_bar - p_e) / (1.0 - p_e)
 
 
-def krippendorff_alpha_nominal(items: Sequence[Sequence[Hashable]]) -> float | None:
-    """Krippendorff's alpha for nominal data; items may have different numbers of ratings.
+def krippendorff_alpha_counts(units: Mapping[Composition, int]) -> float | None:
+    """Krippendorff's alpha for nominal data, items given as counts ({composition: items}); items may have different
+    numbers of ratings.
 
     Items with fewer than 2 ratings are not pairable and are dropped. With m_u ratings in item u, n_uc of them in
     category c, the coincidence matrix is o_ck = sum_u n_uc n_uk / (m_u - 1) for c != k; n_c = sum_k o_ck (= the
@@ -402,11 +364,6 @@ def krippendorff_alpha_nominal(items: Sequence[Sequence[Hashable]]) -> float | N
 
     Returns None when undefined: no pairable item, or a single category used throughout (no expected disagreement).
     """
-    return krippendorff_alpha_counts(compositions(items))
-
-
-def krippendorff_alpha_counts(units: Mapping[Composition, int]) -> float | None:
-    """`krippendorff_alpha_nominal` of items given as counts (`compositions`)."""
     observed: list[float] = []
     totals: Counter[Hashable] = Counter()
     for comp, k in units.items():

@@ -7,22 +7,30 @@ from __future__ import annotations
 import logging
 import math
 from array import array
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
+from msgspec.structs import replace
+
 from ..config import Config
+from ..data.labels import label_paths, load_labels
+from ..errors import InputError
+from ..judging.graded import SCALES
 from ..tasks import registry
-from ..tasks.spec import DatasetResult, Section
-from ..types import Criterion, Example, Judgment, PairJudgment, Response, summary_row
+from ..tasks.spec import DatasetResult
+from ..types import Criterion, Example, Judgment, PairJudgment, Response
 from . import agreement, metrics, stats
 from .accum import ByExample, ExampleIds
+from .anchor import AnchorAcc
 from .charts import histogram_bins
 from .pairwise import pairwise_results
 from .summary_types import (
     Agreement,
+    Anchored,
+    AnchoredDiff,
     CriterionAgreement,
     DatasetCandidate,
     DatasetRankRow,
@@ -30,9 +38,12 @@ from .summary_types import (
     JudgePairAgreement,
     JudgeRates,
     JudgeSummary,
+    LabelCounts,
     MacroScore,
     Overall,
+    PairwiseJudging,
     Summary,
+    summary_data,
 )
 
 log = logging.getLogger("rubricrun")
@@ -42,40 +53,8 @@ def _r(x: float | None, nd: int = 4) -> float | None:
     return None if x is None else round(x, nd)
 
 
-def build_summary(
-    cfg: Config,
-    run_id: str,
-    examples: Sequence[Example],
-    responses: Sequence[Response],
-    judgments: Sequence[Judgment],
-    criteria: Mapping[tuple[str, str], Criterion],
-    pairs: Sequence[PairJudgment] = (),
-    text_len: Mapping[str, int] | None = None,
-) -> Summary:
-    """What the rows say; the runner adds the run's facts (status, calls, costs, ...).
-    `criteria` maps (example_id, criterion_id) to the criterion judged (its text, for judge agreement); `pairs` are the
-    pairwise judgments (judging.pairwise), summarized per dataset by results/pairwise.py; `text_len` is passed on to it.
-    The rows go through SummaryAcc example by example, as results/tally.py feeds it during a run."""
-    counts: dict[str, Counter] = {}
-    for ex in examples:
-        counts.setdefault(ex.dataset, Counter())[registry.metric_of(ex)] += 1
-    acc = SummaryAcc(cfg, counts)
-    groups: dict[str, tuple[list[Response], list[Judgment]]] = {ex.id: ([], []) for ex in examples}
-    for r in responses:
-        groups.setdefault(r.example_id, ([], []))[0].append(r)
-    for j in judgments:
-        groups.setdefault(j.example_id, ([], []))[1].append(j)
-    by_id = {ex.id: ex for ex in examples}
-    for eid, (rs, js) in groups.items():
-        acc.add(eid, by_id.get(eid), rs, js, criteria)
-    if text_len is None:
-        compared = {rid for p in pairs for rid in p.response_ids}
-        text_len = {r.id: len(r.text or "") for r in responses if r.id in compared}
-    return acc.summary(run_id, pairs, examples, text_len)
-
-
 class SummaryAcc:
-    """build_summary fed one example at a time: per dataset a metrics.DatasetAcc; the judges' counters and
+    """The summary of a run's rows, fed one example at a time: per dataset a metrics.DatasetAcc; the judges' counters and
     the agreement counts of the voted judgments (agreement.AgreementCounts). `counts`: dataset -> metric -> rows calling
     for it (registry.metric_of), known before the first example (the dataset's metric is a majority vote)."""
 
@@ -87,6 +66,7 @@ class SummaryAcc:
         self.datasets = metrics.dataset_accs(cfg, counts, self.ids)
         self.category = Categories()  # each example's string `category`, where it has one
         self.judges = _JudgeAcc()
+        self.anchors = _anchors(cfg, self.datasets)  # datasets with human labels (`datasets[].labels`)
 
     def add(
         self,
@@ -110,6 +90,8 @@ class SummaryAcc:
         if ex.dataset in self.datasets:
             rubric = registry.criteria_for(ex, self.cfg) if rubric is None else rubric
             self.datasets[ex.dataset].add(ex, rs, js, rubric, pos)
+            if ex.dataset in self.anchors:
+                self.anchors[ex.dataset].add(ex, rs, js, rubric)
 
     def summary(
         self,
@@ -121,7 +103,11 @@ class SummaryAcc:
         """The summary; `pairs` with the examples they compare (their ids and datasets) and the compared responses'
         text lengths, for results/pairwise.py."""
         cfg, names = self.cfg, self.names
-        datasets = {name: _dataset(cfg, d.result(), self.category) for name, d in self.datasets.items()}
+        results = {name: d.result() for name, d in self.datasets.items()}
+        datasets = {name: _dataset(cfg, r, self.category) for name, r in results.items()}
+        pairwise = pairwise_results(cfg, pair_examples, (), pairs, text_len or {})
+        if self.anchors:
+            _anchor(cfg, self.anchors, results, datasets, pairwise, pairs, pair_examples)
         return Summary(
             run_id=run_id,
             pass_threshold=cfg.judging.pass_threshold,
@@ -129,8 +115,54 @@ class SummaryAcc:
             datasets=datasets,
             overall=_overall(datasets, names) if datasets else None,
             judges=self.judges.summary(),
-            pairwise_judging=pairwise_results(cfg, pair_examples, (), pairs, text_len or {}),
+            pairwise_judging=pairwise,
         )
+
+
+def _anchors(cfg: Config, datasets: Mapping[str, Any]) -> dict[str, AnchorAcc]:
+    """An AnchorAcc per dataset with a labels file whose rows are candidates' responses (a judge meta-evaluation's
+    rows carry their own labels: preflight refuses a labels file there). A labels file that became unreadable
+    since preflight checked it leaves the run without anchored scores, logged: the rows are written already."""
+    paths = label_paths(cfg)
+    labelled = {n: d for n, d in datasets.items() if n in paths and isinstance(d, metrics.DatasetAcc)}
+    if not labelled:
+        return {}
+    try:
+        files = load_labels(cfg, {n: SCALES.get(d.spec.scale) for n, d in labelled.items()})
+    except InputError as exc:
+        log.error("no scores anchored to human labels: %s", exc)
+        return {}
+    names, n_boot, seed = [c.name for c in cfg.candidates], cfg.run.bootstrap_samples, cfg.run.seed
+    return {
+        n: AnchorAcc(f, labelled[n].spec, labelled[n].on_error, names, n_boot=n_boot, seed=seed)
+        for n, f in files.items()
+    }
+
+
+def _anchor(
+    cfg: Config,
+    anchors: Mapping[str, AnchorAcc],
+    results: Mapping[str, DatasetResult],
+    datasets: dict[str, DatasetSummary],
+    pairwise: dict[str, PairwiseJudging] | None,
+    pairs: Sequence[PairJudgment],
+    pair_examples: Sequence[Example],
+) -> None:
+    """Each labelled dataset's anchored scores into `datasets` (and its pairwise outcomes into `pairwise`)."""
+    dataset_of = {ex.id: ex.dataset for ex in pair_examples}
+    paths = label_paths(cfg)
+    for name, acc in anchors.items():
+        if name not in results:
+            continue
+        pj = (pairwise or {}).get(name)
+        rows = [p for p in pairs if dataset_of.get(p.example_id) == name] if pj else []
+        half_width = cfg.datasets[paths[name][0]].label_half_width
+        per_cand, diffs, counts, outcomes = acc.result(results[name], half_width, pj.pairs if pj else (), rows)
+        d = datasets[name]
+        cands = {c: replace(dc, ppi=per_cand.get(c)) for c, dc in d.candidates.items()}
+        datasets[name] = replace(d, candidates=cands, labels=counts, ppi_paired=diffs or None)
+        if pairwise is not None and pj is not None:
+            pairwise[name] = replace(pj, pairs=outcomes)
 
 
 def _dataset(cfg: Config, result: DatasetResult, category: Categories) -> DatasetSummary:
@@ -141,28 +173,17 @@ def _dataset(cfg: Config, result: DatasetResult, category: Categories) -> Datase
     separated = _separated(cfg, cands)
     per_example = _rows_are_candidates(result.metric)  # a meta-evaluation's judges have no per-example values
     cis = {n: {"mean": c.score, "ci_low": c.ci[0], "ci_high": c.ci[1], "n": c.n} for n, c in cands.items()}
-    board = tuple(
-        DatasetRankRow(
-            rank=row["rank"],
-            candidate=row["candidate"],
-            score=row["mean"],
-            ci_low=row["ci_low"],
-            ci_high=row["ci_high"],
-            n=row["n"],
-            within_noise_of=tuple(row["within_noise_of"]),
-        )
-        for row in stats.rank(cis, separated)
-    )
+    board = tuple(DatasetRankRow(**row) for row in stats.rank(cis, separated))
     rows = {
         n: DatasetCandidate(
-            c.score,
-            c.ci,
-            c.std,
-            c.n,
-            c.coverage,
-            c.partial,
-            c.scored,
-            c.expected,
+            score=c.score,
+            ci=c.ci,
+            std=c.std,
+            n=c.n,
+            coverage=c.coverage,
+            partial=c.partial,
+            scored=c.scored,
+            expected=c.expected,
             histogram=tuple(histogram_bins(c.per_example.values())) if per_example else (),
             by_example_category=_category_means(c.per_example, category) if per_example else {},
             extra=dict(c.extra),
@@ -245,25 +266,9 @@ def _overall(datasets: Mapping[str, DatasetSummary], names: Sequence[str]) -> Ov
     return Overall(datasets=tuple(datasets), candidates=out)
 
 
-def section_of(metric: str) -> Section:
-    """How a dataset of this metric is shown (its task's `Section`; a metric this version does not know, as in an
-    older run folder: the candidates' leaderboard)."""
-    return registry.METRICS[metric].section if metric in registry.METRICS else Section()
-
-
 def _rows_are_candidates(metric: str) -> bool:
     """Whether a dataset's leaderboard rows are candidates (a metric this version does not know: as before)."""
-    return section_of(metric).rows == "candidate"
-
-
-def judge_stats(
-    judgments: Sequence[Judgment], criteria: Mapping[tuple[str, str], Criterion] | None = None
-) -> JudgeSummary:
-    """Per-judge met rates (leniency shows), and agreement where several judges voted on a criterion: overall,
-    per judge pair (Cohen's kappa) and per criterion (Krippendorff's alpha; `criteria` gives their texts)."""
-    acc = _JudgeAcc()
-    acc.add(judgments, criteria or {})
-    return acc.summary()
+    return registry.section_of(metric).rows == "candidate"
 
 
 @dataclass(slots=True)
@@ -327,11 +332,6 @@ def _agreement_detail(counts: agreement.AgreementCounts) -> dict[str, Any]:
     }
 
 
-def criteria_index(cfg: Config, examples: Sequence[Example]) -> dict[tuple[str, str], Criterion]:
-    """(example id, criterion id) -> the criterion its responses are scored on (for categories and tags)."""
-    return {(ex.id, c.id): c for ex in examples for c in registry.criteria_for(ex, cfg)}
-
-
 def _fmt(x: float | None) -> str:
     return "–" if x is None else f"{x:.4f}"
 
@@ -345,9 +345,9 @@ def log_summary(summary: Summary) -> None:
         c = summary.calls
         log.info("calls: %d made, %d from cache, %d failed attempts", c.made, c.cache_hits, c.errors)
     for name, d in summary.datasets.items():
-        console = section_of(d.metric).console
+        console = registry.section_of(d.metric).console
         if console is not None:  # the metric's own lines (a judge meta-evaluation: one per judge)
-            for line in console(name, summary_row(d)):
+            for line in console(name, summary_data(d)):
                 log.info("%s", line)
             continue
         for cand, r in d.candidates.items():
@@ -377,7 +377,62 @@ def log_summary(summary: Summary) -> None:
                     _fmt(lo),
                     _fmt(hi),
                 )
+            if r.ppi is not None:
+                log.info("%-20s %-16s %s", name, cand, anchored_line(r.ppi))
+        for diff in d.ppi_paired or ():
+            log.info("%-20s %s", name, paired_line(diff))
+        if d.labels is not None:
+            log.info("%-20s %s", name, labels_line(d.labels))
     _log_pairwise(summary)
+
+
+_LEFT_OUT = ("ties", "partial", "not_scored", "unknown_response", "unknown_criterion", "unknown_pair", "blank")
+
+
+def labels_line(c: LabelCounts) -> str:
+    """What a labels file held and what of it was left out (counted, never fatal)."""
+    left = [f"{getattr(c, k)} {k.replace('_', ' ')}" for k in _LEFT_OUT if getattr(c, k)]
+    pairs = f", {c.pairs} comparisons" if c.pairs else ""
+    return (
+        f"labels {c.file}: {c.rows} verdicts, {c.responses} responses labelled in full{pairs}"
+        f"{'; left out: ' + ', '.join(left) if left else ''}"
+    )
+
+
+def _ci(ci: Sequence[float | None], fmt: Any = _fmt) -> str:
+    return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+
+
+def anchored_line(a: Anchored, units: str = "responses") -> str:
+    """One candidate's score (or comparison's win rate) anchored to human labels, as the console says it."""
+    j = a.judge_only
+    judge = f"judge-only {_fmt(j.estimate)} {_ci(j.ci)}"
+    if a.estimate is None:
+        return f"human-anchored: none ({a.note}); {judge}"
+    worth = "–" if a.effective_labels is None else a.effective_labels
+    out = (
+        f"human-anchored {_fmt(a.estimate)} {_ci(a.ci)} on {a.n_labelled} labelled of "
+        f"{a.n_labelled + a.n_unlabelled} {units} (lambda {_fmt(a.lam)}, as narrow as {worth} labels alone); {judge}"
+    )
+    if a.judge_outside:
+        out += ", outside the anchored interval"
+    b = a.budget
+    if b is not None:
+        more = f"{b.more} more labels" if b.more is not None else f"more labels than there are {units}"
+        out += f"; +/-{b.half_width:g} needs {more}"
+    return out + (f" ({a.note})" if a.note else "")
+
+
+def paired_line(d: AnchoredDiff) -> str:
+    """Two candidates' anchored difference beside the judge-only one."""
+    sign = lambda x: "–" if x is None else f"{x:+.4f}"  # noqa: E731
+    judge = f"judge-only {sign(d.judge_only.estimate)} {_ci(d.judge_only.ci, sign)}"
+    if d.estimate is None:
+        return f"{d.a} - {d.b} human-anchored: none ({d.note}); {judge}"
+    return (
+        f"{d.a} - {d.b} human-anchored {sign(d.estimate)} {_ci(d.ci, sign)} on {d.n_labelled} labelled pairs of "
+        f"{d.n_labelled + d.n_unlabelled}; {judge}" + (f" ({d.note})" if d.note else "")
+    )
 
 
 def _log_pairwise(summary: Summary) -> None:
@@ -399,6 +454,8 @@ def _log_pairwise(summary: Summary) -> None:
                 f" ({p.lc_note})" if p.lc_note else " (one side always longer)" if p.lc_one_side_longer else "",
                 _fmt(p.longer_share),
             )
+            if p.ppi is not None:
+                log.info("%-20s pairwise %s vs %s: win rate %s", name, p.a, p.b, anchored_line(p.ppi, "comparisons"))
         log.info(
             "%-20s pairwise position bias %s (%d decisive verdicts)", name, _fmt(pj.position_bias), pj.decisive_verdicts
         )

@@ -1,27 +1,33 @@
 """summary.json's types: what results/summary.py builds, the runner completes with the run's facts, and
 results/report.py reads. summary.json is the per-dataset results (`datasets`), their macro average (`overall`) and
-the run-level sections (judges, pairwise judging, calls, costs, budget, synthesis, export).
+the run-level sections (judges, pairwise judging, calls, costs, budget, synthesis, export, executor).
 
-Field order is the key order in the file. Every field has a default so that types.from_row() can read a summary
-written by an older version (a missing key takes its default, an unknown one such as the pooled `candidates` of
-releases before issue 21 is ignored); OMIT_IF_NONE fields are left out of the file when None (types.summary_row).
+Field order is the key order in the file; the codec (codec.py) writes and reads them, through `summary_data` and
+`read_summary` below. A type declared `omit_defaults` has two kinds of field: those without a default are always
+written, and those with one (None) are written only when set (summary.json has always left out keys it had nothing
+for). The other types give every field a default. A summary of an older version reads (`read_summary`: a missing key
+takes its default, an unknown one such as the pooled `candidates` of releases before issue 21 is ignored). One irregularity:
+a dataset candidate's `extra` (its metric's own figures) sits beside its fields in the file (`summary_data`). One
+key is not its field's name: an anchored score's `lambda` (a Python keyword) is the field `lam`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import Any
+
+from msgspec import Struct, field
+
+from .. import codec
 
 
-@dataclass(frozen=True)
-class JudgeRates:
+class JudgeRates(Struct, frozen=True):
     met_rate: float | None = None
     judged: int = 0
     errors: int = 0
 
 
-@dataclass(frozen=True)
-class JudgePairAgreement:
+class JudgePairAgreement(Struct, frozen=True):
     """Two judges over the units both voted on (results/agreement.py)."""
 
     a: str = ""
@@ -31,8 +37,7 @@ class JudgePairAgreement:
     cohen_kappa: float | None = None
 
 
-@dataclass(frozen=True)
-class CriterionAgreement:
+class CriterionAgreement(Struct, frozen=True):
     """One criterion (by text) over the responses several judges voted on."""
 
     criterion_id: str = ""
@@ -43,8 +48,7 @@ class CriterionAgreement:
     krippendorff_alpha: float | None = None
 
 
-@dataclass(frozen=True)
-class Agreement:
+class Agreement(Struct, frozen=True):
     """Where several judges voted on a criterion: overall, per judge pair, per criterion, and the criteria
     on which the judges split most often."""
 
@@ -58,16 +62,12 @@ class Agreement:
     most_disagreed: tuple[CriterionAgreement, ...] = ()
 
 
-@dataclass(frozen=True)
-class JudgeSummary:
-    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset({"agreement"})
-
-    per_judge: dict[str, JudgeRates] = field(default_factory=dict)
+class JudgeSummary(Struct, frozen=True, omit_defaults=True):
+    per_judge: dict[str, JudgeRates]
     agreement: Agreement | None = None
 
 
-@dataclass(frozen=True)
-class Calls:
+class Calls(Struct, frozen=True):
     """This invocation's model call attempts (the tracer's counts)."""
 
     made: int = 0
@@ -75,8 +75,7 @@ class Calls:
     errors: int = 0
 
 
-@dataclass(frozen=True)
-class ModelCost:
+class ModelCost(Struct, frozen=True):
     """One (role, model): what results/costs.py cost_report writes per model."""
 
     role: str = ""
@@ -92,8 +91,7 @@ class ModelCost:
     provider_usd: float | None = None  # what the provider itself reported (LiteLLM response_cost), if anything
 
 
-@dataclass(frozen=True)
-class CostSummary:
+class CostSummary(Struct, frozen=True):
     total_usd: float = 0.0
     saved_usd: float = 0.0
     provider_total_usd: float | None = None
@@ -101,43 +99,122 @@ class CostSummary:
     unpriced: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class BudgetSummary:
+class BudgetSummary(Struct, frozen=True):
     budget_usd: float | None = None
     spent_usd: float = 0.0
     stopped: bool = False
 
 
-@dataclass(frozen=True)
-class ExecutorSummary:
+class ExecutorSummary(Struct, frozen=True):
     """Who made the attempts (`executor:`): `threads` (the run's own process) or `dask` and its workers."""
 
     engine: str = "threads"
     workers: int = 1
 
 
-@dataclass(frozen=True)
-class DatasetCandidate:
-    """One candidate's headline on one dataset (results/metrics.py CandidateResult). `extra` holds the metric's
-    own fields (mean_normalized, by_tag, by_category, by_field, ...): in the file they sit beside the others."""
+class Estimate(Struct, frozen=True):
+    """A figure with its 95 % interval."""
 
-    FLATTEN: ClassVar[str] = "extra"
-
-    score: float | None = None
+    estimate: float | None = None
     ci: tuple[float | None, float | None] = (None, None)
-    std: float | None = None  # std of the bootstrap headlines
-    n: int = 0  # examples scored
-    coverage: float | None = None  # share of expected responses fully judged
-    partial: int = 0  # responses with a criterion not judged
-    scored: int = 0  # responses in the score
-    expected: int = 0  # responses the run should have produced
-    histogram: tuple[int, ...] = ()  # per-example scores in 10 equal bins over [0, 1] (outside values: edge bins)
-    by_example_category: dict[str, float] = field(default_factory=dict)  # mean per-example score per row category
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class DatasetRankRow:
+class LabelBudget(Struct, frozen=True):
+    """ppi_py's `ppi_mean_power` for this run: the labelled responses an anchored 95 % interval of +/- `half_width`
+    needs (`datasets[].label_half_width`), judged by the labels so far."""
+
+    half_width: float = 0.05
+    labels_needed: int | None = None  # labelled responses in all; None: even labelling every response falls short
+    more: int | None = None  # beyond those labelled now
+
+
+class JudgeOnLabels(Struct, frozen=True):
+    """One judge's verdicts on the human-labelled items (tasks/judge_eval.py, the meta-evaluation's figures)."""
+
+    items: int = 0  # labelled (response, criterion) items the judge gave a verdict on
+    balanced_f1: float | None = None  # HealthBench's, each judge verdict against every human label of the item
+    ci: tuple[float | None, float | None] = (None, None)  # bootstrap over items
+    kappa: float | None = None  # Cohen's kappa against the item's majority human label
+    kappa_ties: int = 0  # items whose raters split evenly: out of kappa
+    leniency: float | None = None  # judge_met - human_met
+    judge_met: float | None = None
+    human_met: float | None = None
+    failures: int = 0  # items whose verdict failed: out of every figure
+
+
+class Anchored(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A score anchored to human labels by prediction-powered inference (results/anchor.py, results/ppi.py): PPI++
+    over responses, the labelled ones with the humans' value and the judge's, the others with the judge's alone;
+    the dataset's own transform (its clip) on the estimate and both ends. `note`: why there is no estimate."""
+
+    estimate: float | None
+    ci: tuple[float | None, float | None]
+    n_labelled: int  # responses labelled in full (every criterion) that the judge-only score counts too
+    n_unlabelled: int  # the other responses the judge-only score counts
+    lam: float | None = field(name="lambda")  # the power-tuned weight, in [0, 1] (`lambda` in the file)
+    classical: Estimate  # the labelled responses alone
+    judge_only: Estimate  # the judge's score as the dataset reports it (its headline and CI)
+    judge_outside: bool  # the judge-only score lies outside the anchored interval
+    effective_labels: int | None  # labelled responses alone that would give an interval as narrow
+    budget: LabelBudget | None = None
+    rating: Estimate | None = None  # graded scales: the estimate on the scale itself
+    judges: dict[str, JudgeOnLabels]
+    note: str | None = None
+
+
+class AnchoredDiff(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """a minus b anchored to human labels: PPI++ over the response pairs (same example, turn and sample) both have,
+    the pairs both labelled with the humans' difference, beside the judge-only paired difference."""
+
+    a: str
+    b: str
+    estimate: float | None
+    ci: tuple[float | None, float | None]
+    n_labelled: int
+    n_unlabelled: int
+    lam: float | None = field(name="lambda")
+    judge_only: Estimate  # the paired bootstrap over examples (the leaderboard's noise test)
+    note: str | None = None
+
+
+class LabelCounts(Struct, frozen=True):
+    """A dataset's labels file, as the run read it: what entered the anchored scores and what was left out."""
+
+    file: str = ""
+    rows: int = 0  # label rows with a verdict
+    blank: int = 0  # rows with no verdict yet (an unfilled sheet row)
+    superseded: int = 0  # rows replaced by a later row of the same rater on the same item
+    items: int = 0  # labelled (response, criterion) items of this run's responses
+    ties: int = 0  # items whose raters split evenly: left out
+    responses: int = 0  # responses labelled in full that enter an anchored score
+    partial: int = 0  # responses with some but not all of their criteria labelled: left out
+    not_scored: int = 0  # responses labelled in full that the judge-only score does not count (failed, errors)
+    unknown_response: int = 0  # items naming a response this dataset does not have
+    unknown_criterion: int = 0  # items naming a criterion its response is not scored on
+    pairs: int = 0  # pairwise comparisons with a human preference
+    unknown_pair: int = 0  # preferences naming a comparison this dataset does not have
+
+
+class DatasetCandidate(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One candidate's headline on one dataset (results/metrics.py CandidateResult). `extra` holds the metric's
+    own fields (mean_normalized, by_tag, by_category, by_field, ...): in the file they sit beside the others.
+    `ppi`: the score anchored to human labels, with `datasets[].labels` (left out without)."""
+
+    score: float | None
+    ci: tuple[float | None, float | None]
+    std: float | None  # std of the bootstrap headlines
+    n: int  # examples scored
+    coverage: float | None  # share of expected responses fully judged
+    partial: int  # responses with a criterion not judged
+    scored: int  # responses in the score
+    expected: int  # responses the run should have produced
+    histogram: tuple[int, ...]  # per-example scores in 10 equal bins over [0, 1] (outside values: edge bins)
+    by_example_category: dict[str, float]  # mean per-example score per row category
+    ppi: Anchored | None = None
+    extra: dict[str, Any]
+
+
+class DatasetRankRow(Struct, frozen=True):
     rank: int = 0
     candidate: str = ""
     score: float | None = None
@@ -147,52 +224,51 @@ class DatasetRankRow:
     within_noise_of: tuple[str, ...] = ()  # paired bootstrap over this dataset's examples includes 0
 
 
-@dataclass(frozen=True)
-class DatasetSummary:
+class DatasetSummary(Struct, frozen=True, omit_defaults=True):
     """One dataset: its metric, the judge-failure policy that applied, its candidates and leaderboard (a judge
     meta-evaluation: its judges), and the metric's dataset-level figures (`extra`, left out when it has none)."""
 
-    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset({"extra"})
-
-    metric: str = "rubric"
-    on_error: str = "exclude"
-    candidates: dict[str, DatasetCandidate] = field(default_factory=dict)
-    leaderboard: tuple[DatasetRankRow, ...] = ()
+    metric: str
+    on_error: str
+    candidates: dict[str, DatasetCandidate]
+    leaderboard: tuple[DatasetRankRow, ...]
     extra: dict[str, Any] | None = None
+    labels: LabelCounts | None = None  # with `datasets[].labels`
+    ppi_paired: tuple[AnchoredDiff, ...] | None = None  # every two candidates, anchored to the labels
 
 
-@dataclass(frozen=True)
-class PairOutcome:
+class PairOutcome(Struct, frozen=True, kw_only=True, omit_defaults=True):
     """a against b on one dataset: rates over the examples both were compared on, each with a percentile
-    bootstrap CI over examples (an example with several turns counts the mean of its turns)."""
+    bootstrap CI over examples (an example with several turns counts the mean of its turns). `ppi` is left out
+    without human preferences."""
 
-    a: str = ""
-    b: str = ""
-    n: int = 0  # examples compared (comparisons that did not end in error)
-    comparisons: int = 0
-    wins: int = 0  # a won both orders
-    ties: int = 0  # [[C]], or the verdict flipped with the order
-    losses: int = 0
-    errors: int = 0
-    win_rate: float | None = None
-    win_ci: tuple[float | None, float | None] = (None, None)
-    tie_rate: float | None = None
-    tie_ci: tuple[float | None, float | None] = (None, None)
-    loss_rate: float | None = None
-    loss_ci: tuple[float | None, float | None] = (None, None)
+    a: str
+    b: str
+    n: int  # examples compared (comparisons that did not end in error)
+    comparisons: int
+    wins: int  # a won both orders
+    ties: int  # [[C]], or the verdict flipped with the order
+    losses: int
+    errors: int
+    win_rate: float | None
+    win_ci: tuple[float | None, float | None]
+    tie_rate: float | None
+    tie_ci: tuple[float | None, float | None]
+    loss_rate: float | None
+    loss_ci: tuple[float | None, float | None]
     # AlpacaEval 2's length-controlled win rate (results/length_control.py), fitted per comparison on a's
     # preference (win 1, tie 0.5, loss 0) and the answers' length difference in characters, at zero difference.
-    lc_win_rate: float | None = None
-    lc_win_rate_se: float | None = None  # delta-method (sandwich) standard error
-    lc_n: int = 0  # comparisons in the fit (errors left out)
-    lc_note: str | None = None  # why lc_win_rate is None
-    lc_one_side_longer: bool = False  # a never shorter (or never longer): lc_win_rate extrapolates to equal lengths
-    longer_share: float | None = None  # share of decisive verdicts between unequal lengths won by the longer answer
-    longer_n: int = 0  # those verdicts
+    lc_win_rate: float | None
+    lc_win_rate_se: float | None  # delta-method (sandwich) standard error
+    lc_n: int  # comparisons in the fit (errors left out)
+    lc_note: str | None  # why lc_win_rate is None
+    lc_one_side_longer: bool  # a never shorter (or never longer): lc_win_rate extrapolates to equal lengths
+    longer_share: float | None  # share of decisive verdicts between unequal lengths won by the longer answer
+    longer_n: int  # those verdicts
+    ppi: Anchored | None = None  # win_rate anchored to human preferences (`pair_id` labels)
 
 
-@dataclass(frozen=True)
-class Rating:
+class Rating(Struct, frozen=True):
     """A Bradley-Terry rating on Chatbot Arena's Elo-like scale (1000 + 400 log10 strength), with a bootstrap CI."""
 
     candidate: str = ""
@@ -201,8 +277,7 @@ class Rating:
     mean_chars: float | None = None  # mean length of its compared answers (verbosity bias)
 
 
-@dataclass(frozen=True)
-class PairwiseJudging:
+class PairwiseJudging(Struct, frozen=True):
     """One dataset's pairwise judging: outcomes per pair, ratings (three or more candidates), position bias."""
 
     pairs: tuple[PairOutcome, ...] = ()
@@ -212,14 +287,12 @@ class PairwiseJudging:
     mean_chars: dict[str, float | None] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class MacroScore:
+class MacroScore(Struct, frozen=True):
     score: float | None = None  # None unless the candidate has a headline on every dataset
     datasets: int = 0  # datasets with a headline for this candidate
 
 
-@dataclass(frozen=True)
-class Overall:
+class Overall(Struct, frozen=True):
     """The only number across datasets: the unweighted mean of per-dataset headlines, labelled as such."""
 
     macro_average_of: str = "dataset headlines"
@@ -227,22 +300,16 @@ class Overall:
     candidates: dict[str, MacroScore] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Summary:
+class Summary(Struct, frozen=True, kw_only=True, omit_defaults=True):
     """summary.json. The fields from `status` on are the run's facts, which the runner adds to what
-    results/summary.py build_summary computes from the rows."""
+    results/summary.py (SummaryAcc) computes from the rows."""
 
-    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset(
-        {"overall", "status", "stopped_by", "note", "calls", "responses_not_done", "skipped_rows", "wall_s"}
-        | {"costs", "budget", "synthesis", "export", "pairwise_judging", "executor"}
-    )
-
-    run_id: str = ""
-    pass_threshold: float | None = None
-    examples: int = 0
-    datasets: dict[str, DatasetSummary] = field(default_factory=dict)  # the headline results, one per dataset
+    run_id: str
+    pass_threshold: float | None
+    examples: int
+    datasets: dict[str, DatasetSummary]  # the headline results, one per dataset
     overall: Overall | None = None
-    judges: JudgeSummary = JudgeSummary()
+    judges: JudgeSummary
     pairwise_judging: dict[str, PairwiseJudging] | None = None  # per dataset, when judging.pairwise is set
     status: str | None = None  # complete / interrupted / stopped_on_budget
     stopped_by: str | None = None  # interrupted: the signal that stopped it (SIGINT, SIGTERM)
@@ -256,3 +323,80 @@ class Summary:
     synthesis: tuple[dict[str, Any], ...] | None = None  # the synthesis log, as data/synth.py writes it
     export: dict[str, dict[str, int]] | None = None  # format -> counts, as results/export.py returns them
     executor: ExecutorSummary | None = None  # who made the attempts
+
+
+def summary_data(obj: Summary | DatasetSummary) -> dict[str, Any]:
+    """summary.json's data (or one dataset's entry in it): each candidate's `extra` beside its other fields."""
+    data = codec.to_data(obj)
+    for d in data["datasets"].values() if isinstance(obj, Summary) else (data,):
+        for c in d["candidates"].values():
+            c.update(c.pop("extra"))
+    return data
+
+
+def read_summary(data: Mapping[str, Any]) -> Summary:
+    """summary.json's data as a Summary (DecodeError when it is not one): the keys of a candidate that are not its
+    fields are its `extra`; a key that a summary of an older version may lack reads as it did then (_OLDER)."""
+    own = set(DatasetCandidate.__struct_fields__)
+    datasets = {}
+    for name, d in (data.get("datasets") or {}).items():
+        cands = {
+            n: {
+                **_OLDER["candidate"],
+                **{k: v for k, v in c.items() if k in own},
+                "extra": {k: v for k, v in c.items() if k not in own},
+            }
+            for n, c in (d.get("candidates") or {}).items()
+        }
+        datasets[name] = {**_OLDER["datasets"], **d, "candidates": cands}
+    judges = {**_OLDER["judges"], **(data.get("judges") or {})}
+    out = {**_OLDER["summary"], **data, "datasets": datasets, "judges": judges}
+    if pj := data.get("pairwise_judging"):
+        out["pairwise_judging"] = {
+            name: {**p, "pairs": [{**_OLDER["pair"], **o} for o in p.get("pairs") or ()]} for name, p in pj.items()
+        }
+    return codec.convert(out, Summary)
+
+
+# The keys always written that a summary of an older version (or a hand-made one) may lack, with the values they read
+# as: a candidate's and a pair outcome's are all of them (each had a default before they were written always).
+_OLDER: dict[str, dict[str, Any]] = {
+    "summary": {"run_id": "", "pass_threshold": None, "examples": 0},
+    "datasets": {"metric": "rubric", "on_error": "exclude", "leaderboard": []},
+    "judges": {"per_judge": {}},
+    "candidate": {
+        "score": None,
+        "ci": [None, None],
+        "std": None,
+        "n": 0,
+        "coverage": None,
+        "partial": 0,
+        "scored": 0,
+        "expected": 0,
+        "histogram": [],
+        "by_example_category": {},
+    },
+    "pair": {
+        "a": "",
+        "b": "",
+        "n": 0,
+        "comparisons": 0,
+        "wins": 0,
+        "ties": 0,
+        "losses": 0,
+        "errors": 0,
+        "win_rate": None,
+        "win_ci": [None, None],
+        "tie_rate": None,
+        "tie_ci": [None, None],
+        "loss_rate": None,
+        "loss_ci": [None, None],
+        "lc_win_rate": None,
+        "lc_win_rate_se": None,
+        "lc_n": 0,
+        "lc_note": None,
+        "lc_one_side_longer": False,
+        "longer_share": None,
+        "longer_n": 0,
+    },
+}

@@ -1,35 +1,37 @@
 """What a run's results need, fed one example at a time in input order: the summary, the export and the report.
 
-The runner hands every finished example to `Tally.add` with its rows (responses, judgments, pairwise rows), in
-input order, and asks for the summary, the export files and report.html at the end. Memory per example stays
-small whatever the texts and the dataset's size (.agent/plans/009-limits.md, item 3):
-- the full rows are pickled, example by example, to an anonymous temporary file (gone when the tally is);
+The runner hands every finished example (artifacts.Finished: its rows and their lines in the row files) to its
+tally's `take`, in input order, and asks for the summary, the export files and report.html at the end: `RunTally` is
+that interface, kept by `Tally` here and by the tally in a second process (engine/tally_process.py) alike. Memory per
+example stays small whatever the texts and the dataset's size (.agent/plans/009-limits.md, item 3):
+- the full rows are spooled, example by example, as MessagePack (codec.pack), to the run's spool (data/spool.py,
+  gone when the tally is);
 - `add` keeps only counters: how many examples of each dataset call for each metric (the dataset's metric is a
   majority vote, decided before the summary's pass), and for pairwise judging the pairwise rows, their examples'
   ids and datasets and the compared responses' text lengths;
-- `summary()` reads the spool once, one example at a time, through summary.SummaryAcc, the same per-example steps
-  and aggregation that build_summary runs over lists; it keeps per example a few floats in typed arrays and the
-  example's id (results/accum.py);
+- `summary()` reads the spool once, one example at a time, through summary.SummaryAcc; it keeps per example a few
+  floats in typed arrays and the example's id (results/accum.py);
 - the export and the report read the spool back one example at a time.
 When the counts of metrics are known before the run (preflight counted them: `metric_counts`), `add` feeds the
 SummaryAcc and the report's sampler itself, and the rows are spooled only if an export will read them (`spool`):
-a warm rerun then pickles and re-reads nothing (plan 012).
+a warm rerun then spools and re-reads nothing (plan 012).
 """
 
 from __future__ import annotations
 
 import logging
-import pickle
-import tempfile
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+from msgspec.structs import replace
 
 from ..config import Config
+from ..data.spool import Spool
 from ..tasks import registry
 from ..types import Criterion, Example, Judgment, PairJudgment, Response, Turn
+from .artifacts import Finished
 from .export import export_batches
 from .report import REPORT_EXAMPLES, Sampler, sample_safely, write_report_safely
 from .scoring import score_all
@@ -37,6 +39,7 @@ from .summary import SummaryAcc
 from .summary_types import Summary
 
 _NO_TURN = Turn(message={})
+_Rows = tuple[Example, tuple[Response, ...], tuple[Judgment, ...], tuple[PairJudgment, ...]]  # one spooled example
 log = logging.getLogger("rubricrun")
 _NONE: dict[str, Any] = {}  # the one empty dict of every slim example that has nothing there (only read)
 
@@ -55,6 +58,30 @@ def _slim_example(ex: Example) -> Example:
         later_turns=(),
         prefilled=_NONE,
     )
+
+
+class RunTally(Protocol):
+    """What the runner asks of its tally, here or in a second process: `take` each finished example, in input
+    order; at the end the summary, the export and the report, and what the rows said of the candidates' calls."""
+
+    @property
+    def n_responses(self) -> int: ...  # responses the rows hold
+
+    @property
+    def any_ok(self) -> bool: ...  # whether one of them is a reply (status ok)
+
+    @property
+    def first_error(self) -> str | None: ...  # the first one's error
+
+    def take(self, done: Finished) -> None: ...
+
+    def summary(self) -> Summary: ...
+
+    def export(self, run_dir: Path, formats: Sequence[str]) -> dict: ...
+
+    def report(self, run_dir: Path, summary: Summary) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class Tally:
@@ -82,11 +109,13 @@ class Tally:
         self._given = metric_counts
         self._acc = SummaryAcc(cfg, metric_counts) if metric_counts is not None else None
         self._picker: Sampler | None = Sampler(report_examples) if metric_counts is not None else None
-        self._spool = (
-            tempfile.TemporaryFile(prefix="rubricrun-tally-")  # noqa: SIM115 (closed with the tally)
-            if spool or metric_counts is None
-            else None
-        )
+        # One example's rows a chunk: nothing is held once `add` returns.
+        keep = spool or metric_counts is None
+        self._spool: Spool[_Rows] | None = Spool("rubricrun-tally-", _Rows, chunk=1) if keep else None
+
+    def take(self, done: Finished) -> None:
+        """RunTally: a finished example's rows (its lines are not needed here)."""
+        self.add(done.example, done.responses, done.judgments, done.pairs)
 
     def add(
         self,
@@ -97,8 +126,9 @@ class Tally:
     ) -> None:
         """One example with its rows (an example with no responses yet still counts as an example)."""
         if self._spool is not None:
-            rows = (example, tuple(responses), tuple(judgments), tuple(pairs))
-            pickle.dump(rows, self._spool, pickle.HIGHEST_PROTOCOL)
+            self._spool.add((example, tuple(responses), tuple(judgments), tuple(pairs)))
+            if not self._spool.ok:
+                raise RuntimeError(f"example {example.id}: its rows cannot be packed for the export and the report")
         if self._acc is not None:  # the example's criteria, found once for the summary and the sampler
             rubric, crit = self._criteria(example)
             self._acc.add(example.id, example, responses, judgments, crit, rubric)
@@ -118,8 +148,8 @@ class Tally:
             self.text_len.update((r.id, len(r.text or "")) for r in responses if r.id in compared)
 
     def _criteria(self, ex: Example) -> tuple[tuple[Criterion, ...], dict[tuple[str, str], Criterion]]:
-        """The example's criteria (registry.criteria_for), and them by (example, criterion) id (summary's
-        criteria_index of this one example): found once, for the summary, the sampler and the scores."""
+        """The example's criteria (registry.criteria_for), and them by (example, criterion) id: found once, for the
+        summary, the sampler and the scores."""
         rubric = registry.criteria_for(ex, self.cfg)
         return rubric, {(ex.id, c.id): c for c in rubric}
 
@@ -133,32 +163,24 @@ class Tally:
             log.error("report.html not written: %s: %s", type(exc).__name__, exc)
             self._picker = None
 
-    def rows(self) -> Iterator[tuple[Example, tuple[Response, ...], tuple[Judgment, ...], tuple[PairJudgment, ...]]]:
+    def rows(self) -> Iterator[_Rows]:
         """The full rows back, one example at a time in input order."""
         if self._spool is None:
             raise RuntimeError("this tally keeps no rows (spool=False)")
-        self._spool.flush()
-        self._spool.seek(0)
-        try:
-            while True:
-                try:
-                    yield pickle.load(self._spool)
-                except EOFError:
-                    return
-        finally:
-            self._spool.seek(0, 2)  # further adds append
+        yield from self._spool
 
     def _scored(self) -> Iterator[tuple[Example, tuple[Response, ...], tuple[Judgment, ...], dict[str, Any]]]:
         """The examples the export reads, with their scores. Not a row whose task answers it itself (a judge
         meta-evaluation's completion, there to grade the judges): no candidate wrote it."""
         for ex, rs, js, _ in self.rows():
             if not registry.answers_itself(ex):
-                yield ex, rs, js, score_all(self.cfg, {ex.id: ex}, rs, js)
+                yield ex, rs, js, score_all(rs, js, registry.criteria_for(ex, self.cfg))
 
     def summary(self) -> Summary:
-        """summary.SummaryAcc fed from the spool one example at a time: equal to build_summary over the rows
-        (tests/test_tally.py); what it keeps per example is a few numbers (results/accum.py). The same read of the
-        spool picks the report's examples (report.sample), kept for `report`. Fed as the run went: no read at all."""
+        """summary.SummaryAcc fed from the spool one example at a time: equal to the summary of the rows given as
+        lists (tests/oracles.build_summary, tests/test_tally.py); what it keeps per example is a few numbers
+        (results/accum.py). The same read of the spool picks the report's examples (report.sample), kept for
+        `report`. Fed as the run went: no read at all."""
         if self._acc is not None:
             if self.metric_counts != self._given:  # the data files changed under the run
                 log.warning("the datasets' rows changed since preflight: metrics decided on preflight's counts")
@@ -184,7 +206,7 @@ class Tally:
     ) -> tuple[Any, ...]:
         """One example as report.sample reads it: its rows, its criteria by (example, criterion) id (`_criteria`),
         its scores."""
-        return ex, rs, js, crit, score_all(self.cfg, {ex.id: ex}, rs, js, rubric)
+        return ex, rs, js, crit, score_all(rs, js, rubric)
 
     def export(self, run_dir: Path, formats: Sequence[str]) -> dict:
         return export_batches(self.cfg, run_dir, formats, self._scored)

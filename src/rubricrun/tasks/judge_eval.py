@@ -284,6 +284,14 @@ def judge_meta_eval(
     )
 
 
+def judge_agreement(
+    judge: Sequence[bool | None], humans: Sequence[Sequence[bool]], *, n_boot: int = 1000, seed: int = 0
+) -> JudgeEval:
+    """judge_meta_eval over rows of no category: a judge's verdicts on items people labelled in a run
+    (results/anchor.py, the judges beside a score anchored to human labels)."""
+    return judge_meta_eval(judge, humans, [""] * len(judge), n_boot=n_boot, seed=seed)
+
+
 def _check_labels(humans: Sequence[Sequence[bool]]) -> None:
     """ValueError unless every human label is a bool or numpy bool (a string such as "not met" would count as met)."""
     if any(not isinstance(h, (bool, np.bool_)) for hs in humans for h in hs):

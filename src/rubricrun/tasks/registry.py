@@ -12,7 +12,7 @@ from ..judging.protocol import BINARY, GRADED_1_5, JudgeProtocol
 from ..providers.base import BaseProvider
 from ..types import Criterion, Example, Response
 from . import healthbench, meta_eval, mt_bench, multiple_choice, prbench, qa, rubric
-from .spec import Metric, Task, Values
+from .spec import Metric, Section, Task, Values
 
 TASKS: tuple[Task, ...] = (
     prbench.TASK,
@@ -72,6 +72,12 @@ def metric_of(ex: Example) -> str:
     if fmt is None and ex.kind != "open" and not ex.rubric:
         return multiple_choice.ACCURACY.name
     return rubric.RUBRIC.name
+
+
+def section_of(metric: str) -> Section:
+    """How a dataset of this metric is shown (its task's `Section`; a metric this version does not know, as in an
+    older run folder: the candidates' leaderboard)."""
+    return METRICS[metric].section if metric in METRICS else Section()
 
 
 def metric_of_counts(counts: Mapping[str, int], override: str | None = None) -> str:
@@ -191,8 +197,6 @@ def check_config(cfg: Config) -> None:
             "judging.prompt_template",
             f"scale {scale} judges with {owner.title or owner.name}'s own prompts; drop one of the two",
         )
-    if cfg.synthesize is not None and not cfg.candidates:
-        raise cfg.fail("candidates", "at least one candidate is required: synthesized prompts are answered by them")
 
 
 def check_example(cfg: Config, ex: Example) -> None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from ..config import Config, ModelConfig
-from ..data.schemas import Built, CriterionReader, Fail, Row
-from ..judging.protocol import JudgeProtocol
-from ..types import Criterion, Example, Judgment, Response
+if TYPE_CHECKING:  # declarations only: nothing here runs the code these name
+    from ..config import Config, ModelConfig
+    from ..data.schemas import Built, CriterionReader, Fail, Row
+    from ..judging.protocol import JudgeProtocol
+    from ..types import Criterion, Example, Judgment, Response
 
 Marks = Sequence[bool] | Sequence[float]  # binary: met flags; graded: each criterion's share of its scale
 Values = dict[str, float]  # "score": the headline's value; "category:<c>", "tag:<t>", "field:<f>", "turn:<n>", ...

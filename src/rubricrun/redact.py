@@ -1,0 +1,158 @@
+"""Every credential the process can send, and the one function that takes them out of any text (issue 28).
+
+`use(secrets)` sets what the process can send (config.load_config calls it with `config.secrets_of`): each secret is a
+value and a label that names it without showing it (`$OPENAI_API_KEY`, `candidates[0].api_base`). Beside them, every
+environment variable whose name ends like a credential's (`..._API_KEY`, `..._TOKEN`, `..._SECRET`, ...) and whose
+value has LONG characters or more is a secret too (`env_secrets`). `redact(text)` replaces them with `***`, and so does
+it with the user and password of any URL (`http://user:pass@host`) and a key-like query parameter's value
+(`?api-key=...`, `&token=...`).
+
+A secret of LONG characters or more is replaced wherever it occurs; a shorter one only where it stands alone (not
+inside a longer run of letters, digits, `_` or `-`), so a four-letter key is masked in `Bearer abcd` and
+`key=abcd`, and the word or number it happens to be part of elsewhere is left as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Iterable
+
+MASK = "***"
+LONG = 8  # characters from which a secret is replaced wherever it occurs, inside a longer word too
+_WORD = r"A-Za-z0-9_\-"
+# Names of environment variables that hold credentials: LiteLLM 1.106.2 reads its providers' keys from names like
+# these (OPENAI_API_KEY, ANTHROPIC_AUTH_TOKEN, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, WATSONX_ZENAPIKEY,
+# AZURE_AD_TOKEN, AZURE_CLIENT_SECRET, VALKEY_PASSWORD, GIGACHAT_CREDENTIALS, ...).
+_CREDENTIAL_NAME = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS")
+# Where a provider's own variables do not start with its LiteLLM prefix (litellm/llms/*: get_secret_str(...)).
+_PROVIDER_PREFIXES = {
+    "gemini": ("GEMINI_", "GOOGLE_"),
+    "vertex_ai": ("VERTEXAI_", "VERTEX_", "GOOGLE_"),
+    "vertex_ai_beta": ("VERTEXAI_", "VERTEX_", "GOOGLE_"),
+    "bedrock": ("AWS_",),
+    "sagemaker": ("AWS_",),
+    "sagemaker_chat": ("AWS_",),
+    "huggingface": ("HUGGINGFACE_", "HF_"),
+    "cohere": ("COHERE_", "CO_"),
+    "cohere_chat": ("COHERE_", "CO_"),
+    "openrouter": ("OPENROUTER_", "OR_"),
+    "watsonx": ("WATSONX_", "WX_"),
+    "watsonx_text": ("WATSONX_", "WX_"),
+    "text-completion-openai": ("OPENAI_",),
+    "azure_ai": ("AZURE_AI_", "AZURE_"),
+    "friendliai": ("FRIENDLIAI_", "FRIENDLI_"),
+    "perplexity": ("PERPLEXITYAI_", "PERPLEXITY_"),
+    "aleph_alpha": ("ALEPH_ALPHA_", "ALEPHALPHA_"),
+    "mistral": ("MISTRAL_", "MISTRAL_AZURE_"),
+}
+_URL_USER = re.compile(r"(?<=://)[^\s/?#@'\"<>]+@")
+_URL_PARAM = re.compile(
+    r"(?i)([?&;](?:[A-Za-z0-9.]*[_-])?(?:api[_-]?key|key|token|secret|password|passwd|pwd|sig|signature|auth|"
+    r"credentials?)=)[^\s&#'\"<>]+"
+)
+
+_lock = threading.Lock()
+_secrets: dict[str, str] = {}  # value -> label
+_pattern: re.Pattern[str] | None = None
+
+
+def credential_name(name: str) -> bool:
+    """Whether an environment variable's name says it holds a credential (`OPENAI_API_KEY`, `HF_TOKEN`)."""
+    return name.upper().endswith(_CREDENTIAL_NAME)
+
+
+def provider_variables(provider: str, environ: dict[str, str] | None = None) -> list[str]:
+    """The set environment variables that LiteLLM may read by itself for a provider (`openai`, `anthropic`, ...):
+    those named like a credential that start with the provider's prefix (`TOGETHER_AI_`, `TOGETHERAI_`, `TOGETHER_`
+    for `together_ai`) or one of the other prefixes its code reads (`AWS_` for bedrock, `GOOGLE_` for gemini)."""
+    env = os.environ if environ is None else environ
+    base = provider.upper().replace("-", "_")
+    prefixes = {f"{base}_", f"{base.replace('_', '')}_", f"{base.split('_')[0]}_"}
+    prefixes.update(_PROVIDER_PREFIXES.get(provider, ()))
+    return sorted(n for n in env if credential_name(n) and n.upper().startswith(tuple(prefixes)) and env[n])
+
+
+def env_secrets(environ: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """(value, label) of every environment variable named like a credential whose value is LONG characters or more
+    (a shorter value of a variable nobody named could be any word: only the variables a model entry uses are
+    redacted at every length)."""
+    env = os.environ if environ is None else environ
+    return [(v, f"${n}") for n, v in sorted(env.items()) if credential_name(n) and len(v) >= LONG]
+
+
+def url_secrets(url: str) -> list[str]:
+    """The credentials written into a URL: its password (`user:pass@`; a user without a password, `TOKEN@`, is one),
+    and the values of its key-like query parameters."""
+    out = []
+    user = _URL_USER.search(url)
+    if user:
+        info = user.group(0)[:-1]
+        name, _, password = info.partition(":")
+        out += [info, password] if password else [name]
+    out += [m.group(0)[len(m.group(1)) :] for m in _URL_PARAM.finditer(url)]
+    return out
+
+
+def use(secrets: Iterable[tuple[str, str]]) -> None:
+    """The process's secrets: (value, label) pairs, besides env_secrets(). Replaces what an earlier call set."""
+    global _pattern
+    found = dict(reversed(list(secrets)))  # the first label of a value wins
+    for value, label in env_secrets():
+        found.setdefault(value, label)
+    with _lock:
+        _secrets.clear()
+        _secrets.update({v: lbl for v, lbl in found.items() if v and v != MASK})
+        _pattern = _compile(_secrets)
+
+
+def _compile(secrets: dict[str, str]) -> re.Pattern[str] | None:
+    if not secrets:
+        return None
+    parts = []
+    for value in sorted(secrets, key=len, reverse=True):
+        v = re.escape(value)
+        parts.append(v if len(value) >= LONG else f"(?<![{_WORD}]){v}(?![{_WORD}])")
+    return re.compile("|".join(parts))
+
+
+def secrets() -> dict[str, str]:
+    """The secrets in use: value -> label."""
+    with _lock:
+        return dict(_secrets)
+
+
+def redact(text: str, extra: Iterable[str] = ()) -> str:
+    """`text` without any secret in use, `extra` value, URL user and password or key-like query parameter value."""
+    if not text:
+        return text
+    pattern = _pattern
+    if pattern is not None:
+        text = pattern.sub(MASK, text)
+    more = {e: "" for e in extra if e and e not in _secrets}
+    if more:
+        compiled = _compile(more)
+        assert compiled is not None
+        text = compiled.sub(MASK, text)
+    if "://" in text:
+        text = _URL_USER.sub(MASK + "@", text)
+    if "=" in text:
+        text = _URL_PARAM.sub(lambda m: m.group(1) + MASK, text)
+    return text
+
+
+def found_in(data: bytes) -> str | None:
+    """The label of a secret in use that `data` holds (raw, as a short secret is matched by `redact`), else None."""
+    with _lock:
+        items = sorted(_secrets.items(), key=lambda kv: -len(kv[0]))
+    for value, label in items:
+        needle = value.encode()
+        if needle not in data:
+            continue
+        if len(value) >= LONG:
+            return label
+        word = _WORD.encode()
+        if re.search(rb"(?<![" + word + rb"])" + re.escape(needle) + rb"(?![" + word + rb"])", data):
+            return label
+    return None

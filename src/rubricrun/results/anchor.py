@@ -1,0 +1,340 @@
+"""Scores anchored to human labels (issue 31): prediction-powered inference on a dataset's own metric.
+
+The unit is a response (an example's answer, one turn of it, or one of its samples). For each candidate, Y is the
+dataset's per-response value computed from the human verdicts and Yhat the same value from the judge's, both by
+the metric's own code (`metrics.response_values`, the benchmark module's `values`); a response enters when the
+judge-only score counts it (scored, as `on_error` says), labelled when the humans gave a verdict on every criterion
+it is scored on. results/ppi.py gives the PPI++ estimate and its 95 % interval, and the metric's clip (HealthBench's
+[0, 1], PRBench's floor at 0) is applied to the estimate and both ends, as to the judge-only headline.
+
+Several raters on one item: the majority of their `met` (an even split is left out and counted as a tie), the
+mean of their `score` on a graded scale, the plurality of their `preferred` (a tie for first is left out). Beside
+each estimate: the labelled responses alone (classical), the judge-only headline, how many labels alone would give
+the same width, the label budget, and each judge's agreement with the humans on the labelled items
+(tasks/judge_eval.py, the judge meta-evaluation's figures). Every two candidates get a paired difference over the
+response pairs both have (same example, turn and sample), and a pairwise comparison with `pair_id` labels gets its
+win rate anchored the same way (results/pairwise.py's rows; a tie or a loss is 0, as in `win_rate`).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+
+from msgspec.structs import replace
+
+from ..data.labels import LabelFile
+from ..judging.graded import SCALES, verdict_for
+from ..tasks.judge_eval import judge_agreement, majority
+from ..tasks.spec import CandidateResult, DatasetResult, Metric
+from ..types import Criterion, Example, Judgment, PairJudgment, Response
+from . import ppi, stats
+from .metrics import expected_criteria, response_values, verdicts_for
+from .summary_types import Anchored, AnchoredDiff, Estimate, JudgeOnLabels, LabelBudget, LabelCounts, PairOutcome
+
+MIN_LABELS = 2  # labelled units an estimate needs (one gives no spread)
+_VERDICT = {"met": True, "not_met": False}  # error: None
+Unit = tuple[int, int]  # (turn, sample index) of a response within its example
+
+
+@dataclass
+class _Values:
+    """One candidate's (or one pair's) units so far: the labelled ones' human and judge values, the others' judge
+    values, and per judge its verdicts on the labelled items beside the humans' labels."""
+
+    y: array = field(default_factory=lambda: array("d"))
+    yhat: array = field(default_factory=lambda: array("d"))
+    yhat_unl: array = field(default_factory=lambda: array("d"))
+    judges: dict[str, tuple[list[bool | None], list[list[bool]]]] = field(default_factory=dict)
+
+    def add(self, yhat: float, y: float | None) -> None:
+        if y is None:
+            self.yhat_unl.append(yhat)
+        else:
+            self.y.append(y)
+            self.yhat.append(yhat)
+
+
+def resolve(votes: Mapping[str, bool | float]) -> bool | float | None:
+    """The raters' verdict on one item: the majority of met (None on an even split), the mean of scores."""
+    values = list(votes.values())
+    if all(isinstance(v, bool) for v in values):
+        return majority(values)  # type: ignore[arg-type]
+    return sum(values) / len(values)
+
+
+def preferred(votes: Mapping[str, str]) -> str | None:
+    """The raters' preference on one comparison: the most frequent one, None when two share the top count."""
+    top = Counter(votes.values()).most_common(2)
+    return None if len(top) > 1 and top[0][1] == top[1][1] else top[0][0]
+
+
+class AnchorAcc:
+    """One dataset with a labels file, fed example by example (as metrics.DatasetAcc is, with the same criteria):
+    per candidate its units' values (`_Values`), per two candidates the differences of the units both have."""
+
+    def __init__(
+        self, labels: LabelFile, spec: Metric, on_error: str, candidates: Sequence[str], *, n_boot: int, seed: int
+    ) -> None:
+        self.labels, self.spec, self.on_error = labels, spec, on_error
+        self.n_boot, self.seed = n_boot, seed
+        self.labelled: dict[str, list[str]] = defaultdict(list)  # response id -> its labelled criterion ids
+        for rid, cid in labels.verdicts:
+            self.labelled[rid].append(cid)
+        self.cands = {c: _Values() for c in candidates}
+        self.pairs = {(a, b): _Values() for a, b in combinations(candidates, 2)}
+        self.seen: set[str] = set()  # labelled responses this dataset has
+        self.matched: set[tuple[str, str]] = set()  # labelled items of criteria their response is scored on
+        self.counts: Counter[str] = Counter()
+
+    def add(
+        self,
+        ex: Example,
+        responses: Sequence[Response],
+        judgments: Sequence[Judgment],
+        criteria: Sequence[Criterion] | None = None,
+    ) -> None:
+        crit = expected_criteria(ex, judgments, None if criteria is None else {ex.id: criteria})
+        by_response: dict[str, list[Judgment]] = defaultdict(list)
+        for j in judgments:
+            by_response[j.response_id].append(j)
+        units: dict[str, dict[Unit, tuple[float, float | None]]] = defaultdict(dict)
+        for r in responses:
+            values = self.cands.get(r.candidate)
+            if values is None:
+                continue
+            js = by_response.get(r.id, ())
+            y = self._human(ex, crit, r, js, values) if r.id in self.labelled else None
+            yhat = self._judged(ex, crit, r, js) if r.status == "ok" else None
+            if yhat is None:
+                self.counts["not_scored"] += y is not None
+                continue
+            values.add(yhat, y)
+            units[r.candidate][(r.turn, r.sample_index)] = (yhat, y)
+        for (a, b), diffs in self.pairs.items():
+            for unit, (yhat_a, y_a) in units.get(a, {}).items():
+                if unit in units.get(b, {}):
+                    yhat_b, y_b = units[b][unit]
+                    diffs.add(yhat_a - yhat_b, None if y_a is None or y_b is None else y_a - y_b)
+
+    def _judged(self, ex: Example, crit: Sequence[Criterion], r: Response, js: Sequence[Judgment]) -> float | None:
+        """The judge's value of the response, as metrics.DatasetAcc scores it (None: not in the judge-only score)."""
+        met, _ = verdicts_for(crit, {j.criterion_id: j.verdict for j in js}, self.on_error)
+        if met is None:
+            return None
+        scores = {j.criterion_id: j.score for j in js if j.score is not None}
+        return response_values(self.spec, ex, crit, met, r.turn, scores).get("score")
+
+    def _human(
+        self, ex: Example, crit: Sequence[Criterion], r: Response, js: Sequence[Judgment], values: _Values
+    ) -> float | None:
+        """The humans' value of the response (None unless every criterion has a verdict), and each judge's verdicts on
+        its labelled items beside the humans' labels."""
+        self.seen.add(r.id)
+        verdicts: dict[str, bool | float] = {}
+        items = 0
+        for c in crit:
+            votes = self.labels.verdicts.get((r.id, c.id))
+            if votes is None:
+                continue
+            self.matched.add((r.id, c.id))
+            items += 1
+            self._agreement(values, [j for j in js if j.criterion_id == c.id], votes)
+            v = resolve(votes)
+            if v is None:
+                self.counts["ties"] += 1
+            else:
+                verdicts[c.id] = v
+        self.counts["items"] += items
+        if len(verdicts) < len(crit):
+            self.counts["partial"] += items > 0  # a criterion unlabelled, or its raters split evenly
+            return None
+        if self.spec.scale in SCALES:
+            scores = {cid: float(v) for cid, v in verdicts.items()}
+            met = [verdict_for(scores[c.id], self.spec.scale) == "met" for c in crit]
+            return response_values(self.spec, ex, crit, met, r.turn, scores).get("score")
+        return response_values(self.spec, ex, crit, [bool(verdicts[c.id]) for c in crit], r.turn, {}).get("score")
+
+    def _agreement(self, values: _Values, js: Sequence[Judgment], votes: Mapping[str, bool | float]) -> None:
+        """Each judge's verdict on one labelled item beside the raters' labels (met / not met)."""
+        scale = self.spec.scale
+        humans = [v if isinstance(v, bool) else verdict_for(v, scale) == "met" for v in votes.values()]
+        for j in js:
+            for vote in j.votes or ({"judge": j.judge, "verdict": j.verdict},):
+                column = values.judges.setdefault(vote["judge"], ([], []))
+                column[0].append(_VERDICT.get(vote["verdict"]))
+                column[1].append(humans)
+
+    def result(
+        self,
+        result: DatasetResult,
+        half_width: float,
+        pairs: Sequence[PairOutcome] = (),
+        rows: Sequence[PairJudgment] = (),
+    ) -> tuple[dict[str, Anchored], tuple[AnchoredDiff, ...], LabelCounts, tuple[PairOutcome, ...]]:
+        """Per candidate its anchored score, per two candidates their anchored difference, the label counts, and
+        the dataset's pairwise outcomes with their anchored win rates (`rows`: its pairwise rows)."""
+        cands = result.candidates
+        clip = self.spec.clip
+        out = {
+            c: anchored(v, clip, Estimate(cands[c].score, cands[c].ci), half_width, self.spec.scale, self._judges(v))
+            for c, v in self.cands.items()
+            if c in cands
+        }
+        diffs = tuple(self._diff(a, b, v, cands) for (a, b), v in self.pairs.items() if a in cands and b in cands)
+        anchored_pairs, used, unknown = self._pairwise(pairs, rows, half_width)
+        counts = self._counts(sum(len(v.y) for v in self.cands.values()), used, unknown)
+        return out, diffs, counts, anchored_pairs
+
+    def _judges(self, v: _Values) -> dict[str, JudgeOnLabels]:
+        out = {}
+        for judge, (verdicts, humans) in sorted(v.judges.items()):
+            e = judge_agreement(verdicts, humans, n_boot=self.n_boot, seed=self.seed)
+            out[judge] = JudgeOnLabels(
+                items=e.rows - e.failures - e.no_labels,
+                balanced_f1=e.overall.f1_balanced.value,
+                ci=e.overall.ci or (None, None),
+                kappa=e.kappa,
+                kappa_ties=e.kappa_ties,
+                leniency=e.leniency.difference,
+                judge_met=e.leniency.judge_met,
+                human_met=e.leniency.human_met,
+                failures=e.failures,
+            )
+        return out
+
+    def _diff(self, a: str, b: str, v: _Values, cands: Mapping[str, CandidateResult]) -> AnchoredDiff:
+        judged = stats.paired_diff(cands[a].per_example, cands[b].per_example, n_boot=self.n_boot, seed=self.seed)
+        judge_only = Estimate(judged["mean_diff"], (judged["ci_low"], judged["ci_high"]))
+        if len(v.y) < MIN_LABELS:
+            return AnchoredDiff(
+                a=a,
+                b=b,
+                estimate=None,
+                ci=(None, None),
+                n_labelled=len(v.y),
+                n_unlabelled=len(v.yhat_unl),
+                lam=None,
+                judge_only=judge_only,
+                note=_too_few(len(v.y), "response pairs"),
+            )
+        m = ppi.ppi_mean(v.y, v.yhat, v.yhat_unl)
+        note = f"the {m.n} labelled differences do not vary: no width to measure; label more" if m.se == 0 else None
+        return AnchoredDiff(
+            a=a,
+            b=b,
+            estimate=m.estimate,
+            ci=m.ci,
+            n_labelled=m.n,
+            n_unlabelled=m.N,
+            lam=m.lam,
+            judge_only=judge_only,
+            note=note,
+        )
+
+    def _pairwise(
+        self, pairs: Sequence[PairOutcome], rows: Sequence[PairJudgment], half_width: float
+    ) -> tuple[tuple[PairOutcome, ...], int, int]:
+        """Each comparison of candidates with its win rate anchored to the human preferences (ties, as win_rate
+        counts them, are not wins); the preferences used and those naming no comparison of the dataset."""
+        prefs = self.labels.preferences
+        by_pair: dict[tuple[str, str], _Values] = defaultdict(_Values)
+        known, ties = set(), 0
+        for row in rows:
+            known.add(row.id)
+            if row.winner == "error":  # out of the judge-only win rate too
+                continue
+            votes = prefs.get(row.id)
+            human = preferred(votes) if votes else None
+            ties += bool(votes) and human is None
+            by_pair[(row.a, row.b)].add(float(row.winner == row.a), None if human is None else float(human == row.a))
+        self.counts["ties"] += ties
+        out = tuple(
+            replace(p, ppi=anchored(by_pair[(p.a, p.b)], float, Estimate(p.win_rate, p.win_ci), half_width, "binary"))
+            if (p.a, p.b) in by_pair
+            else p
+            for p in pairs
+        )
+        return out, sum(len(v.y) for v in by_pair.values()), sum(1 for pid in prefs if pid not in known)
+
+    def _counts(self, responses: int, pairs: int, unknown_pair: int) -> LabelCounts:
+        lab, c = self.labels, self.counts
+        unknown_response = sum(1 for rid, _ in lab.verdicts if rid not in self.seen)
+        return LabelCounts(
+            file=lab.path,
+            rows=lab.rows,
+            blank=lab.blank,
+            superseded=lab.superseded,
+            items=c["items"],
+            ties=c["ties"],
+            responses=responses,
+            partial=c["partial"],
+            not_scored=c["not_scored"],
+            unknown_response=unknown_response,
+            unknown_criterion=len(lab.verdicts) - unknown_response - len(self.matched),
+            pairs=pairs,
+            unknown_pair=unknown_pair,
+        )
+
+
+def _too_few(n: int, what: str = "responses") -> str:
+    return f"{n} labelled {what}: an anchored estimate needs at least {MIN_LABELS}"
+
+
+def anchored(
+    v: _Values,
+    clip: Callable[[float], float],
+    judge_only: Estimate,
+    half_width: float,
+    scale: str,
+    judges: dict[str, JudgeOnLabels] | None = None,
+) -> Anchored:
+    """The PPI++ estimate of one candidate's (or comparison's) mean, with everything beside it."""
+    n, N = len(v.y), len(v.yhat_unl)  # noqa: N806
+    if n < MIN_LABELS:
+        return Anchored(
+            estimate=None,
+            ci=(None, None),
+            n_labelled=n,
+            n_unlabelled=N,
+            lam=None,
+            classical=Estimate(),
+            judge_only=judge_only,
+            judge_outside=False,
+            effective_labels=None,
+            judges=judges or {},
+            note=_too_few(n),
+        )
+    m = ppi.ppi_mean(v.y, v.yhat, v.yhat_unl)
+    c = ppi.classical_mean(v.y)
+    lo, hi = clip(m.ci[0]), clip(m.ci[1])
+    budget, note = None, None
+    if m.se == 0:  # a normal interval of no width: it measures nothing (ppi_py gives it too)
+        note = f"the {n} labelled values do not vary (nor the judge's on them): no width to measure; label more"
+    else:
+        needed = ppi.labels_needed(v.y, v.yhat, n + N, half_width)
+        budget = LabelBudget(half_width, needed, None if needed is None else max(0, needed - n))
+    rating = None
+    if scale in SCALES:
+        s_lo, s_hi = SCALES[scale]
+        on_scale = lambda x: s_lo + (s_hi - s_lo) * clip(x)  # noqa: E731
+        rating = Estimate(on_scale(m.estimate), (on_scale(m.ci[0]), on_scale(m.ci[1])))
+    j = judge_only.estimate
+    return Anchored(
+        estimate=clip(m.estimate),
+        ci=(lo, hi),
+        n_labelled=n,
+        n_unlabelled=N,
+        lam=m.lam,
+        classical=Estimate(clip(c.estimate), (clip(c.ci[0]), clip(c.ci[1]))),
+        judge_only=judge_only,
+        judge_outside=m.se > 0 and j is not None and not lo <= j <= hi,
+        effective_labels=ppi.effective_labels(v.y, m.se),
+        budget=budget,
+        rating=rating,
+        judges=judges or {},
+        note=note,
+    )

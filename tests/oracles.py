@@ -1,0 +1,216 @@
+"""The list-based references the tests check the streaming code against, and the loader's conveniences that only
+tests use. None of this is in src: a run reads its datasets one row at a time (data/loaders.iter_dataset) and
+summarizes one example at a time (results/summary.SummaryAcc).
+
+- `load_dataset(cfg, ...)`: every example of one dataset in a list, with the skipped rows' messages (`LoadResult`);
+  `normalize_row(row, fmt, ...)`: one row read as the loader reads it; `detect_format(row)`: the schema it detects.
+- `load_examples(cfg, max_examples)`: every dataset's examples through preflight's checks, in a list.
+- `first_turns(cfg, examples)`: every conversation's first turn (engine/calls.GenTask), in input order.
+- `build_summary(...)`: the summary of rows given as lists (SummaryAcc fed example by example);
+  `dataset_results(...)`: each dataset's metric results over lists; `criteria_index(cfg, examples)`.
+- `counted(judgments, criteria)`: the agreement counts of a list of judgments; `compositions`, `percent_agreement`,
+  `fleiss_kappa`, `krippendorff_alpha_nominal`, `cohen_kappa`: the agreement statistics of lists of ratings (the
+  summary's are computed from counts: results/stats.py `*_counts`).
+- `leaderboard(per_candidate)`: stats.rank over candidates' per-example scores, as the summary ranks them.
+- `judge_stats(judgments)`: the summary's judge statistics of a list; `meta_rows(rows)`: judge meta-eval rows.
+- `extract_final_number(text)`: the number a response commits to.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rubricrun.config import Config, DatasetConfig
+from rubricrun.data.loaders import RowParser, iter_dataset
+from rubricrun.data.meta_rows import meta_row
+from rubricrun.data.readers import RawRow
+from rubricrun.engine.calls import GenTask, turn_task
+from rubricrun.engine.preflight import Examples, validate_examples
+from rubricrun.judging.answers import final_answer, span_number
+from rubricrun.results import metrics, stats
+from rubricrun.results.agreement import AgreementCounts, cohen_kappa_counts
+from rubricrun.results.summary import SummaryAcc, _JudgeAcc
+from rubricrun.results.summary_types import Summary
+from rubricrun.tasks import registry
+from rubricrun.tasks.registry import TASKS
+from rubricrun.tasks.spec import DatasetResult
+from rubricrun.types import Criterion, Example, Judgment, PairJudgment, Response
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading datasets
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    examples: list[Example]
+    skipped: list[str]  # one "file:line: key 'x': reason" string per skipped row
+
+
+def load_dataset(cfg: DatasetConfig, *, schemas: Sequence[Any] = TASKS, **kw: Any) -> LoadResult:
+    """Every example of one dataset (iter_dataset's, in a list) and the skipped rows' messages."""
+    skipped: list[str] = []
+    return LoadResult(list(iter_dataset(cfg, schemas=schemas, skipped=skipped, **kw)), skipped)
+
+
+def normalize_row(
+    row: dict, fmt: str, *, dataset: str, source: str, fields: dict[str, str], schemas: Sequence[Any] = TASKS
+) -> Example:
+    """One row of schema `fmt` as the loader reads it; `source` is "path:line"."""
+    file, _, line = source.rpartition(":")
+    parse = RowParser(DatasetConfig(path=file, name=dataset, format=fmt, fields=fields), schemas)
+    return parse(RawRow(file, int(line), row))[0]
+
+
+def detect_format(row: Any, schemas: Sequence[Any] = TASKS) -> str | None:
+    """The schema a row looks like, from its keys: the name of the first of `schemas` that takes it, or None."""
+    if not isinstance(row, dict):
+        return None
+    schema = RowParser(DatasetConfig(path="row.jsonl"), schemas).schema_of(row)
+    return None if schema is None else schema.name
+
+
+def load_examples(cfg: Config, max_examples: int | None) -> tuple[list[Example], list[str]]:
+    """All datasets' examples (each dataset capped at max_examples) in a list, and the skipped bad rows."""
+    count, skipped = validate_examples(cfg, max_examples)
+    return list(Examples(cfg, max_examples, count)), skipped
+
+
+def first_turns(cfg: Config, examples: Sequence[Example]) -> list[GenTask]:
+    """Every conversation's first turn, in input order (no replayed answers)."""
+    pairs = [
+        (ex, c, s) for ex in examples for c in registry.candidates_for(cfg, ex) for s in range(c.samples_per_prompt)
+    ]
+    return [turn_task(cfg, ex, c, s, (), i, {}) for i, (ex, c, s) in enumerate(pairs)]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Results over lists
+
+
+def _grouped(
+    examples: Sequence[Example], responses: Sequence[Response], judgments: Sequence[Judgment]
+) -> dict[str, tuple[list[Response], list[Judgment]]]:
+    groups: dict[str, tuple[list[Response], list[Judgment]]] = {ex.id: ([], []) for ex in examples}
+    for r in responses:
+        groups.setdefault(r.example_id, ([], []))[0].append(r)
+    for j in judgments:
+        groups.setdefault(j.example_id, ([], []))[1].append(j)
+    return groups
+
+
+def _metric_counts(examples: Sequence[Example]) -> dict[str, Counter]:
+    counts: dict[str, Counter] = {}
+    for ex in examples:
+        counts.setdefault(ex.dataset, Counter())[registry.metric_of(ex)] += 1
+    return counts
+
+
+def build_summary(
+    cfg: Config,
+    run_id: str,
+    examples: Sequence[Example],
+    responses: Sequence[Response],
+    judgments: Sequence[Judgment],
+    criteria: Mapping[tuple[str, str], Criterion],
+    pairs: Sequence[PairJudgment] = (),
+    text_len: Mapping[str, int] | None = None,
+) -> Summary:
+    """What the rows say (the runner adds the run's facts). `criteria` maps (example_id, criterion_id) to the
+    criterion judged; `pairs` are the pairwise judgments; `text_len` (response id -> len(text)) is computed from the
+    responses when not given. The rows go through SummaryAcc example by example, as results/tally.py feeds it."""
+    acc = SummaryAcc(cfg, _metric_counts(examples))
+    by_id = {ex.id: ex for ex in examples}
+    for eid, (rs, js) in _grouped(examples, responses, judgments).items():
+        acc.add(eid, by_id.get(eid), rs, js, criteria)
+    if text_len is None:
+        compared = {rid for p in pairs for rid in p.response_ids}
+        text_len = {r.id: len(r.text or "") for r in responses if r.id in compared}
+    return acc.summary(run_id, pairs, examples, text_len)
+
+
+def dataset_results(
+    cfg: Config, examples: Sequence[Example], responses: Sequence[Response], judgments: Sequence[Judgment]
+) -> list[DatasetResult]:
+    """One DatasetResult per dataset (config order, then synthesized ones), each with its metric."""
+    accs = metrics.dataset_accs(cfg, _metric_counts(examples))
+    groups = _grouped(examples, responses, judgments)
+    for ex in examples:
+        accs[ex.dataset].add(ex, *groups[ex.id], registry.criteria_for(ex, cfg))
+    return [acc.result() for acc in accs.values()]
+
+
+def criteria_index(cfg: Config, examples: Sequence[Example]) -> dict[tuple[str, str], Criterion]:
+    """(example id, criterion id) -> the criterion its responses are scored on."""
+    return {(ex.id, c.id): c for ex in examples for c in registry.criteria_for(ex, cfg)}
+
+
+def counted(
+    judgments: Sequence[Judgment], criteria: Mapping[tuple[str, str], Criterion] | None = None
+) -> AgreementCounts:
+    """The agreement counts of `judgments`; `criteria` maps (example id, criterion id) to the criterion judged."""
+    acc = AgreementCounts()
+    for j in judgments:
+        acc.add(j, (criteria or {}).get((j.example_id, j.criterion_id)))
+    return acc
+
+
+def compositions(items: Iterable[Iterable[Hashable]]) -> Counter:
+    """Items of ratings as the counts the `*_counts` statistics take: composition -> how many items have it."""
+    return Counter(stats.composition(item) for item in items)
+
+
+def percent_agreement(items: Sequence[Sequence[str]]) -> float | None:
+    return stats.percent_agreement_counts(compositions(items))
+
+
+def fleiss_kappa(
+    items: Sequence[Sequence[Hashable]], categories: Sequence[Hashable] = ("met", "not_met")
+) -> float | None:
+    return stats.fleiss_kappa_counts(compositions(items), categories)
+
+
+def krippendorff_alpha_nominal(items: Sequence[Sequence[Hashable]]) -> float | None:
+    return stats.krippendorff_alpha_counts(compositions(items))
+
+
+def cohen_kappa(pairs: Sequence[tuple[Hashable, Hashable]]) -> float | None:
+    """Cohen's kappa of two raters, their (a, b) verdicts over the units both rated."""
+    return cohen_kappa_counts(Counter(pairs))
+
+
+def judge_stats(judgments: Sequence[Judgment], criteria: Mapping[tuple[str, str], Criterion] | None = None) -> Any:
+    """The summary's judge statistics (met rates, agreement) of a list of judgments."""
+    acc = _JudgeAcc()
+    acc.add(judgments, criteria or {})
+    return acc.summary()
+
+
+def meta_rows(rows: Sequence[Mapping[str, Any]], *, fields: Mapping[str, str] | None = None, file: str = "") -> list:
+    """Every row (numbered from 1, as the lines of a JSONL file) as a MetaRow."""
+    return [meta_row(row, fields=fields, file=file, line=i) for i, row in enumerate(rows, start=1)]
+
+
+def extract_final_number(text: str) -> float | None:
+    """The number a response commits to (judging.answers.final_answer), or None."""
+    span = final_answer(text)
+    return span_number(span) if span is not None else None
+
+
+def leaderboard(per_candidate: Mapping[str, Mapping[str, float]], *, n_boot: int = 1000, seed: int = 0) -> list[dict]:
+    """Candidates ranked by mean score (one score per example id), best first (stats.rank): two are told apart when
+    their paired_diff CI (over shared example ids) excludes 0; fewer than two shared ids leave them undecided."""
+    names = list(per_candidate)
+    cis = {
+        name: stats.mean_ci([per_candidate[name][i] for i in sorted(per_candidate[name])], n_boot=n_boot, seed=seed)
+        for name in names
+    }
+    separated = {
+        frozenset((x, y))
+        for i, x in enumerate(names)
+        for y in names[i + 1 :]
+        if stats.paired_diff(per_candidate[x], per_candidate[y], n_boot=n_boot, seed=seed)["significant"]
+    }
+    return stats.rank(cis, separated)
