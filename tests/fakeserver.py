@@ -48,6 +48,8 @@ or a full response body (a dict with "choices"), which is sent as is.
 Every request (including faults) is logged with its time, model, parsed body, answered status and a fingerprint
 (sha256 of the canonical JSON body); see `requests`, `count()`, `fingerprint_counts()` and `reset_log()`.
 Stopping never waits for hanging requests: `stop()` wakes every sleeping handler and closes every connection.
+Several server processes can share one port (`--reuse-port`, SO_REUSEPORT: the kernel spreads the connections), so
+that a benchmark's server is not its limit (benchmarks/bench_executor.py); each keeps its own log and counts.
 """
 
 from __future__ import annotations
@@ -224,8 +226,10 @@ class FakeOpenAIServer:
         responder: Callable[[dict[str, Any]], Reply] | None = None,
         honor_max_tokens: bool = False,  # truncate replies to max_tokens*4 chars with finish_reason "length"
         seed: int = 0,
+        reuse_port: bool = False,  # SO_REUSEPORT: several server processes share one port (the kernel spreads them)
     ):
         self._lock = threading.Lock()
+        self.reuse_port = reuse_port
         self.host, self._port = host, port
         self.latency_s, self.p_429, self.p_500, self.p_hang, self.p_bad_json = (
             latency_s,
@@ -572,6 +576,7 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], handler: type, fake: FakeOpenAIServer):
         self.fake = fake
+        self.allow_reuse_port = fake.reuse_port
         super().__init__(address, handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -815,6 +820,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rule", action="append", type=_parse_rule, default=[], help="SUBSTRING:STATUS[:COUNT]")
     ap.add_argument("--stats-on-exit", action="store_true", help="print stats JSON to stderr on exit")
+    ap.add_argument(
+        "--reuse-port", action="store_true", help="SO_REUSEPORT: start several with one --port to share the load"
+    )
     args = ap.parse_args(argv)
     server = FakeOpenAIServer(
         host=args.host,
@@ -831,6 +839,7 @@ def main(argv: list[str] | None = None) -> None:
         retry_after_s=args.retry_after,
         seed=args.seed,
         rules=args.rule,
+        reuse_port=args.reuse_port,
     ).start()
     print(server.base_url, flush=True)
     done = threading.Event()

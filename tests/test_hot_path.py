@@ -145,7 +145,7 @@ def test_one_writer_writes_every_event_of_many_threads(tmp_path: Path) -> None:
     assert len({r["key"] for r in rows}) == 4000 and {r["invocation"] for r in rows} == {"7"}
     assert list(rows[0]) == [
         "ts", "role", "model", "key", "cache_hit", "attempt", "latency_ms", "status", "error", "usage",
-        "status_code", "retry_in_s", "deployment", "invocation",
+        "status_code", "retry_in_s", "deployment", "worker", "invocation",
     ]  # fmt: skip
 
 

@@ -13,7 +13,7 @@ from rubricrun.types import TraceEvent, Usage
 
 _STRS = ["a", 'quo"te', "uni ü 中 \u2028", "back\\slash", "new\nline", "", "ctl\x01", "\ud7ff"]
 _KEYS = ["ts", "role", "model", "key", "cache_hit", "attempt", "latency_ms", "status", "error", "usage",
-         "status_code", "retry_in_s", "deployment"]  # fmt: skip
+         "status_code", "retry_in_s", "deployment", "worker"]  # fmt: skip
 
 
 def _expected(kw: dict, invocation: str) -> dict:
@@ -50,7 +50,7 @@ def test_trace_lines_hold_the_events_fields(tmp_path: Path) -> None:
                 status=rng.choice(["ok", "error"]), error=rng.choice([None, *_STRS]),
                 usage=rng.choice([None, Usage(1, 2, 3), Usage(0, 0, 0), Usage(10**12, 5, 7)]),
                 status_code=rng.choice([None, 429, 500]), retry_in_s=rng.choice([None, 1.23456, 0.0, 2]),
-                deployment=rng.choice([None, *_STRS]),
+                deployment=rng.choice([None, *_STRS]), worker=rng.choice([None, "node-7:4242", *_STRS]),
             )  # fmt: skip
             tracer.emit(**kw)
             emitted.append(kw)

@@ -99,7 +99,7 @@ CACHE_FORMAT = 2  # the stored reply's shape (1 was a pickled dict); a row of an
 
 class StoredReply(msgspec.Struct, frozen=True):
     """What the cache stores for a reply: its content, not what belongs to the call that got it (its latency, the
-    deployment that served it, whether it was a hit)."""
+    deployment that served it, the worker that made it, whether it was a hit)."""
 
     format: int
     text: str

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -234,6 +235,18 @@ class ExportConfig:
 
 
 @dataclass(frozen=True)
+class ExecutorConfig:
+    """Who makes the provider attempts (providers/executor.py): the run's own threads, or the workers of a Dask
+    cluster (a local one the run starts with `workers` processes, or the scheduler at `address`)."""
+
+    engine: Literal["threads", "dask"] = "threads"
+    workers: int | None = None  # dask: processes of the local cluster (default: the machine's cores), or at least
+    # this many workers to wait for at `address` (default 1)
+    address: str | None = None  # dask: a running cluster's scheduler (else DASK_SCHEDULER_ADDRESS, else a local one)
+    timeout_s: float = 30.0  # dask: how long to wait for the scheduler and its workers before giving up (exit 2)
+
+
+@dataclass(frozen=True)
 class Config:
     # Required unless every row is answered by its task (a judge meta-evaluation): tasks.registry.check_example.
     candidates: list[ModelConfig] = field(default_factory=list)
@@ -247,6 +260,7 @@ class Config:
     synthesize: SynthesizeConfig | None = None
     export: ExportConfig | None = None
     batch: BatchConfig = BatchConfig()
+    executor: ExecutorConfig = ExecutorConfig()
     # Not YAML keys: where the config came from, and the line of every dotted key in it (for error messages).
     path: str = ""
     lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
@@ -522,6 +536,7 @@ def _check_replay(b: _Builder, m: ModelConfig, key: str) -> None:
 MAX_THREADS = 4096  # run.concurrency, run.judge_parallel_workers: threads of one process
 MAX_BOOTSTRAP = 100_000  # run.bootstrap_samples: each CI resamples the examples this many times
 MAX_SYNTH_ITEMS = 1000  # synthesize.num_subtopics, prompts_per_subtopic: items one reply lists
+MAX_WORKERS = 1024  # executor.workers: processes of a local cluster, or workers to wait for at an address
 _POSITIVE = (0, None, True)
 _NOT_NEGATIVE = (0, None, False)
 _AT_LEAST_1 = (1, None, False)
@@ -564,6 +579,7 @@ _RANGES: dict[type, dict[str, tuple[float | None, float | None, bool]]] = {
         "max_exclusions": _NOT_NEGATIVE,
     },
     ExportConfig: {"sft_threshold": (0, 1, False), "kto_threshold": (0, 1, False), "min_margin": (0, 1, False)},
+    ExecutorConfig: {"workers": (1, MAX_WORKERS, False), "timeout_s": _POSITIVE},
 }
 
 
@@ -618,6 +634,29 @@ def _check(cfg: Config, b: _Builder) -> None:
     _check_synthesize(cfg, b)
     _check_datasets(cfg, b)
     _check_batch(cfg, b)
+    _check_executor(cfg, b)
+
+
+# A Dask scheduler address: a protocol and host:port (`tcp://10.0.0.5:8786`), or host:port (tcp is meant).
+_ADDRESS = re.compile(r"^(?:[a-z][a-z0-9+.-]*://)?\[?[A-Za-z0-9._:-]+\]?:[0-9]{1,5}$")
+
+
+def scheduler_address_error(address: str) -> str | None:
+    """Why `address` is not a Dask scheduler address (None when it is one)."""
+    if not _ADDRESS.match(address):
+        return f"{address!r} is not a scheduler address (write e.g. tcp://10.0.0.5:8786)"
+    return None
+
+
+def _check_executor(cfg: Config, b: _Builder) -> None:
+    e = cfg.executor
+    if e.engine == "threads":
+        for name in ("workers", "address"):
+            if getattr(e, name) is not None:
+                raise b.fail(f"executor.{name}", "only applies to executor.engine: dask")
+        return
+    if e.address is not None and (why := scheduler_address_error(e.address)):
+        raise b.fail("executor.address", why)
 
 
 def _check_model(b: _Builder, section: str, key: str, m: ModelConfig) -> None:

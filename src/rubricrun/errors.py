@@ -50,9 +50,11 @@ class ProviderError(RubricrunError):
         retryable: bool = False,
         retry_after_s: float | None = None,
         deployment: str | None = None,
+        worker: str | None = None,
     ):
         self.model, self.status_code, self.retryable, self.retry_after_s = model, status_code, retryable, retry_after_s
         self.deployment = deployment  # a Router entry's deployment that failed (for the trace)
+        self.worker = worker  # the process ("host:pid") that made the failed attempt (for the trace)
         code = f" (HTTP {status_code})" if status_code else ""
         super().__init__(f"{model}{code}: {message}" if model else message)
 

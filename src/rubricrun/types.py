@@ -127,6 +127,7 @@ class LLMResponse(Struct, frozen=True):
     # `text` is split out only when the response row is built, so cached replies of any age read the same way.
     reasoning: str | None = None
     deployment: str | None = None  # which deployment of a Router entry served it (never a key); not cached
+    worker: str | None = None  # the process ("host:pid") that made the attempt; not cached
 
 
 class Response(Struct, frozen=True):
@@ -213,6 +214,7 @@ class TraceEvent(Struct, frozen=True):
     status_code: int | None = None
     retry_in_s: float | None = None
     deployment: str | None = None  # the deployment of a Router entry that served or failed it (never a key)
+    worker: str | None = None  # the process ("host:pid") that made the attempt: the run's own, or a Dask worker
     invocation: str | UnsetType = UNSET  # the run's invocation (its start time); no key when the tracer has none
 
 

@@ -1,7 +1,8 @@
 """The stage graph: each call of a run starts as soon as what it needs has landed. A conversation's next turn
 follows its previous answer, an answer's judge calls follow it, an example's pairwise comparisons follow its
 last answer, and synthesized prompts flow into generation as synthesis makes them. Plain threads: candidate
-calls run on one pool (run.concurrency), judge and pairwise calls on another (run.judge_parallel_workers).
+calls run on one pool (run.concurrency), judge and pairwise calls on another (run.judge_parallel_workers); with the
+dask executor both are that many per worker (each worker makes the attempts one process would make).
 
 The unit of work is one example (every candidate x sample x turn, their judge calls, its comparisons). Units
 are admitted from the example iterator, in input order, into a bounded window, so memory does not grow with
@@ -22,8 +23,9 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
 
 from .. import codec
-from ..config import Config
+from ..config import MAX_THREADS, Config
 from ..providers.base import BaseProvider
+from ..providers.executor import Executor, Threads, describe
 from ..types import Example, Judgment, PairJudgment, Response
 from .calls import synthesize
 from .progress import Progress
@@ -43,25 +45,36 @@ class Sink(Protocol):
     ) -> None: ...
 
 
-def window_size(cfg: Config) -> int:
+def window_size(cfg: Config, workers: int = 1) -> int:
     """Examples in flight at most: enough that one slow example does not starve the pools."""
-    return max(64, 8 * (cfg.run.concurrency + cfg.run.judge_parallel_workers))
+    return max(64, 8 * (cfg.run.concurrency + cfg.run.judge_parallel_workers) * workers)
 
 
 class Graph:
     """Runs the examples of one run through the stack; `run` returns whether Ctrl+C (or a stop) cut it short."""
 
-    def __init__(self, cfg: Config, stack: BaseProvider, stop: threading.Event, sink: Sink) -> None:
+    def __init__(
+        self, cfg: Config, stack: BaseProvider, stop: threading.Event, sink: Sink, executor: Executor | None = None
+    ) -> None:
         self.cfg, self.stop, self.sink = cfg, stop, sink
         self.stack = stack
         self.stages = Stages(cfg, stack, self._submit, self._ended)
         run = cfg.run
+        executor = executor or Threads()
+        n = executor.workers  # a blocked thread per attempt in flight: plan 020 (Decision Log) says why
+
+        def threads(per_worker: int) -> int:  # at most MAX_THREADS in one process, however many workers
+            return max(1, min(per_worker * n, MAX_THREADS))
+
         self.pools = {
-            "generate": ThreadPoolExecutor(max(1, run.concurrency), thread_name_prefix=THREAD_PREFIX + "generate"),
-            "judge": ThreadPoolExecutor(max(1, run.judge_parallel_workers), thread_name_prefix=THREAD_PREFIX + "judge"),
+            "generate": ThreadPoolExecutor(threads(run.concurrency), thread_name_prefix=THREAD_PREFIX + "generate"),
+            "judge": ThreadPoolExecutor(
+                threads(run.judge_parallel_workers), thread_name_prefix=THREAD_PREFIX + "judge"
+            ),
         }
         shown = {"generate": True, "judge": bool(cfg.judge_pool), "pairwise": self.stages.pairing is not None}
-        self.bars = {k: Progress(k, 0, run.progress and on, grows=True) for k, on in shown.items()}  # no empty bar
+        on = None if executor.engine == "threads" else describe(executor)  # progress lines: "... on dask, 8 workers"
+        self.bars = {k: Progress(k, 0, run.progress and shown[k], grows=True, on=on) for k in shown}  # no empty bar
         # Counts for the bars: any thread puts (kind, added, done), the conductor alone updates the bars (a put is
         # one C call under the GIL: no lock per call).
         self.counts: queue.SimpleQueue[tuple[str, int, int]] = queue.SimpleQueue()
@@ -73,7 +86,7 @@ class Graph:
         self.expected = 0  # candidate turns the run expects (a conversation ended by a failed turn expects no more)
         self.ended: dict[int, list[int]] = {}  # turn -> [conversations ended there, later turns not asked]
         self.wake: queue.SimpleQueue[Unit | None] = queue.SimpleQueue()
-        self.size = window_size(cfg)
+        self.size = window_size(cfg, n)
 
     # -- the conductor (the calling thread) --------------------------------------------------------------
 

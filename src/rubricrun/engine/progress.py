@@ -40,9 +40,17 @@ class Progress:
     with carriage returns is noise in a log file."""
 
     def __init__(
-        self, label: str, total: int, enabled: bool = True, *, stream: IO[str] | None = None, grows: bool = False
+        self,
+        label: str,
+        total: int,
+        enabled: bool = True,
+        *,
+        stream: IO[str] | None = None,
+        grows: bool = False,
+        on: str | None = None,
     ):
         self.label, self.total, self.done = label, total, 0
+        self.on = f" on {on}" if on else ""  # where the calls run, when not on this process's threads
         self.start = self._last_line = time.monotonic()
         self.interval_s = LOG_INTERVAL_S
         stream = stream or sys.stderr
@@ -86,7 +94,7 @@ class Progress:
         if (self.done, self.total) == self._said:
             return
         self._last_line, self._logged, self._said = now, True, (self.done, self.total)
-        log.info("progress %s", progress_line(self.label, self.done, self.total, now - self.start))
+        log.info("progress %s%s", progress_line(self.label, self.done, self.total, now - self.start), self.on)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -24,6 +24,7 @@ from ..errors import RubricrunError
 from ..providers.batch import open_batcher
 from ..providers.budget import Budget
 from ..providers.cache import ResponseCache
+from ..providers.executor import Executor, describe, open_executor
 from ..providers.pricing import price_table
 from ..providers.stack import build_stack, open_cache
 from ..providers.trace import Tracer
@@ -31,7 +32,7 @@ from ..results import artifacts
 from ..results.costs import cost_report
 from ..results.hub import hub_card
 from ..results.summary import log_summary
-from ..results.summary_types import BudgetSummary, Calls, Summary, summary_data
+from ..results.summary_types import BudgetSummary, Calls, ExecutorSummary, Summary, summary_data
 from ..results.tally import RunTally, Tally
 from .graph import Graph, Synthesis, examples_of
 from .preflight import Prepared, preflight
@@ -69,6 +70,7 @@ class _Run:
     stop: threading.Event
     tracer: Tracer
     cache: ResponseCache | None
+    executor: Executor
     t0: float = field(default_factory=time.monotonic)
     tasks: int = 0
     interrupted: bool = False
@@ -83,17 +85,29 @@ def execute(
     max_examples: int | None = None,
     extras: Extras = Extras(),
     prepared: Prepared | None = None,
+    executor: Executor | None = None,
 ) -> Outcome:
+    """`executor`: who makes the attempts (default: the config's, opened here and closed at the end; one given is
+    the caller's to close)."""
     prepared = prepared or preflight(cfg, max_examples, spool=True)
     run_dir = Path(cfg.run.output_dir) / run_id
     lock = artifacts.RunLock(run_dir)
     lock.acquire()
+    own = None
+    if executor is None:
+        try:
+            executor = own = open_executor(cfg)  # a cluster that cannot be reached: bad input, no call made
+        except BaseException:
+            lock.release()
+            raise
     stop = threading.Event()
     tracer = Tracer(run_dir / "trace.jsonl", invocation=f"{int(time.time())}", on_error=lambda _: stop.set())
     cache = open_cache(cfg)
     try:
-        return _execute(_Run(cfg, run_id, run_dir, stop, tracer, cache), prepared, extras)
+        return _execute(_Run(cfg, run_id, run_dir, stop, tracer, cache, executor), prepared, extras)
     finally:
+        if own is not None:
+            own.close()  # threads still waiting on an attempt get Cancelled
         tracer.close()
         if cache:
             cache.close()
@@ -107,7 +121,7 @@ def _execute(run: _Run, prepared: Prepared, extras: Extras) -> Outcome:
         log.warning("skipped bad row: %s", s)
     artifacts.write_text(run.run_dir / "config.yaml", yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
     batcher = open_batcher(cfg, run.run_dir / "batches.json", artifacts.write_json, run.tracer)
-    stack, budget = build_stack(cfg, run.tracer, run.stop, run.cache, batcher)
+    stack, budget = build_stack(cfg, run.tracer, run.stop, run.cache, batcher, run.executor)
     tally: RunTally | None = None
     try:
         while True:  # one pass without batch entries; with them, passes until no call waits for a batch job
@@ -137,10 +151,12 @@ def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> RunTally:
     """Synthesis (if configured), generation, judging and comparisons, overlapped (graph.py); every finished
     example's rows are appended to the artifacts in input order and fed to the tally as the run goes."""
     cfg = run.cfg
+    on = describe(run.executor)
     if generation_only(cfg):
-        log.info("run %s: %d candidates; %s", run.run_id, len(cfg.candidates), GENERATION_ONLY)
+        log.info("run %s: %d candidates; %s; attempts on %s", run.run_id, len(cfg.candidates), GENERATION_ONLY, on)
     else:
-        log.info("run %s: %d candidates, %d judges", run.run_id, len(cfg.candidates), len(cfg.judge_pool))
+        log.info("run %s: %d candidates, %d judges; attempts on %s", run.run_id, len(cfg.candidates),
+                 len(cfg.judge_pool), on)  # fmt: skip
     # The summary and the report's sample are fed as the run goes when preflight counted every example's metric;
     # rows are then spooled only for an export (results/tally.py).
     counts = prepared.metric_counts
@@ -149,7 +165,7 @@ def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> RunTally:
     sink = artifacts.RowFiles(run.run_dir, tally.take)
     synthesis = Synthesis(cfg, stack, run.stop) if cfg.synthesize is not None else None
     try:
-        graph = Graph(cfg, stack, run.stop, sink)
+        graph = Graph(cfg, stack, run.stop, sink, run.executor)
         run.interrupted = graph.run(examples_of(prepared.examples, synthesis))
         run.tasks = graph.expected
     except BaseException:
@@ -200,6 +216,7 @@ def _with_facts(summary: Summary, run: _Run, tally: RunTally, budget: Budget, pr
         costs=cost_report(run.tracer.by_model, price_table(run.cfg), budget.provider_usd),
         budget=BudgetSummary(run.cfg.run.budget_usd, round(budget.spent, 6), budget.stopped),
         synthesis=tuple(run.synthesis) if run.cfg.synthesize is not None else None,  # also when Ctrl+C stopped it
+        executor=ExecutorSummary(run.executor.engine, run.executor.workers),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import os
 import re
+import socket
 import threading
 import time
 import weakref
@@ -48,6 +49,26 @@ _FATAL_NAMES = {
     "UnsupportedParamsError",
     "InvalidRequestError",
 }
+
+
+def _this_process() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+_worker = _this_process()  # what the trace calls this process when it makes an attempt ("host:pid")
+
+
+def _forked() -> None:
+    global _worker
+    _worker = _this_process()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+def worker_name() -> str:
+    """This process as the trace names the maker of an attempt: "host:pid" (a Dask worker's, or the run's own)."""
+    return _worker
 
 
 # Failures raised before any request is sent, which LiteLLM nevertheless maps to a 500.
@@ -286,7 +307,9 @@ class LiteLLMProvider(BaseProvider):
         try:
             raw = litellm.completion(**kwargs)
         except Exception as exc:  # noqa: BLE001 - every provider failure becomes a ProviderError
-            raise classify_error(exc, request.model, (key,) if key else ()) from None
+            err = classify_error(exc, request.model, (key,) if key else ())
+            err.worker = _worker
+            raise err from None
         finally:
             if quiet is not None:
                 _internal_call.reset(quiet)
@@ -323,6 +346,7 @@ def to_response(raw: Any, request: LLMRequest, latency_ms: float) -> LLMResponse
         cache_hit=False,
         latency_ms=latency_ms,
         reasoning=reasoning,
+        worker=_worker,
     )
 
 

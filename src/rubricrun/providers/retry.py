@@ -87,10 +87,10 @@ class RetryingProvider(BaseProvider):
                         retry_in = delays[n] = self._delay(err, n)
                     trace(
                         n, start, "error", error=str(err), status_code=err.status_code, retry_in_s=retry_in,
-                        deployment=err.deployment,
+                        deployment=err.deployment, worker=err.worker,
                     )  # fmt: skip
                     raise err from None
-                trace(n, start, "ok", usage=resp.usage, deployment=resp.deployment)
+                trace(n, start, "ok", usage=resp.usage, deployment=resp.deployment, worker=resp.worker)
                 return resp
         raise AssertionError("unreachable")  # pragma: no cover
 

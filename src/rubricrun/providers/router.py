@@ -22,7 +22,7 @@ from ..errors import ProviderError
 from ..redact import redact
 from ..types import LLMRequest, LLMResponse
 from .base import BaseProvider
-from .litellm import classify_error, credentials, import_litellm, response_format_for, to_response
+from .litellm import classify_error, credentials, import_litellm, response_format_for, to_response, worker_name
 from .routing import routes
 
 # What a Router raises itself (no server asked) when no deployment of a group may take the call now: these classes,
@@ -157,9 +157,11 @@ class RouterProvider(BaseProvider):
             return ProviderError(
                 f"{name}: no deployment available", model=request.model, status_code=429, retryable=True,
                 retry_after_s=float(wait) if isinstance(wait, (int, float)) and wait > 0 else None,
+                worker=worker_name(),
             )  # fmt: skip
         err = classify_error(exc, request.model, self._secrets.get(request.model, ()))
         err.deployment = self._label(request.model, getattr(exc, "failed_deployment_id", None))
+        err.worker = worker_name()
         if err.status_code == 429:
             # One deployment is limited: the Router cools it down and the next attempt goes elsewhere, so neither
             # the whole entry (throttle) nor this request (retry) waits for its Retry-After.

@@ -1,6 +1,6 @@
-"""The provider stack a run calls through: Cache(Budget(Retry(Throttle(LiteLLM)))), with Deferring (batch.py) right
-under the cache when some entry has `batch: true`, and Router(LiteLLM) in place of LiteLLM when an entry has
-`deployments:` (router.py).
+"""The provider stack a run calls through: Cache(Budget(Retry(Throttle(attempts)))), with Deferring (batch.py) right
+under the cache when some entry has `batch: true`. `attempts` is the executor's (executor.py): LiteLLM in this
+process (Router(LiteLLM) when an entry has `deployments:`, router.py), or the workers of a Dask cluster.
 
 A cache hit is free: it pays no throttle and no budget. Every paid attempt is traced by the retry layer.
 Rate limits belong to provider accounts (model string, api_base, key variable), not to config entries: every
@@ -18,11 +18,11 @@ from .base import BaseProvider
 from .batch import Batcher, DeferringProvider
 from .budget import Budget
 from .cache import CachingProvider, ResponseCache
-from .litellm import LiteLLMProvider
+from .executor import Executor, Threads
 from .pricing import price_table
 from .ratelimit import AccountLimiter, ThrottledProvider, TokenBucket
 from .retry import RetryingProvider
-from .router import RouterProvider, group_limits
+from .router import group_limits
 from .routing import Route, routes
 from .trace import Tracer
 
@@ -63,10 +63,16 @@ def account_limits(cfg: Config) -> dict[Route, tuple[float | None, float | None]
 
 
 def build_stack(
-    cfg: Config, tracer: Tracer, stop: threading.Event, cache: ResponseCache | None, batcher: Batcher | None = None
+    cfg: Config,
+    tracer: Tracer,
+    stop: threading.Event,
+    cache: ResponseCache | None,
+    batcher: Batcher | None = None,
+    executor: Executor | None = None,
 ) -> tuple[BaseProvider, Budget]:
     """The stack and its Budget layer (the runner reads what was spent and whether it stopped). With a batcher,
-    requests of batch entries that miss the cache are deferred to it instead of made."""
+    requests of batch entries that miss the cache are deferred to it instead of made. The executor makes the
+    attempts (default: this process's threads)."""
     max_pause = cfg.retry.max_wait_s
     accounts = {
         route: AccountLimiter(rpm, tpm, max_pause_s=max_pause)
@@ -74,11 +80,11 @@ def build_stack(
         if rpm or tpm
     }
     judge_bucket = TokenBucket(cfg.run.judge_rate_limit_rpm) if cfg.run.judge_rate_limit_rpm else None
-    provider = LiteLLMProvider()
-    # Entries with `deployments:` go through their litellm.Router; the throttle above paces each as one account.
-    routed = RouterProvider(provider, cfg) if any(m.routed for m in [*cfg.candidates, *cfg.judge_pool]) else provider
-    throttle = ThrottledProvider(routed, accounts, judge_bucket, stop, max_pause_s=max_pause)
-    provider.on_rate_limit = throttle.observe
+    executor = executor or Threads()
+    # Entries with `deployments:` go through their litellm.Router (made by the executor where the attempts are
+    # made); the throttle here paces each as one account. Rate-limit headers of a reply pause its account.
+    attempts = executor.attempts(cfg, lambda request, seconds: throttle.observe(request, seconds))
+    throttle = ThrottledProvider(attempts, accounts, judge_bucket, stop, max_pause_s=max_pause, warm=executor.warm)
     budget = Budget(RetryingProvider(throttle, cfg.retry, tracer, stop), cfg.run.budget_usd, price_table(cfg))
     if batcher is None:
         return CachingProvider(budget, cache, tracer), budget

@@ -87,6 +87,7 @@ class Tracer:
         status_code: int | None = None,
         retry_in_s: float | None = None,
         deployment: str | None = None,
+        worker: str | None = None,
     ) -> None:
         event = TraceEvent(
             ts=round(time.time(), 3),
@@ -102,6 +103,7 @@ class Tracer:
             status_code=status_code,
             retry_in_s=None if retry_in_s is None else round(retry_in_s, 3),
             deployment=deployment,
+            worker=worker,
             invocation=self.invocation or UNSET,
         )
         self._queue.append(event)  # one C call under the GIL: the writer thread encodes it

@@ -1,6 +1,6 @@
 """summary.json's types: what results/summary.py builds, the runner completes with the run's facts, and
 results/report.py reads. summary.json is the per-dataset results (`datasets`), their macro average (`overall`) and
-the run-level sections (judges, pairwise judging, calls, costs, budget, synthesis, export).
+the run-level sections (judges, pairwise judging, calls, costs, budget, synthesis, export, executor).
 
 Field order is the key order in the file; the codec (codec.py) writes and reads them, through `summary_data` and
 `read_summary` below. A type declared `omit_defaults` has two kinds of field: those without a default are always
@@ -103,6 +103,13 @@ class BudgetSummary(Struct, frozen=True):
     budget_usd: float | None = None
     spent_usd: float = 0.0
     stopped: bool = False
+
+
+class ExecutorSummary(Struct, frozen=True):
+    """Who made the attempts (`executor:`): `threads` (the run's own process) or `dask` and its workers."""
+
+    engine: str = "threads"
+    workers: int = 1
 
 
 class Estimate(Struct, frozen=True):
@@ -315,6 +322,7 @@ class Summary(Struct, frozen=True, kw_only=True, omit_defaults=True):
     budget: BudgetSummary | None = None
     synthesis: tuple[dict[str, Any], ...] | None = None  # the synthesis log, as data/synth.py writes it
     export: dict[str, dict[str, int]] | None = None  # format -> counts, as results/export.py returns them
+    executor: ExecutorSummary | None = None  # who made the attempts
 
 
 def summary_data(obj: Summary | DatasetSummary) -> dict[str, Any]:

@@ -1,0 +1,591 @@
+"""Provider attempts made by the workers of a Dask cluster (`executor: {engine: dask}`; the seam: executor.py).
+
+The run's process keeps everything that holds state (cache, budget, retry, rate limits, trace, rows) and builds
+and paces each request as with threads; `DaskAttempts.generate` then hands the attempt to a worker instead of making
+it. Attempts waiting to go are sent in batches, one Dask task per batch (a task costs the client and the scheduler
+about 1-3 ms, so one task per attempt would cap the run's process at a few hundred attempts/s: the figures are in
+.agent/plans/020-dask-engine.md). On the worker the batch's attempts run at once on the worker's own threads
+(`attempt_batch`: LiteLLM, through a litellm.Router for entries with `deployments:`), and the task returns each
+attempt's reply or error, with the rate-limit pause its headers asked for, to the run's process, which retries,
+caches and writes exactly as with threads.
+
+Secrets: a worker redacts its errors as the run's process does (redact.py, from the config and the worker's own
+environment: `AttemptPlugin.setup`), and the run's process redacts what comes back once more with what it knows.
+
+A worker lost mid-run (killed, preempted): Dask runs its batches again on another worker, so only the attempts in
+flight on it may be paid twice; a batch Dask gives up on (KilledWorker) comes back as retryable errors. The embedded
+llama.cpp model (`local/...`) runs in the run's process, where it is loaded once; provider batch jobs (batch.py)
+never come here.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from distributed import Client, WorkerPlugin, as_completed, get_worker, secede
+
+from .. import redact
+from ..config import Config, scheduler_address_error, secrets_of
+from ..errors import Cancelled, InputError, ProviderError
+from ..types import LLMRequest, LLMResponse
+from .base import BaseProvider
+from .executor import MakeProvider, RateLimitHook, local_provider
+from .litellm import LiteLLMProvider, classify_error, import_litellm
+
+log = logging.getLogger("rubricrun")
+
+ADDRESS_ENV = "DASK_SCHEDULER_ADDRESS"
+MAX_BATCH = 64  # attempts per task at most
+LINGER_S = 0.02  # how long a batch waits for more attempts before it goes (none when it is full)
+ATTEMPT_THREADS = 2048  # threads a worker may run attempts on (the run's process bounds what is in flight)
+WATCH_S = 2.0  # how often the run looks at which workers are there (a line in the log when one leaves)
+
+
+# ---------------------------------------------------------------------------------------------------
+# On the worker
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One attempt as a worker made it: its reply, or the error it raised; and the seconds its reply's rate-limit
+    headers said the account has nothing left (the run's throttle pauses the account)."""
+
+    response: LLMResponse | None
+    error: BaseException | None
+    pause_s: float = 0.0
+
+
+_local = threading.local()  # .pause: the rate-limit pause heard during this thread's attempt
+_pool_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def _heard_pause(request: LLMRequest, seconds: float) -> None:
+    _local.pause = max(getattr(_local, "pause", 0.0), seconds)
+
+
+def _attempt(provider: BaseProvider, request: LLMRequest) -> Outcome:
+    _local.pause = 0.0
+    try:
+        return Outcome(provider.generate(request), None, _local.pause)
+    except (ProviderError, InputError) as exc:  # an InputError (a key variable missing here) stops the run
+        return Outcome(None, exc, _local.pause)
+    except Exception as exc:  # noqa: BLE001 - as the retry layer would read it in the run's process
+        return Outcome(None, classify_error(exc, request.model), _local.pause)
+
+
+def _attempt_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(ATTEMPT_THREADS, thread_name_prefix="rubricrun-attempt")
+        return _pool
+
+
+def attempt_batch(plugin: str, requests: list[LLMRequest]) -> list[Outcome]:
+    """A Dask task: make the batch's attempts at once, on this worker's attempt threads; their outcomes in order."""
+    provider = get_worker().plugins[plugin].provider
+    pool = _attempt_pool()
+    futures = [pool.submit(_attempt, provider, r) for r in requests]
+    secede()  # the wait holds none of the worker's task slots: its other batches start meanwhile
+    return [f.result() for f in futures]
+
+
+class AttemptPlugin(WorkerPlugin):
+    """Set up on every worker of the cluster, and on each that joins later: the attempt maker built (through a
+    litellm.Router for the entries with `deployments:`) and LiteLLM imported before the first attempt."""
+
+    def __init__(self, name: str, cfg: Config, make: MakeProvider, warm: Callable[[], object]):
+        self.name, self.cfg, self.make, self.warm = name, cfg, make, warm
+        self.provider: BaseProvider | None = None
+
+    def setup(self, worker: Any) -> None:
+        # The credentials this worker can send (the config's variables as its own environment holds them, its
+        # URLs, its params): every error made here is redacted with them before it leaves (classify_error). Those
+        # of another run this worker served are kept (redact.use replaces them): masking more is harmless.
+        redact.use([*secrets_of(self.cfg), *redact.secrets().items()])
+        self.warm()
+        provider = self.make()
+        provider.on_rate_limit = _heard_pause  # type: ignore[attr-defined]
+        self.provider = local_provider(self.cfg, lambda: provider)
+
+
+def _missing_env(names: list[str]) -> list[str]:
+    """On a worker: the variables among `names` its environment lacks."""
+    return [n for n in names if not os.environ.get(n)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# In the run's process
+
+
+class _Slot:
+    """One attempt handed to the cluster: the calling thread waits on `done` for its outcome."""
+
+    __slots__ = ("request", "done", "outcome")
+
+    def __init__(self, request: LLMRequest) -> None:
+        self.request = request
+        self.done = threading.Event()
+        self.outcome: Outcome | None = None
+
+    def land(self, outcome: Outcome) -> None:
+        self.outcome = outcome
+        self.done.set()
+
+
+class DaskAttempts(BaseProvider):
+    """The bottom of the run's stack with the dask engine: `generate` queues the attempt and waits for its outcome.
+    A dispatcher thread sends what is queued as one task (up to MAX_BATCH attempts, after at most LINGER_S for more
+    to join); a collector thread hands each finished task's outcomes to the threads waiting for them. `start` is
+    called once the cluster is up (the executor's `warm`, before the first attempt)."""
+
+    max_batch, linger_s = MAX_BATCH, LINGER_S
+
+    def __init__(self, on_rate_limit: RateLimitHook, local: BaseProvider) -> None:
+        self.on_rate_limit, self.local = on_rate_limit, local
+        self.sent = self.attempts = 0  # tasks sent, and the attempts in them
+        self.client: Client | None = None
+        self.plugin = ""
+        self._queue: deque[_Slot] = deque()
+        self._wake = threading.Event()  # something was queued (or the attempts are closing)
+        self._landing = threading.Event()  # a task was sent: the collector has work
+        self._closed = False
+        self._lock = threading.Lock()  # guards _batches
+        self._batches: dict[str, list[_Slot]] = {}  # task key -> its slots, until it lands
+        self._keys = (f"rubricrun-attempts-{uuid.uuid4().hex[:8]}-{n}" for n in itertools.count())
+        self._done: Any = None  # distributed.as_completed over the tasks sent
+        self._watched = 0.0  # when the workers were last looked at
+        self._workers: set[str] | None = None
+
+    def start(self, client: Client, plugin: str) -> None:
+        self.client, self.plugin = client, plugin
+        self._done = as_completed(loop=client.loop, with_results=True, raise_errors=False)
+        for target, name in ((self._dispatch, "dispatch"), (self._collect, "collect")):
+            threading.Thread(target=target, name=f"rubricrun.dask-{name}", daemon=True).start()
+
+    def generate(self, request: LLMRequest) -> LLMResponse:
+        if request.model.startswith("local/"):  # the embedded model is loaded here, once: it stays here
+            return self.local.generate(request)
+        if self._closed:
+            raise Cancelled("run is stopping")
+        slot = _Slot(request)
+        self._queue.append(slot)
+        self._wake.set()
+        if self._closed:  # closed meanwhile: nothing will send it
+            self._cancel_queued()
+        slot.done.wait()
+        outcome = slot.outcome
+        assert outcome is not None
+        if outcome.pause_s > 0:
+            self.on_rate_limit(request, outcome.pause_s)
+        if outcome.error is not None:
+            raise _redacted(outcome.error)
+        assert outcome.response is not None
+        return outcome.response
+
+    # -- the dispatcher -------------------------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        queue = self._queue
+        while True:
+            self._wake.wait(WATCH_S)
+            self._wake.clear()
+            self._watch()
+            while queue and not self._closed:
+                if len(queue) < self.max_batch:
+                    time.sleep(self.linger_s)  # let a burst gather into one task
+                batch: list[_Slot] = []
+                while queue and len(batch) < self.max_batch:
+                    try:
+                        batch.append(queue.popleft())
+                    except IndexError:  # a close drained it meanwhile
+                        break
+                if batch:
+                    self._send(batch)
+            if self._closed:
+                return
+
+    def _watch(self) -> None:
+        """Every WATCH_S at most: a line in the log when a worker left or joined (Dask runs the tasks of a lost
+        worker again on the others; a nanny starts a new worker in place of one that died)."""
+        now = time.monotonic()
+        if now - self._watched < WATCH_S or self.client is None:
+            return
+        self._watched = now
+        try:
+            workers = set(self.client.scheduler_info(n_workers=-1)["workers"])
+        except Exception:  # noqa: BLE001 - the scheduler is busy or gone: the tasks say so themselves
+            return
+        if self._workers is not None:
+            for w in sorted(self._workers - workers):
+                log.warning("dask: worker %s left; its attempts in flight are made again by the others", w)
+            for w in sorted(workers - self._workers):
+                log.info("dask: worker %s joined", w)
+        self._workers = workers
+
+    def _send(self, batch: list[_Slot]) -> None:
+        assert self.client is not None
+        self.sent += 1
+        self.attempts += len(batch)
+        key = next(self._keys)
+        with self._lock:
+            self._batches[key] = batch
+        try:
+            future = self.client.submit(
+                attempt_batch, self.plugin, [s.request for s in batch], key=key, pure=False, retries=0
+            )
+        except Exception as exc:  # noqa: BLE001 - the client is closing or gone: the attempts were not made
+            self._land_error(key, exc)
+            return
+        self._done.add(future)
+        self._landing.set()
+
+    # -- the collector --------------------------------------------------------------------------------------
+
+    def _collect(self) -> None:
+        while not self._closed:
+            self._landing.wait(0.5)
+            self._landing.clear()
+            for landed in self._done.batches():
+                for future, result in landed:
+                    if future.status == "finished":
+                        self._land(future.key, result)
+                    else:  # erred (a lost worker: KilledWorker) or cancelled
+                        self._land_error(future.key, result[1] if isinstance(result, tuple) else result)
+                if self._closed:
+                    return
+
+    def _land(self, key: str, outcomes: list[Outcome]) -> None:
+        with self._lock:
+            slots = self._batches.pop(key, [])
+        for slot, outcome in zip(slots, outcomes, strict=True):
+            slot.land(outcome)
+
+    def _land_error(self, key: str, exc: BaseException) -> None:
+        """A task that did not come back: each of its attempts gets a retryable error (or, stopping, Cancelled)."""
+        with self._lock:
+            slots = self._batches.pop(key, [])
+        if not slots:
+            return
+        if self._closed:
+            for slot in slots:
+                slot.land(Outcome(None, Cancelled("run is stopping")))
+            return
+        why = redact.redact(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        log.warning("dask: a task of %d attempts did not come back (%s); they are retried", len(slots), why)
+        for slot in slots:
+            err = ProviderError(
+                f"dask: the attempt did not come back ({why})", model=slot.request.model, retryable=True
+            )
+            slot.land(Outcome(None, err))
+
+    def close(self) -> None:
+        """No new attempt starts; the threads still waiting get Cancelled (not done: a rerun picks them up)."""
+        if self.sent and not self._closed:
+            log.info("dask: %d attempts sent in %d tasks (%.1f a task)", self.attempts, self.sent,
+                     self.attempts / self.sent)  # fmt: skip
+        self._closed = True
+        self._wake.set()
+        self._landing.set()
+        with self._lock:
+            pending = dict(self._batches)
+            self._batches.clear()
+        self._cancel_queued()
+        for slots in pending.values():
+            for slot in slots:
+                slot.land(Outcome(None, Cancelled("run is stopping")))
+
+    def _cancel_queued(self) -> None:
+        while True:
+            try:
+                slot = self._queue.popleft()
+            except IndexError:
+                return
+            slot.land(Outcome(None, Cancelled("run is stopping")))
+
+
+def _redacted(exc: BaseException) -> BaseException:
+    """An error that came back from a worker, with every secret this process knows taken out of its message too (the
+    worker took out its own: a key its environment holds and this one does not)."""
+    if len(exc.args) == 1 and isinstance(exc.args[0], str):
+        exc.args = (redact.redact(exc.args[0]),)
+    return exc
+
+
+class DaskExecutor:
+    """A Dask cluster making the run's attempts: a local one of `workers` processes that this run starts (closed at
+    the end), or the one at executor.address / DASK_SCHEDULER_ADDRESS (left running). Nothing starts before the
+    first attempt (`warm`), so a rerun the cache answers in full starts no cluster."""
+
+    engine = "dask"
+
+    def __init__(
+        self,
+        cfg: Config,
+        client: Client | None,
+        workers: int,
+        where: str,
+        make: MakeProvider,
+        warm: Callable[[], object],
+    ) -> None:
+        self.cfg, self.client, self.workers, self.where = cfg, client, workers, where
+        self.cluster: LocalProcesses | None = None
+        self.make, self._warm = make, warm
+        self.plugin = f"rubricrun-attempts-{uuid.uuid4().hex[:12]}"
+        self._ready = False
+        self._failed: InputError | None = None  # why the workers could not be set up (every caller hears it)
+        self._lock = threading.Lock()
+        self._attempts: DaskAttempts | None = None
+
+    @classmethod
+    def open(
+        cls, cfg: Config, *, make: MakeProvider = LiteLLMProvider, warm: Callable[[], object] = import_litellm
+    ) -> DaskExecutor:
+        """For executor.address (or DASK_SCHEDULER_ADDRESS): connect, wait for the workers and check that they have
+        the key variables the config names; bad input (exit 2, no call made) when that fails within
+        executor.timeout_s. For a local cluster: nothing yet (`warm` starts it). `make` and `warm` build and ready
+        the provider a worker makes its attempts with (default: LiteLLM)."""
+        e = cfg.executor
+        address, key = e.address, "executor.address"
+        if address is None and os.environ.get(ADDRESS_ENV):
+            address, key = os.environ[ADDRESS_ENV], ADDRESS_ENV
+            if why := scheduler_address_error(address):
+                raise InputError(why, key=ADDRESS_ENV)
+        logging.getLogger("distributed").setLevel(logging.ERROR)  # its own lines; ours say what matters
+        if address is None:
+            return cls(cfg, None, e.workers or os.cpu_count() or 1, "the local cluster", make, warm)
+
+        def fail(message: str) -> InputError:
+            return cfg.fail(key, message) if key == "executor.address" else InputError(message, key=key)
+
+        try:
+            client = Client(address, set_as_default=False, timeout=e.timeout_s)
+        except (OSError, TimeoutError) as exc:
+            raise fail(f"no Dask scheduler at {address} answered within {e.timeout_s:g} s ({exc})") from None
+        where, n = f"the scheduler at {address}", e.workers or 1
+        try:
+            client.wait_for_workers(n, timeout=e.timeout_s)
+            _check_env(client, cfg, where)
+            workers = len(client.scheduler_info(n_workers=-1)["workers"])
+        except BaseException as exc:
+            client.close()
+            if isinstance(exc, TimeoutError):
+                raise fail(f"{where} has fewer than {n} workers after {e.timeout_s:g} s") from None
+            raise
+        log.info("dask: %d workers at %s (dashboard: %s)", workers, address, client.dashboard_link)
+        return cls(cfg, client, workers, where, make, warm)
+
+    def attempts(self, cfg: Config, on_rate_limit: RateLimitHook) -> BaseProvider:
+        self._attempts = DaskAttempts(on_rate_limit, local_provider(cfg, self.make))  # `local/` models: here
+        with self._lock:
+            if self._ready:
+                self._attempts.start(self.client, self.plugin)  # type: ignore[arg-type]
+        return self._attempts
+
+    def warm(self) -> None:
+        """Before the first attempt: start the local cluster, and set every worker up (LiteLLM imported there; this
+        process does not need it). Later calls return at once."""
+        if self._ready:
+            return
+        with self._lock:
+            if self._ready:
+                return
+            if self._failed is None:
+                try:
+                    self._set_up()
+                except InputError as exc:
+                    self._failed = exc
+            if self._failed is not None:
+                raise self._failed
+
+    def _set_up(self) -> None:
+        if self.client is None:
+            self.cluster = LocalProcesses.start(self.workers, self.cfg.executor.timeout_s)
+            self.client = self.cluster.client
+        plugin = AttemptPlugin(self.plugin, self.cfg, self.make, self._warm)
+        try:
+            self.client.register_plugin(plugin, name=self.plugin)
+        except Exception as exc:  # noqa: BLE001 - e.g. rubricrun missing on the workers
+            raise InputError(
+                f"executor: the workers of {self.where} cannot make attempts ({type(exc).__name__}: {exc}); "
+                f"each needs the same Python, and rubricrun with its requirements (docs/scale.md)"
+            ) from None
+        # What Dask's import and the client leave in this process lives as long as the run: the collector need not
+        # walk it again (its full collections were up to half this process's CPU per attempt: plan 020).
+        gc.freeze()
+        if self._attempts is not None:
+            self._attempts.start(self.client, self.plugin)
+        self._ready = True
+
+    def close(self) -> None:
+        if self._attempts is not None:
+            self._attempts.close()
+        if self.client is not None and self.cluster is None and self._ready:
+            try:  # a cluster that outlives the run keeps nothing of it
+                self.client.unregister_worker_plugin(self.plugin)
+            except Exception:  # noqa: BLE001, S110 - the scheduler may be gone: nothing left to tidy
+                pass
+        if self.cluster is not None:
+            self.cluster.close()
+        elif self.client is not None:
+            self.client.close()
+
+
+class LocalProcesses:
+    """The local cluster a run starts: Dask's own `dask scheduler` and `dask worker --nworkers N` commands, each in
+    a process of its own (the scheduler's work stays off the run's process, where it cost about a third of the CPU
+    an attempt: plan 020) and in a session of its own (Ctrl+C in a terminal reaches the run's process alone, which
+    needs the workers for the calls in flight in its grace period). Each ends when its stdin closes: when the run
+    closes the cluster, or when the run's process is gone (even after kill -9); the nanny's worker processes end
+    with it."""
+
+    def __init__(self, procs: list[subprocess.Popen[bytes]], folder: str, client: Client | None = None) -> None:
+        self.procs, self.folder, self.client = procs, folder, client
+
+    @classmethod
+    def start(cls, workers: int, timeout_s: float) -> LocalProcesses:
+        log.info("dask: starting a local cluster of %d worker processes", workers)
+        t0 = time.monotonic()
+        folder = tempfile.mkdtemp(prefix="rubricrun-dask-")
+        env = dict(os.environ)  # workers import rubricrun from where this process does
+        package_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        here = cls([], folder)
+        try:
+            file = os.path.join(folder, "scheduler.json")
+            here._spawn("scheduler", ["--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file", file],
+                        env)  # fmt: skip
+            address = here._address(file, timeout_s)
+            here._spawn("worker", [address, "--nworkers", str(workers), "--nthreads", "1", "--no-dashboard",
+                                   "--host", "127.0.0.1", "--death-timeout", "60"], env)  # fmt: skip
+            here.client = Client(address, set_as_default=False, timeout=timeout_s, direct_to_workers=True)
+            here.client.wait_for_workers(workers, timeout=timeout_s)
+        except BaseException as exc:
+            why = here._log_tail() or f"{type(exc).__name__}: {exc}"
+            here.close()
+            if isinstance(exc, (OSError, TimeoutError, RuntimeError)):
+                raise InputError(f"executor: cannot start a local Dask cluster ({why})") from None
+            raise
+        log.info("dask: %d workers up in %.1f s", workers, time.monotonic() - t0)
+        return here
+
+    def _spawn(self, role: str, args: list[str], env: dict[str, str]) -> None:
+        with open(os.path.join(self.folder, f"{role}.log"), "wb") as out:
+            self.procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", __name__, role, *args],
+                    stdin=subprocess.PIPE,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                )  # fmt: skip
+            )
+
+    def _address(self, file: str, timeout_s: float) -> str:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.procs[0].poll() is not None:
+                raise RuntimeError(f"the scheduler exited ({self.procs[0].returncode})")
+            try:
+                with open(file, encoding="utf-8") as fh:
+                    return str(json.load(fh)["address"])
+            except (OSError, ValueError, KeyError):
+                time.sleep(0.05)
+        raise TimeoutError(f"no scheduler after {timeout_s:g} s")
+
+    def _log_tail(self) -> str:
+        lines: list[str] = []
+        for role in ("scheduler", "worker"):
+            try:
+                text = Path(self.folder, f"{role}.log").read_text(errors="replace")
+            except OSError:
+                continue
+            lines += [f"{role}: {ln.strip()}" for ln in text.splitlines() if "Error" in ln or "error" in ln][-2:]
+        return "; ".join(lines)
+
+    def close(self) -> None:
+        if self.client is not None:
+            try:
+                self.client.close()
+            except Exception:  # noqa: BLE001, S110 - closing what is already gone
+                pass
+        for p in reversed(self.procs):  # workers first: their stdin closes, they exit at once
+            if p.stdin is not None:
+                p.stdin.close()
+        for p in reversed(self.procs):
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=10)
+        self.procs = []
+        for name in ("scheduler.json", "scheduler.log", "worker.log"):
+            try:
+                os.unlink(os.path.join(self.folder, name))
+            except OSError:
+                pass
+        try:
+            os.rmdir(self.folder)
+        except OSError:
+            pass
+
+
+def _required_env(cfg: Config) -> list[str]:
+    """The key variables the attempts read (where they are made): entries, their models and deployments."""
+    names: set[str] = set()
+    for m in [*cfg.candidates, *cfg.judge_pool]:
+        for env in [m.api_key_env, *(w.api_key_env for w in m.models), *(d.api_key_env for d in m.deployments)]:
+            if env and not m.model.startswith("local/"):
+                names.add(env)
+    return sorted(names)
+
+
+def _check_env(client: Client, cfg: Config, where: str) -> None:
+    names = _required_env(cfg)
+    if not names:
+        return
+    missing = {w: m for w, m in client.run(_missing_env, names).items() if m}
+    if missing:
+        worker, lacking = next(iter(sorted(missing.items())))
+        raise InputError(
+            f"executor: worker {worker} of {where} lacks the environment variable(s) {', '.join(lacking)} "
+            f"({len(missing)} of its workers lack some): workers read API keys from their own environment"
+        )
+
+
+def _serve(argv: list[str]) -> None:
+    """`python -m rubricrun.providers.dask_executor scheduler|worker ARGS`: Dask's own command, ended at once when
+    its stdin closes (LocalProcesses holds the other end: closed at the end of the run, or by the kernel when the
+    run's process is gone)."""
+
+    def watch() -> None:
+        sys.stdin.buffer.read()
+        os._exit(0)
+
+    threading.Thread(target=watch, name="rubricrun.parent-watch", daemon=True).start()
+    from distributed.cli import dask_scheduler, dask_worker
+
+    command = dask_scheduler.main if argv[0] == "scheduler" else dask_worker.main
+    command(argv[1:])
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1:])
