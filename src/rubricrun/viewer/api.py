@@ -89,6 +89,7 @@ def api_label(run_id: str) -> Any:
         lab.check_scale(row, view.scale)
     except lab.LabelError as exc:
         abort(400, str(exc))
+    row["dataset"] = view.example.get("dataset")  # one labels.jsonl serves every dataset of the run (data/labels.py)
     lab.append_label(index.run_dir, row)
     return jsonify(row), 201
 
