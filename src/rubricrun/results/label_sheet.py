@@ -27,7 +27,7 @@ from ..judging.prompt import content_text
 from ..tasks import registry
 from ..types import Criterion, Example, Response
 from . import artifacts
-from .compare import RunData, load_run
+from .artifacts import RunData, load_run
 
 SHEET_SIZE = 50  # examples per dataset
 COLUMNS = (
