@@ -130,7 +130,7 @@ def build_summary(
     if text_len is None:
         compared = {rid for p in pairs for rid in p.response_ids}
         text_len = {r.id: len(r.text or "") for r in responses if r.id in compared}
-    return acc.summary(run_id, pairs, examples, text_len)
+    return acc.summary(run_id, pairs, {ex.id: ex.dataset for ex in examples}, text_len)
 
 
 def dataset_results(

@@ -20,14 +20,10 @@ from itertools import combinations
 
 from ..tasks.judge_eval import cohen_kappa_counts as cohen_kappa_counts  # the one definition (re-exported)
 from ..types import Criterion, Judgment
-from .stats import Composition, composition, krippendorff_alpha_counts, percent_agreement_counts
+from .stats import Composition, composition, krippendorff_alpha_counts, percent_agreement_counts, rounded
 from .summary_types import CriterionAgreement, JudgePairAgreement
 
 MOST_DISAGREED = 10  # how many criteria `AgreementCounts.report` lists
-
-
-def _r(x: float | None) -> float | None:
-    return None if x is None else round(x, 4)
 
 
 def _valid_votes(j: Judgment) -> dict[str, str]:
@@ -71,7 +67,7 @@ class AgreementCounts:
         for (a, b), pairs in sorted(self.pairs.items()):
             n = sum(pairs.values())
             agree = sum(k for (x, y), k in pairs.items() if x == y)
-            rows.append(JudgePairAgreement(a, b, n, _r(agree / n), _r(cohen_kappa_counts(pairs))))
+            rows.append(JudgePairAgreement(a, b, n, rounded(agree / n), rounded(cohen_kappa_counts(pairs))))
         return rows
 
     def criterion_rows(self) -> list[CriterionAgreement]:
@@ -86,9 +82,9 @@ class AgreementCounts:
                     criterion_id=self.first_id[text],
                     text=text,
                     units=n,
-                    split_rate=_r(split / n),
-                    percent_agreement=_r(percent_agreement_counts(units)),
-                    krippendorff_alpha=_r(krippendorff_alpha_counts(units)),
+                    split_rate=rounded(split / n),
+                    percent_agreement=rounded(percent_agreement_counts(units)),
+                    krippendorff_alpha=rounded(krippendorff_alpha_counts(units)),
                 )
             )
         return rows

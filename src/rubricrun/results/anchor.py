@@ -37,17 +37,8 @@ from ..tasks.spec import CandidateResult, DatasetResult, Metric
 from ..types import Criterion, Example, Judgment, PairJudgment, Response
 from . import metrics, ppi, stats
 from .metrics import expected_criteria, response_values, verdicts_for
-from .summary_types import (
-    Anchored,
-    AnchoredDiff,
-    DatasetSummary,
-    Estimate,
-    JudgeOnLabels,
-    LabelBudget,
-    LabelCounts,
-    PairOutcome,
-    PairwiseJudging,
-)
+from .ppi import Anchored, AnchoredDiff, Estimate, JudgeOnLabels, LabelBudget, LabelCounts
+from .summary_types import DatasetSummary, PairOutcome, PairwiseJudging
 
 MIN_LABELS = 2  # labelled units an estimate needs (one gives no spread)
 _VERDICT = {"met": True, "not_met": False}  # error: None
@@ -112,7 +103,7 @@ class AnchorAcc:
         judgments: Sequence[Judgment],
         criteria: Sequence[Criterion] | None = None,
     ) -> None:
-        crit = expected_criteria(ex, judgments, None if criteria is None else {ex.id: criteria})
+        crit = expected_criteria(ex, judgments, criteria)
         by_response: dict[str, list[Judgment]] = defaultdict(list)
         for j in judgments:
             by_response[j.response_id].append(j)
@@ -386,10 +377,9 @@ def anchor_results(
     datasets: dict[str, DatasetSummary],
     pairwise: dict[str, PairwiseJudging] | None,
     pairs: Sequence[PairJudgment],
-    pair_examples: Sequence[Example],
+    dataset_of: Mapping[str, str],
 ) -> None:
     """Each labelled dataset's anchored scores into `datasets` (and its pairwise outcomes into `pairwise`)."""
-    dataset_of = {ex.id: ex.dataset for ex in pair_examples}
     paths = label_paths(cfg)
     for name, acc in anchors.items():
         if name not in results:

@@ -13,17 +13,18 @@ bootstrap resample of a small set.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from statistics import fmean
 from typing import Any
 
 import numpy as np
 
 from ..config import Config
-from ..types import Example, PairJudgment, Response
+from ..types import PairJudgment
 from . import stats
 from .length_control import length_controlled
+from .stats import rounded
 from .summary_types import PairOutcome, PairwiseJudging, Rating
 
 Comparison = tuple[str, str, float]  # (a, b, a's score: 1 win, 0.5 tie, 0 loss)
@@ -37,13 +38,9 @@ def _score(row: PairJudgment) -> float | None:
     return {row.a: 1.0, "tie": 0.5, row.b: 0.0}.get(row.winner) if row.winner != "error" else None
 
 
-def _r(x: float | None, nd: int = 4) -> float | None:
-    return None if x is None else round(x, nd)
-
-
 def _rate_ci(per_example: Sequence[float], cfg: Config) -> tuple[float | None, tuple[float | None, float | None]]:
     ci = stats.mean_ci(per_example, n_boot=cfg.run.bootstrap_samples, seed=cfg.run.seed)
-    return _r(ci["mean"]), (_r(ci["ci_low"]), _r(ci["ci_high"]))
+    return rounded(ci["mean"]), (rounded(ci["ci_low"]), rounded(ci["ci_high"]))
 
 
 def _length_control(rows: Sequence[PairJudgment], text_len: Mapping[str, int]) -> dict[str, Any]:
@@ -56,12 +53,12 @@ def _length_control(rows: Sequence[PairJudgment], text_len: Mapping[str, int]) -
         [text_len.get(r.response_ids[1], 0) for r in rows],
     )
     return {
-        "lc_win_rate": _r(lc.lc_win_rate),
-        "lc_win_rate_se": _r(lc.lc_se),
+        "lc_win_rate": rounded(lc.lc_win_rate),
+        "lc_win_rate_se": rounded(lc.lc_se),
         "lc_n": lc.n,
         "lc_note": lc.reason,
         "lc_one_side_longer": lc.one_side_longer,
-        "longer_share": _r(lc.longer_share),
+        "longer_share": rounded(lc.longer_share),
         "longer_n": lc.longer_n,
     }
 
@@ -101,7 +98,7 @@ def position_bias(rows: Sequence[PairJudgment]) -> tuple[float | None, int]:
     """Share of decisive single-order verdicts ([[A]] or [[B]], both orders of every row) that picked the answer
     shown first, and how many there were."""
     verdicts = [v for r in rows for v in (r.ab, r.ba) if v in ("A", "B")]
-    return (_r(verdicts.count("A") / len(verdicts)) if verdicts else None), len(verdicts)
+    return (rounded(verdicts.count("A") / len(verdicts)) if verdicts else None), len(verdicts)
 
 
 def fit_strengths(wins: np.ndarray, games: np.ndarray, *, max_iter: int = 10_000, tol: float = 1e-10) -> np.ndarray:
@@ -200,27 +197,16 @@ def ratings(cfg: Config, names: Sequence[str], rows: Sequence[PairJudgment]) -> 
 
 
 def pairwise_results(
-    cfg: Config,
-    examples: Sequence[Example],
-    responses: Sequence[Response],
-    rows: Sequence[PairJudgment],
-    text_len: Mapping[str, int] | None = None,
+    cfg: Config, dataset_of: Mapping[str, str], rows: Sequence[PairJudgment], text_len: Mapping[str, int]
 ) -> dict[str, PairwiseJudging] | None:
-    """summary.json's `pairwise_judging`: one entry per dataset that has comparisons; None when judging.pairwise
-    is not set. `text_len` (response id -> characters of its text) stands in for the responses' texts when the
-    caller kept only the lengths (results/tally.py)."""
+    """summary.json's `pairwise_judging`: one entry per dataset that has comparisons (`dataset_of`: example id ->
+    dataset; `text_len`: response id -> characters of its text); None when judging.pairwise is not set."""
     if cfg.judging.pairwise is None:
         return None
-    dataset_of = {ex.id: ex.dataset for ex in examples}
-    if text_len is None:
-        text_len = {r.id: len(r.text or "") for r in responses}
     by_dataset: dict[str, list[PairJudgment]] = defaultdict(list)
     for r in rows:
         by_dataset[dataset_of.get(r.example_id, "")].append(r)
-    out = {}
-    for name, drows in by_dataset.items():
-        out[name] = _dataset_results(cfg, drows, text_len)
-    return out
+    return {name: _dataset_results(cfg, drows, text_len) for name, drows in by_dataset.items()}
 
 
 def _dataset_results(cfg: Config, rows: Sequence[PairJudgment], text_len: Mapping[str, int]) -> PairwiseJudging:
@@ -232,7 +218,7 @@ def _dataset_results(cfg: Config, rows: Sequence[PairJudgment], text_len: Mappin
         for cand, rid in zip((r.a, r.b), r.response_ids, strict=True):
             lengths[cand][rid] = text_len.get(rid, 0)
     names = [n for n in order if n in lengths]
-    mean_chars = {n: _r(math.fsum(lengths[n].values()) / len(lengths[n]), 1) for n in names}
+    mean_chars = {n: rounded(fmean(lengths[n].values()), 1) for n in names}
     fitted = ratings(cfg, names, rows) if len(names) >= 3 else {}
     bias, decisive = position_bias(rows)
     return PairwiseJudging(

@@ -5,12 +5,12 @@ function of the run's rows. Its types are in results/summary_types.py."""
 from __future__ import annotations
 
 import logging
-import math
 from array import array
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from statistics import fmean
 
 from ..config import Config
 from ..tasks import registry
@@ -21,6 +21,7 @@ from .accum import ByExample, ExampleIds
 from .anchor import anchor_results, anchored_line, anchors_for, labels_line, paired_line
 from .charts import histogram_bins
 from .pairwise import pairwise_results
+from .stats import rounded
 from .summary_types import (
     Agreement,
     DatasetCandidate,
@@ -35,10 +36,6 @@ from .summary_types import (
 )
 
 log = logging.getLogger("rubricrun")
-
-
-def _r(x: float | None, nd: int = 4) -> float | None:
-    return None if x is None else round(x, nd)
 
 
 class SummaryAcc:
@@ -85,17 +82,17 @@ class SummaryAcc:
         self,
         run_id: str,
         pairs: Sequence[PairJudgment] = (),
-        pair_examples: Sequence[Example] = (),
+        dataset_of: Mapping[str, str] | None = None,
         text_len: Mapping[str, int] | None = None,
     ) -> Summary:
-        """The summary; `pairs` with the examples they compare (their ids and datasets) and the compared responses'
-        text lengths, for results/pairwise.py."""
+        """The summary; `pairs` with the datasets of the examples they compare (example id -> dataset) and the
+        compared responses' text lengths, for results/pairwise.py."""
         cfg, names = self.cfg, self.names
         results = {name: d.result() for name, d in self.datasets.items()}
         datasets = {name: _dataset(cfg, r, self.category) for name, r in results.items()}
-        pairwise = pairwise_results(cfg, pair_examples, (), pairs, text_len or {})
+        pairwise = pairwise_results(cfg, dataset_of or {}, pairs, text_len or {})
         if self.anchors:
-            anchor_results(cfg, self.anchors, results, datasets, pairwise, pairs, pair_examples)
+            anchor_results(cfg, self.anchors, results, datasets, pairwise, pairs, dataset_of or {})
         return Summary(
             run_id=run_id,
             pass_threshold=cfg.judging.pass_threshold,
@@ -189,7 +186,7 @@ def _category_means(per_example: ByExample, category: Categories) -> dict[str, f
         cat = category.of(pos)
         if cat is not None:
             groups[cat].append(v)
-    return {cat: math.fsum(vs) / len(vs) for cat, vs in sorted(groups.items())}
+    return {cat: fmean(vs) for cat, vs in sorted(groups.items())}
 
 
 def _overall(datasets: Mapping[str, DatasetSummary], names: Sequence[str]) -> Overall | None:
@@ -203,7 +200,7 @@ def _overall(datasets: Mapping[str, DatasetSummary], names: Sequence[str]) -> Ov
     for name in names:
         got = [d.candidates[name].score for d in datasets.values() if name in d.candidates]
         values = [v for v in got if v is not None]
-        score = math.fsum(values) / len(values) if values and len(values) == len(datasets) else None
+        score = fmean(values) if values and len(values) == len(datasets) else None
         out[name] = MacroScore(score=score, datasets=len(values))
     return Overall(datasets=tuple(datasets), candidates=out)
 
@@ -247,7 +244,7 @@ class _JudgeAcc:
 
     def summary(self) -> JudgeSummary:
         per = {
-            name: JudgeRates(met_rate=_r(stats.rate(c.met, c.judged)), judged=c.judged, errors=c.errors)
+            name: JudgeRates(met_rate=rounded(stats.rate(c.met, c.judged)), judged=c.judged, errors=c.errors)
             for name, c in sorted(self.per_judge.items())
         }
         units = self.voted.units
@@ -255,9 +252,9 @@ class _JudgeAcc:
             return JudgeSummary(per_judge=per)
         overall = Agreement(
             criteria_with_votes=units.total(),
-            percent_agreement=_r(stats.percent_agreement_counts(units)),
-            fleiss_kappa=_r(stats.fleiss_kappa_counts(units)),
-            krippendorff_alpha=_r(stats.krippendorff_alpha_counts(units)),
+            percent_agreement=rounded(stats.percent_agreement_counts(units)),
+            fleiss_kappa=rounded(stats.fleiss_kappa_counts(units)),
+            krippendorff_alpha=rounded(stats.krippendorff_alpha_counts(units)),
             ties_to_error=self.voted.ties_to_error,
             **self.voted.report(),
         )

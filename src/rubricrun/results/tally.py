@@ -30,7 +30,7 @@ from msgspec.structs import replace
 from ..config import Config
 from ..data.spool import Spool
 from ..tasks import registry
-from ..types import Criterion, Example, Judgment, PairJudgment, Response, Turn
+from ..types import Criterion, Example, Judgment, PairJudgment, Response
 from .artifacts import Finished
 from .export import export_batches
 from .report import REPORT_EXAMPLES, Sampler, sample_safely, write_report_safely
@@ -38,26 +38,8 @@ from .scoring import score_all
 from .summary import SummaryAcc
 from .summary_types import Summary
 
-_NO_TURN = Turn(message={})
 _Rows = tuple[Example, tuple[Response, ...], tuple[Judgment, ...], tuple[PairJudgment, ...]]  # one spooled example
 log = logging.getLogger("rubricrun")
-_NONE: dict[str, Any] = {}  # the one empty dict of every slim example that has nothing there (only read)
-
-
-def _slim_example(ex: Example) -> Example:
-    """What results/pairwise.py reads of an example that has pairwise rows: its id and dataset."""
-    return replace(
-        ex,
-        source="",
-        messages=(),
-        reference=None,
-        choices=None,
-        answer=None,
-        rubric=(),
-        metadata=_NONE,
-        later_turns=(),
-        prefilled=_NONE,
-    )
 
 
 class RunTally(Protocol):
@@ -99,7 +81,7 @@ class Tally:
         self.cfg, self.run_id, self.report_examples = cfg, run_id, report_examples
         self.metric_counts: dict[str, Counter] = {}  # dataset -> metric -> examples calling for it
         self.pairs: list[PairJudgment] = []
-        self.pair_examples: list[Example] = []
+        self.pair_datasets: dict[str, str] = {}  # example id -> dataset, of the examples pairwise rows compare
         self.text_len: dict[str, int] = {}  # response id -> len(text), for the responses pairwise rows compare
         self.n_responses = 0
         self.any_ok = False
@@ -143,7 +125,7 @@ class Tally:
         counts[registry.metric_of(example)] += 1
         if pairs:
             self.pairs.extend(replace(p, keys=("", "")) for p in pairs)
-            self.pair_examples.append(_slim_example(example))
+            self.pair_datasets[example.id] = example.dataset
             compared = {rid for p in pairs for rid in p.response_ids}
             self.text_len.update((r.id, len(r.text or "")) for r in responses if r.id in compared)
 
@@ -185,14 +167,14 @@ class Tally:
             if self.metric_counts != self._given:  # the data files changed under the run
                 log.warning("the datasets' rows changed since preflight: metrics decided on preflight's counts")
             self._sampled = self._picker.result() if self._picker is not None else None
-            return self._acc.summary(self.run_id, self.pairs, self.pair_examples, self.text_len)
+            return self._acc.summary(self.run_id, self.pairs, self.pair_datasets, self.text_len)
         acc = SummaryAcc(self.cfg, self.metric_counts)
         self._sampled = sample_safely(self._fed(acc), self.report_examples)
         if self._sampled is None:  # the sample failed part way (logged): the summary must not miss any example
             acc = SummaryAcc(self.cfg, self.metric_counts)
             for _ in self._fed(acc, scored=False):
                 pass
-        return acc.summary(self.run_id, self.pairs, self.pair_examples, self.text_len)
+        return acc.summary(self.run_id, self.pairs, self.pair_datasets, self.text_len)
 
     def _fed(self, acc: SummaryAcc, *, scored: bool = True) -> Iterator[Any]:
         """The spool's examples, each added to `acc` as it is read, as report batches (scored when `scored`)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Collection, Sequence
+from statistics import fmean
 from typing import Any
 
 from ..data.schemas import Built, Fail, Row, _messages, _required, rubric_of, type_name
@@ -53,7 +54,7 @@ def aggregate(agg: Agg) -> dict[str, Any]:
     """The unclipped mean beside the clipped headline, and every tag's clipped score (grade_sample's metrics)."""
     headline = agg.headline
     return {
-        "mean_unclipped": math.fsum(headline) / len(headline) if len(headline) else None,
+        "mean_unclipped": fmean(headline) if len(headline) else None,
         "by_tag": agg.groups("tag:", clip01),
     }
 

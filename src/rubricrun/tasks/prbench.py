@@ -8,7 +8,6 @@ averaged as `mean_normalized` beside it. PRBench's grader counts a reply it cann
 
 from __future__ import annotations
 
-import math
 import re
 import statistics
 from collections.abc import Collection, Sequence
@@ -56,8 +55,8 @@ def aggregate(agg: Agg) -> dict[str, Any]:
     for f, d in agg.groups("field_normalized:").items():
         by_field[f]["mean_normalized"] = d["score"]
     return {
-        "mean_normalized": math.fsum(normalized) / len(normalized) if len(normalized) else None,
-        "mean_clipped_unfloored": math.fsum(points) / len(points) if len(points) else None,
+        "mean_normalized": statistics.fmean(normalized) if len(normalized) else None,
+        "mean_clipped_unfloored": statistics.fmean(points) if len(points) else None,
         "std_clipped": statistics.pstdev(points) if len(points) else None,
         "std_normalized": statistics.pstdev(normalized) if len(normalized) else None,
         "by_category": agg.groups("category:", floor0),
