@@ -17,8 +17,8 @@ lambda is 0: no unlabelled unit (N = 0), or a judge that gives every unit the sa
 The label budget is ppi_py's `ppi_mean_power` with the judge's verdicts already paid for (their cost ~0) and every
 unit of the run counted (`n_max`): see `labels_needed`.
 
-Below them, the types summary.json writes an anchored score with (results/anchor.py builds them, results/summary_types.py
-holds them).
+Below them, the types summary.json writes an anchored score with (results/anchor.py builds them,
+results/summary_types.py holds them).
 """
 
 from __future__ import annotations

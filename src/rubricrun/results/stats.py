@@ -13,9 +13,9 @@ Bootstrap conventions (shared by `mean_ci` and `paired_diff`):
 - percentile method: the CI bounds are the (1-level)/2 and (1+level)/2 quantiles of the `n_boot` resampled means,
   using linear interpolation between order statistics (the "type 7" quantile, `statistics.quantiles`' inclusive
   method);
-- the mean is computed with `statistics.fmean` (math.fsum over the count); a resample's mean is the mean plus the mean of its deviations from it
-  (numpy's pairwise sum), or with few values its counts times the values (exact fractions for 0/1 scores); a
-  constant sample gives a CI exactly equal to its mean.
+- the mean is `statistics.fmean` (math.fsum over the count); a resample's mean is the mean plus the mean of its
+  deviations from it (numpy's pairwise sum), or with few values its counts times the values (exact fractions for
+  0/1 scores); a constant sample gives a CI exactly equal to its mean.
 With very few examples the percentile bootstrap is over-confident (its CIs are too narrow); read small-n CIs with care.
 """
 

@@ -5,7 +5,6 @@ function of the run's rows. Its types are in results/summary_types.py."""
 from __future__ import annotations
 
 import logging
-from array import array
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from ..tasks import registry
 from ..tasks.spec import DatasetResult
 from ..types import Criterion, Example, Judgment, PairJudgment, Response
 from . import agreement, metrics, stats
-from .accum import ByExample, ExampleIds
+from .accum import ByExample, ExampleIds, PerExample, paired
 from .anchor import anchor_results, anchored_line, anchors_for, labels_line, paired_line
 from .charts import histogram_bins
 from .pairwise import pairwise_results
@@ -115,14 +114,7 @@ def _dataset(cfg: Config, result: DatasetResult, category: Categories) -> Datase
     board = tuple(DatasetRankRow(**row) for row in stats.rank(cis, separated))
     rows = {
         n: DatasetCandidate(
-            score=c.score,
-            ci=c.ci,
-            std=c.std,
-            n=c.n,
-            coverage=c.coverage,
-            partial=c.partial,
-            scored=c.scored,
-            expected=c.expected,
+            **{f: getattr(c, f) for f in _AS_THEY_ARE},
             histogram=tuple(histogram_bins(c.per_example.values())) if per_example else (),
             by_example_category=_category_means(c.per_example, category) if per_example else {},
             extra=dict(c.extra),
@@ -131,6 +123,9 @@ def _dataset(cfg: Config, result: DatasetResult, category: Categories) -> Datase
     }
     extra = dict(result.extra) or None
     return DatasetSummary(result.metric, result.on_error, rows, board, extra)
+
+
+_AS_THEY_ARE = ("score", "ci", "std", "n", "coverage", "partial", "scored", "expected")  # CandidateResult's fields
 
 
 def _separated(cfg: Config, cands: Mapping[str, metrics.CandidateResult]) -> set[frozenset[str]]:
@@ -151,42 +146,28 @@ def _separated(cfg: Config, cands: Mapping[str, metrics.CandidateResult]) -> set
     return out
 
 
-class Categories:
-    """Each example's string `category` by its position in SummaryAcc's id store: a code per position (an array,
-    made when the first example with a category comes) and the category names."""
+def _category_means(per_example: ByExample, categories: Categories) -> dict[str, float]:
+    """Mean per-example score per example category (rows without a string `category` are left out)."""
+    codes = categories.codes.column("", per_example.ids)
+    if not len(codes):  # no example has one
+        return {}
+    names = list(categories.names)  # in code order
+    groups: dict[str, list[float]] = defaultdict(list)
+    for code, v in zip(*(a.tolist() for a in paired(codes, per_example)), strict=True):
+        groups[names[int(code)]].append(v)
+    return {cat: fmean(vs) for cat, vs in sorted(groups.items())}
 
-    __slots__ = ("codes", "names", "_index")
+
+class Categories:
+    """Each example's string `category`: its code (results/accum.py, by the example's position in SummaryAcc's id
+    store) and the names of the codes."""
 
     def __init__(self) -> None:
-        self.codes: array | None = None
-        self.names: list[str] = []
-        self._index: dict[str, int] = {}
+        self.codes = PerExample()
+        self.names: dict[str, int] = {}
 
     def set(self, pos: int, category: str) -> None:
-        code = self._index.setdefault(category, len(self._index))
-        if code == len(self.names):
-            self.names.append(category)
-        if self.codes is None:
-            self.codes = array("i")
-        if len(self.codes) <= pos:
-            self.codes.extend(array("i", [-1]) * (pos + 1 - len(self.codes)))
-        self.codes[pos] = code
-
-    def of(self, pos: int) -> str | None:
-        codes = self.codes
-        return self.names[codes[pos]] if codes is not None and pos < len(codes) and codes[pos] >= 0 else None
-
-
-def _category_means(per_example: ByExample, category: Categories) -> dict[str, float]:
-    """Mean per-example score per example category (rows without a string `category` are left out)."""
-    groups: dict[str, list[float]] = defaultdict(list)
-    if category.codes is None:  # no example has one
-        return {}
-    for pos, v in zip(per_example.pos, per_example.vals, strict=True):
-        cat = category.of(pos)
-        if cat is not None:
-            groups[cat].append(v)
-    return {cat: fmean(vs) for cat, vs in sorted(groups.items())}
+        self.codes.add(pos, {"": self.names.setdefault(category, len(self.names))})
 
 
 def _overall(datasets: Mapping[str, DatasetSummary], names: Sequence[str]) -> Overall | None:
