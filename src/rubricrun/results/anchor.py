@@ -32,7 +32,7 @@ from ..config import Config
 from ..data.labels import LabelFile, label_paths, load_labels
 from ..errors import InputError
 from ..judging.graded import SCALES, verdict_for
-from ..tasks.judge_eval import judge_meta_eval, majority
+from ..tasks.judge_eval import judge_agreement, majority
 from ..tasks.spec import CandidateResult, DatasetResult, Metric
 from ..types import Criterion, Example, Judgment, PairJudgment, Response
 from . import metrics, ppi, stats
@@ -198,7 +198,7 @@ class AnchorAcc:
     def _judges(self, v: _Values) -> dict[str, JudgeOnLabels]:
         out = {}
         for judge, (verdicts, humans) in sorted(v.judges.items()):
-            e = judge_meta_eval(verdicts, humans, [""] * len(verdicts), n_boot=self.n_boot, seed=self.seed)
+            e = judge_agreement(verdicts, humans, n_boot=self.n_boot, seed=self.seed)
             out[judge] = JudgeOnLabels(
                 items=e.rows - e.failures - e.no_labels,
                 balanced_f1=e.overall.f1_balanced.value,

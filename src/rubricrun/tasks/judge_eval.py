@@ -257,8 +257,7 @@ def judge_meta_eval(
     level: float = 0.95,
 ) -> JudgeEval:
     """One judge's verdicts (None: failed) against the rows' human labels: HealthBench's pairwise agreement overall
-    and per category (balanced F1 with a bootstrap CI over rows), kappa against the majority, leniency. Rows of a
-    run's human-labelled items have no category (results/anchor.py)."""
+    and per category (balanced F1 with a bootstrap CI over rows), kappa against the majority, leniency."""
     if not len(judge) == len(humans) == len(categories):
         raise ValueError(f"judge, humans, categories differ in length: {len(judge)}, {len(humans)}, {len(categories)}")
     _check_labels(humans)
@@ -283,6 +282,14 @@ def judge_meta_eval(
         failures=failures,
         no_labels=no_labels,
     )
+
+
+def judge_agreement(
+    judge: Sequence[bool | None], humans: Sequence[Sequence[bool]], *, n_boot: int = 1000, seed: int = 0
+) -> JudgeEval:
+    """judge_meta_eval over rows of no category: a judge's verdicts on items people labelled in a run
+    (results/anchor.py, the judges beside a score anchored to human labels)."""
+    return judge_meta_eval(judge, humans, [""] * len(judge), n_boot=n_boot, seed=seed)
 
 
 def _check_labels(humans: Sequence[Sequence[bool]]) -> None:
