@@ -19,10 +19,10 @@ import logging
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import jinja2
@@ -48,6 +48,7 @@ TEMPLATES = Path(__file__).parent / "templates"
 TASK_TEMPLATES = Path(registry.__file__).parent / "templates"
 
 log = logging.getLogger("rubricrun")
+T = TypeVar("T")
 
 
 def _num(x: Any, nd: int = 3) -> Any:
@@ -367,22 +368,14 @@ def write_report(
     return path
 
 
-def sample_safely(batches: Iterable[Batch], limit: int = REPORT_EXAMPLES) -> dict[str, Any] | None:
-    """`sample`, or None (logged) when it fails: the page is a view, and a bug in it must never cost the run its
-    other artifacts."""
+def safely(make: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+    """`make(*args, **kwargs)` (the sample, the page), or None (logged) when it fails: the page is a view, and a bug
+    in it must never cost the run its other artifacts."""
     try:
-        return sample(batches, limit)
+        return make(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001
         log.error("report.html not written: %s: %s", type(exc).__name__, exc)
         return None
-
-
-def write_report_safely(run_dir: Path, summary: Summary, sampled: Mapping[str, Any]) -> None:
-    """report.html from `sample`'s pick of the run's examples with their rows; a failure is logged, not raised."""
-    try:
-        write_report(run_dir, summary, **sampled)
-    except Exception as exc:  # noqa: BLE001
-        log.error("report.html not written: %s: %s", type(exc).__name__, exc)
 
 
 def write_report_from_dir(run_dir: Path, limit: int = REPORT_EXAMPLES) -> Path:
