@@ -3,6 +3,7 @@ per-run lock so two processes never share a run id; and a finished run folder re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -38,17 +39,11 @@ def _atomic_write(path: Path, write: Any) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except OSError as exc:
-        try:
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
-        raise RubricrunError(f"{path}: cannot write ({exc.strerror or exc})") from None
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        if isinstance(exc, OSError):
+            raise RubricrunError(f"{path}: cannot write ({exc.strerror or exc})") from None
         raise
 
 
@@ -148,11 +143,6 @@ def write_json(path: Path, obj: Any) -> None:
 
 def write_text(path: Path, text: str) -> None:
     _atomic_write(path, lambda fh: fh.write(text.encode("utf-8")))
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
 
 
 class RunLock:

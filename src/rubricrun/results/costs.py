@@ -9,7 +9,6 @@ from ..config import Price
 from ..providers.pricing import call_cost
 from .summary_types import CostSummary, ModelCost
 
-
 _COUNTS = ("calls", "cached", "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "cached_completion_tokens")
 
 

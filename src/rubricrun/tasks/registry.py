@@ -44,12 +44,6 @@ _PROTOCOLS: dict[str, JudgeProtocol] = {
 ANSWER_READERS = tuple((t.answers_shape, t.answers) for t in TASKS if t.answers is not None)
 
 
-def task(name: str) -> Task:
-    if name not in _TASKS:
-        raise ValueError(f"unknown format {name!r} (expected one of {', '.join(FORMATS)})")
-    return _TASKS[name]
-
-
 def task_of(ex: Example) -> Task | None:
     """The task whose schema read the example (metadata["format"]); None for an example of no registered format."""
     return _TASKS.get(ex.metadata.get("format"))  # type: ignore[arg-type]
