@@ -18,6 +18,7 @@ from typing import Any, Literal
 import yaml
 
 from .errors import InputError, read_text
+from .types import weights_add_up
 
 # --------------------------------------------------------------------------------------------------
 # The config objects
@@ -790,17 +791,6 @@ def _check_executor(cfg: Config) -> None:
                 raise cfg.fail(f"executor.{name}", "only applies to executor.engine: dask")
     elif e.address is not None and (why := scheduler_address_error(e.address)):
         raise cfg.fail("executor.address", why)
-
-
-def weights_add_up(values: list[float]) -> bool:
-    """Whether a sum of finite numbers is finite, and so is its positive part minus its negative part (what a rubric
-    score divides by): two weights of 1e308 overflow (math.fsum raises, a plain sum is inf)."""
-    try:
-        pos = math.fsum(v for v in values if v > 0)
-        neg = math.fsum(v for v in values if v < 0)
-    except OverflowError:
-        return False
-    return math.isfinite(pos - neg)
 
 
 # --------------------------------------------------------------------------------------------------

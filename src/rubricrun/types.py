@@ -6,6 +6,7 @@ in each file. summary.json's types live with the results (results/summary_types.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from msgspec import UNSET, Struct, UnsetType, field
@@ -22,6 +23,17 @@ class Criterion(Struct, frozen=True):
     weight: float = 1.0
     tags: tuple[str, ...] = ()
     category: str | None = None
+
+
+def weights_add_up(values: list[float]) -> bool:
+    """Whether finite weights can be scored: their positive part minus their negative part (what a rubric score
+    divides by) is finite. Two weights of 1e308 overflow (math.fsum raises, a plain sum is inf)."""
+    try:
+        pos = math.fsum(v for v in values if v > 0)
+        neg = math.fsum(v for v in values if v < 0)
+    except OverflowError:
+        return False
+    return math.isfinite(pos - neg)
 
 
 class Turn(Struct, frozen=True):

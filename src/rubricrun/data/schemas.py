@@ -10,8 +10,7 @@ import math
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, NoReturn, Protocol, TypedDict
 
-from ..config import weights_add_up
-from ..types import Criterion, Turn
+from ..types import Criterion, Turn, weights_add_up
 
 _PART_TYPES = ("text", "image_url", "input_audio", "file")
 MISSING = object()  # what `resolve` gives for a path the row does not have

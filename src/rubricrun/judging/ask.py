@@ -15,8 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from ..config import ModelConfig
 from ..errors import NotDone, ProviderError
-from ..providers.base import BaseProvider
-from ..providers.cache import cache_key
+from ..providers.base import BaseProvider, cache_key
 from ..types import LLMRequest, LLMResponse, Usage
 
 JUDGE_PARSE_ATTEMPTS = 2  # a reply that is not the expected JSON is asked again once, then recorded as error
