@@ -160,16 +160,6 @@ def _with_buffer(n: int, buffer: float) -> int:
     return math.ceil(round(n * (1 + buffer), 9))
 
 
-def _check(cfg: SynthesizeConfig) -> None:
-    for key, value in (("num_subtopics", cfg.num_subtopics), ("prompts_per_subtopic", cfg.prompts_per_subtopic)):
-        if value < 1:
-            raise InputError(f"must be at least 1, got {value}", key=f"synthesize.{key}")
-    if cfg.over_generation_buffer < 0:
-        raise InputError(f"must be >= 0, got {cfg.over_generation_buffer}", key="synthesize.over_generation_buffer")
-    if cfg.max_exclusions < 0:
-        raise InputError(f"must be >= 0, got {cfg.max_exclusions}", key="synthesize.max_exclusions")
-
-
 def _step(
     step: str,
     target: int,
@@ -187,15 +177,11 @@ def _step(
     unique: list[str] = []
     error: str | None = None
     try:
-        for attempt in (0, 1):
-            if attempt == 1:
-                if len(unique) >= target:
-                    break
-                count = _with_buffer(target - len(unique), cfg.over_generation_buffer)
-                exclusions = unique[-cfg.max_exclusions :] if cfg.max_exclusions else []
-            else:
-                count = _with_buffer(target, cfg.over_generation_buffer)
-                exclusions = []
+        for attempt in (0, 1):  # the first ask, then one for a shortfall
+            if attempt and len(unique) >= target:
+                break
+            count = _with_buffer(target - len(unique), cfg.over_generation_buffer)
+            exclusions = unique[-cfg.max_exclusions :] if cfg.max_exclusions else []
             asked += count
             reply = call([{"role": "user", "content": prompt_for(count, exclusions)}], attempt)
             items = parse_json_list(reply.text or "")
@@ -232,7 +218,6 @@ def synthesize(
     (the SynthLog carries it) and the other subtopics go on. Both templates are rendered once with sample values
     before any call, so a template error costs no model call.
     """
-    _check(cfg)
     sub_tpl = load_template(cfg.subtopic_template, SUBTOPICS_TEMPLATE)
     prm_tpl = load_template(cfg.prompt_template, PROMPTS_TEMPLATE)
     for exclusions in ([], ["an example"]):  # both sides of an `{% if exclusions %}`
