@@ -214,10 +214,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     try:
         return _main(args)
-    except InputError as exc:
-        say(f"error: {exc}")
-        return 2
-    except RunLockedError as exc:
+    except (InputError, RunLockedError) as exc:
         say(f"error: {exc}")
         return 2
     except RubricrunError as exc:

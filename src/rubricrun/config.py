@@ -55,9 +55,8 @@ class RetryConfig:
 @dataclass(frozen=True)
 class DatasetConfig:
     path: str = ""  # a local file: JSONL (.jsonl, .jsonl.gz), JSON array (.json), CSV/TSV, Parquet
-    hf: str | None = (
-        None  # instead of path: a Hugging Face dataset name or local dataset folder (datasets.load_dataset)
-    )
+    # instead of path: a Hugging Face dataset name or a local dataset folder (datasets.load_dataset)
+    hf: str | None = None
     config: str | None = None  # the Hub dataset's config (subset), e.g. `main` for openai/gsm8k
     split: str | None = None  # the Hub dataset's split, e.g. `test`; may be left out when it has only one
     name: str = ""
@@ -303,9 +302,7 @@ def _error(file: str | None, lines: dict[str, int], key: str, message: str) -> I
     return InputError(message, file=file, line=lines.get(k), key=key)
 
 
-def _key_lines(
-    file: str, node: yaml.Node | None, prefix: str = "", out: dict[str, int] | None = None
-) -> dict[str, int]:
+def _key_lines(file: str, node: Any, prefix: str = "", out: dict[str, int] | None = None) -> dict[str, int]:
     """The line of every dotted key path in the YAML (`run.seed`, `candidates[0].model`); a key met twice raises."""
     out = {} if out is None else out
     if isinstance(node, yaml.MappingNode):
@@ -335,6 +332,9 @@ def _type_name(tp: Any) -> str:
     if origin is list:
         return "a list"
     return getattr(tp, "__name__", str(tp))
+
+
+_SCALARS = {bool: "true or false", int: "an integer", str: "a string"}
 
 
 class _Builder:
@@ -373,23 +373,15 @@ class _Builder:
             return value
         if dataclasses.is_dataclass(tp):
             return self.build_dataclass(tp, value, key)
-        if origin is list:
-            if not isinstance(value, list):
-                raise self.fail(key, f"expected a list, got {type(value).__name__} {value!r}")
-            (item,) = typing.get_args(tp)
-            return [self.build(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
-        if origin is dict:
-            if not isinstance(value, dict):
-                raise self.fail(key, f"expected a mapping, got {type(value).__name__} {value!r}")
-            _, vt = typing.get_args(tp)
-            return {str(k): self.build(vt, v, f"{key}.{k}") for k, v in value.items()}
-        if tp is bool:
-            if not isinstance(value, bool):
-                raise self.fail(key, f"expected true or false, got {value!r}")
-            return value
-        if tp is int:
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise self.fail(key, f"expected an integer, got {value!r}")
+        if origin in (list, dict):
+            if not isinstance(value, origin):
+                raise self.fail(key, f"expected {_type_name(tp)}, got {type(value).__name__} {value!r}")
+            if origin is list:
+                return [self.build(typing.get_args(tp)[0], v, f"{key}[{i}]") for i, v in enumerate(value)]
+            return {str(k): self.build(typing.get_args(tp)[1], v, f"{key}.{k}") for k, v in value.items()}
+        if tp in _SCALARS:
+            if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+                raise self.fail(key, f"expected {_SCALARS[tp]}, got {value!r}")
             return value
         if tp is float:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -400,10 +392,6 @@ class _Builder:
                 raise self.fail(key, f"expected a finite number, got an integer of {len(str(value))} digits") from None
             self.finite(number, key)
             return number
-        if tp is str:
-            if not isinstance(value, str):
-                raise self.fail(key, f"expected a string, got {value!r}")
-            return value
         raise self.fail(key, f"unsupported type {tp}")  # pragma: no cover - a bug in the config classes
 
     def finite(self, value: Any, key: str) -> None:

@@ -93,7 +93,7 @@ def _int_if_integral(v: Any) -> Any:
 
 
 class LLMRequest(Struct, frozen=True, dict=True):
-    """What a provider is asked. Only `cache_fields()` enter the cache key (`dict=True`: providers/cache.py keeps the
+    """What a provider is asked. Only `cache_fields()` enter the cache key (`dict=True`: providers/base.py keeps the
     key it computed beside the fields, computed once per request)."""
 
     model: str  # a LiteLLM model string, e.g. "openai/gpt-4o-mini" or "local/smollm2"

@@ -57,12 +57,12 @@ def iter_dataset(
     check (a source already checked)."""
     parse = RowParser(cfg, schemas, keep)
     cap = min((c for c in (cfg.limit, max_examples) if c is not None), default=None)
-    if cap == 0:
-        return
     skipped = [] if skipped is None else skipped
     references = load_references(cfg.references) if cfg.references else None
     seen = IdHashes() if seen is None else seen  # hash(example id) of the rows read so far
     n = bad = 0
+    if cap == 0:
+        return
     for raw in read_rows(cfg):
         try:
             ex, id_key = parse(raw)
