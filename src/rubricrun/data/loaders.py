@@ -45,16 +45,14 @@ def iter_dataset(
     elsewhere: list[Example] | None = None,
 ) -> Iterator[Example]:
     """The examples of `cfg.path` (or the Hub dataset `cfg.hf`) one at a time, in file order, holding none of them.
-    `schemas`: the row schemas, in detection order (tasks.registry.TASKS). Bad rows raise, or with
-    on_bad_row="skip" their messages go to `skipped`; a source whose every row is bad raises even then. File-level
-    problems (missing or unreadable file, bad `fields`) always raise. `cfg.limit` and `max_examples` both cap the
-    examples; reading stops at the cap. `keep` names the columns (dotted paths allowed) that `response_column:`
-    candidates replay: a row's values go to `Example.prefilled`.
+    `schemas`: the row schemas, in detection order (tasks.registry.TASKS). A bad row raises, or with on_bad_row
+    "skip" its message goes to `skipped` (a source of bad rows only raises even then); a problem with the file or its
+    `fields` always raises. `cfg.limit` and `max_examples` cap the examples. `keep`: the columns (dotted paths
+    allowed) that `response_column:` candidates replay, kept in `Example.prefilled`.
 
-    Duplicate ids are found from a set of id hashes (`seen`, data/idset.py, which a caller may share between
-    sources); only a hit reads the file again, for the first row with that id. A hit with no such row in this source
-    is appended to `elsewhere` for the caller to look up (or passes: a hash collision). `check_ids=False` skips the
-    check (a source already checked)."""
+    Duplicate ids are found from a set of id hashes (`seen`, data/idset.py, which sources may share): only a hit
+    reads the file again, for the first row with that id; a hit with no such row here goes to `elsewhere` for the
+    caller to look up (or is a hash collision). `check_ids=False`: a source already checked."""
     parse = RowParser(cfg, schemas, keep)
     cap = min((c for c in (cfg.limit, max_examples) if c is not None), default=None)
     skipped = [] if skipped is None else skipped

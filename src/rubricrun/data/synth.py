@@ -1,15 +1,11 @@
 """Prompt synthesis: main topic -> subtopics -> prompts, with over-generation, dedupe and one shortfall retry.
 
-Each step asks the model for `ceil(target * (1 + over_generation_buffer))` items as a JSON array of strings,
-parses the reply leniently (`parse_json_list`), dedupes it (`dedupe`) and, if fewer unique items than the
-target came back, asks exactly once more for `ceil(shortfall * (1 + buffer))` items with an exclusion list of
-what it already has. The exclusion list is the step's accepted items so far, in the order they were accepted,
-capped to the `max_exclusions` most recent (so the most recent item is last; 0 disables the list). The result
-is trimmed to the target; a step that is still short keeps what it has and says so in its log line.
-
-Prompts are deduped across subtopics too, so the synthesized dataset holds each prompt once.
-The `call` function does the real model call (cache, retry, throttle); attempt 0 is the first ask of a step and
-attempt 1 the shortfall retry, so their cache keys differ and a rerun with the same config is all cache hits.
+Each step asks for `ceil(target * (1 + over_generation_buffer))` items as a JSON array of strings, reads the reply
+leniently (`parse_json_list`), dedupes it and, if fewer unique items than the target came back, asks once more for
+`ceil(shortfall * (1 + buffer))` items, excluding the `max_exclusions` most recent it has (0: no list). The result
+is trimmed to the target; a step still short keeps what it has and says so in its log line. Prompts are deduped
+across subtopics too. `call` makes the model call (cache, retry, throttle); attempt 0 is a step's first ask and
+attempt 1 its retry, so their cache keys differ and a rerun with the same config is all cache hits.
 """
 
 from __future__ import annotations

@@ -147,19 +147,10 @@ def redact(text: str, extra: Iterable[str] = ()) -> str:
 
 
 def found_in(data: bytes) -> str | None:
-    """The label of a secret in use that `data` holds (raw, as a short secret is matched by `redact`), else None."""
-    with _lock:
-        items = sorted(_secrets.items(), key=lambda kv: -len(kv[0]))
-    for value, label in items:
-        needle = value.encode()
-        if needle not in data:
-            continue
-        if len(value) >= LONG:
-            return label
-        word = _WORD.encode()
-        if re.search(rb"(?<![" + word + rb"])" + re.escape(needle) + rb"(?![" + word + rb"])", data):
-            return label
-    return None
+    """The label of a secret in use that `data` holds (matched as `redact` matches it), else None."""
+    pattern = _pattern
+    found = pattern.search(data.decode("utf-8", "surrogateescape")) if pattern is not None else None
+    return _secrets.get(found.group(0)) if found else None
 
 
 # --------------------------------------------------------------------------------------------------
