@@ -9,8 +9,6 @@ lines) and the key: `data/x.jsonl:7: key 'rubric[2].weight': expected a number, 
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
@@ -22,7 +20,7 @@ from ..types import Example
 from .idset import IdHashes
 from .readers import RawRow, read_rows, source_label
 from .references import join_references, load_references
-from .schemas import MISSING, Row, RowSchema, fail_at, native_id, resolve, rubric_of, text_value, type_name
+from .schemas import MISSING, Row, RowSchema, content_id, fail_at, native_id, resolve, rubric_of, text_value, type_name
 
 # The normalized names `DatasetConfig.fields` may map (normalized name -> key in the row); a schema's own keys
 # (RowSchema.native_fields) are mappable too, when a file renames them.
@@ -250,11 +248,6 @@ def _unknown_schema(row: dict[str, Any]) -> str:
     return f"{msg}; add to the dataset config: format: generic, fields: {{prompt: {guess}}}"
 
 
-def _content_id(messages: tuple[dict[str, Any], ...]) -> str:
-    blob = json.dumps(list(messages), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
-
-
 def _native_id(
     row: dict[str, Any], r: Row, b: dict[str, Any], messages: tuple[dict[str, Any], ...], fail: Any
 ) -> tuple[str | None, Any]:
@@ -264,7 +257,7 @@ def _native_id(
         return b.get("id_key"), b["id"]
     id_key = next((k for k in (b.get("id_key"), r.key("id")) if k and resolve(row, k) not in (None, MISSING)), None)
     if id_key is None:
-        return None, _content_id(messages)
+        return None, content_id(list(messages))
     return id_key, native_id(resolve(row, id_key), id_key, fail)
 
 

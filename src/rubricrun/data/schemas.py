@@ -6,6 +6,8 @@ file, line and key. The schemas are described in data/README.md.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, NoReturn, Protocol, TypedDict
@@ -69,6 +71,12 @@ def fail_at(file: str | None, line: int | None) -> Fail:
         raise InputError(message, file=file, line=line, key=key)
 
     return fail
+
+
+def content_id(value: Any) -> str:
+    """An id made from content, the same on every run: sha256 of `value` as canonical JSON, 12 hex digits."""
+    blob = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
 
 
 def native_id(value: Any, key: str, fail: Fail) -> str | int:
