@@ -21,12 +21,12 @@ from msgspec.structs import replace
 
 from ..config import Config, generation_only
 from ..errors import RubricrunError
+from ..providers import redact
 from ..providers.batch import open_batcher
 from ..providers.budget import Budget
 from ..providers.cache import ResponseCache
 from ..providers.executor import Executor, describe, open_executor
 from ..providers.pricing import price_table
-from ..providers.redact import redacted_config
 from ..providers.stack import build_stack, open_cache
 from ..providers.trace import Tracer
 from ..results import artifacts
@@ -90,6 +90,7 @@ def execute(
 ) -> Outcome:
     """`executor`: who makes the attempts (default: the config's, opened here and closed at the end; one given is
     the caller's to close)."""
+    redact.use(redact.secrets_of(cfg))  # as the CLI does: no artifact holds what the run can send
     prepared = prepared or preflight(cfg, max_examples, spool=True)
     run_dir = Path(cfg.run.output_dir) / run_id
     lock = artifacts.RunLock(run_dir)
@@ -120,7 +121,7 @@ def _execute(run: _Run, prepared: Prepared, extras: Extras) -> Outcome:
     run.formats = tuple(dict.fromkeys([*(cfg.export.formats if cfg.export else []), *extras.export_formats]))
     for s in prepared.skipped:
         log.warning("skipped bad row: %s", s)
-    artifacts.write_text(run.run_dir / "config.yaml", yaml.safe_dump(redacted_config(cfg), sort_keys=False))
+    artifacts.write_text(run.run_dir / "config.yaml", yaml.safe_dump(redact.redacted_config(cfg), sort_keys=False))
     batcher = open_batcher(cfg, run.run_dir / "batches.json", artifacts.write_json, run.tracer)
     stack, budget = build_stack(cfg, run.tracer, run.stop, run.cache, batcher, run.executor)
     tally: RunTally | None = None

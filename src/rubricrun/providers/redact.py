@@ -1,11 +1,11 @@
 """Every credential the process can send, and the one function that takes them out of any text (issue 28).
 
-`use(secrets)` sets what the process can send: the entry point (cli.py) calls it with `secrets_of(cfg)` once the
-config is loaded, a Dask worker with its own (providers/dask_executor.py). Each secret is a value and a label that
-names it without showing it (`$OPENAI_API_KEY`, `candidates[0].api_base`). Beside them, every environment variable
-whose name ends like a credential's (`..._API_KEY`, `..._TOKEN`, ...) and whose value has LONG characters or more is
-a secret too (`env_secrets`). `redact(text)` replaces them with `***`, and so does it with the user and password of
-any URL (`http://user:pass@host`) and a key-like query parameter's value (`?api-key=...`).
+`use(secrets)` sets what the process can send: the CLI calls it with `secrets_of(cfg)` once the config is loaded, as
+do a run's start (engine/runner.py) and a Dask worker (providers/dask_executor.py). Each secret is a value and a
+label that names it without showing it (`$OPENAI_API_KEY`, `candidates[0].api_base`). Beside them, every environment
+variable whose name ends like a credential's (`..._API_KEY`, `..._TOKEN`, ...) and whose value has LONG characters or
+more is a secret too (`env_secrets`). `redact(text)` replaces them with `***`, and so does it with the user and
+password of any URL (`http://user:pass@host`) and a key-like query parameter's value (`?api-key=...`).
 
 A secret of LONG characters or more is replaced wherever it occurs; a shorter one only where it stands alone (not
 inside a longer run of letters, digits, `_` or `-`), so a four-letter key is masked in `Bearer abcd` and
