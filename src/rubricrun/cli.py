@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import InputError, RubricrunError, RunLockedError
-from .redact import redact
+from .providers import redact
 
 if TYPE_CHECKING:
     from .config import Config
@@ -169,7 +169,7 @@ class SafeFormatter(logging.Formatter):
     """A log line without secrets (redact.py) or raw control characters (the console, run.log)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return printable(redact(super().format(record)))
+        return printable(redact.redact(super().format(record)))
 
 
 class JsonLogFormatter(logging.Formatter):
@@ -180,18 +180,18 @@ class JsonLogFormatter(logging.Formatter):
         row = {
             "time": datetime.fromtimestamp(record.created, tz=timezone.utc).isoformat(timespec="milliseconds"),
             "level": record.levelname,
-            "message": printable(redact(record.getMessage())),
+            "message": printable(redact.redact(record.getMessage())),
             "logger": record.name,
             "thread": record.threadName,
         }
         if record.exc_info:
-            row["exc_info"] = printable(redact(self.formatException(record.exc_info)))
+            row["exc_info"] = printable(redact.redact(self.formatException(record.exc_info)))
         return json.dumps(row, ensure_ascii=False)
 
 
 def say(text: str) -> None:
     """One line on stderr, as the console may show it (the exit's error line)."""
-    print(printable(redact(text), one_line=True), file=sys.stderr)
+    print(printable(redact.redact(text), one_line=True), file=sys.stderr)
 
 
 def setup_logging(run_dir: Path | None, quiet: bool = False) -> None:
@@ -243,10 +243,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     try:
         return _main(args)
-    except InputError as exc:
-        say(f"error: {exc}")
-        return 2
-    except RunLockedError as exc:
+    except (InputError, RunLockedError) as exc:
         say(f"error: {exc}")
         return 2
     except RubricrunError as exc:
@@ -356,6 +353,7 @@ def _main(args: argparse.Namespace) -> int:
     if args.run_id is not None:
         check_run_id(args.run_id)
     cfg = load_config(args.config)
+    redact.use(redact.secrets_of(cfg))  # from here on, no artifact, log line or message holds what the run can send
     if args.validate:
         from .engine.estimate import count_calls  # --validate's machinery: imported only when asked for
 

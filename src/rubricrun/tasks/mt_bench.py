@@ -18,8 +18,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from ..data.answers_file import answer_id
-from ..data.schemas import Built, Fail, Row, _required, text_value, type_name
+from ..data.schemas import Built, Fail, Row, _required, native_id, text_value, type_name
 from ..judging.graded import ParsedScore, verdict_for
 from ..judging.prompt import content_text, defuse_markers
 from ..judging.protocol import JudgeInput, JudgeProtocol
@@ -243,7 +242,7 @@ def read_answers(row: Mapping[str, Any], fail: Fail) -> list[tuple[tuple[str, in
     turns = choices[0].get("turns")
     if not isinstance(turns, list) or not all(isinstance(t, str) for t in turns):
         fail("choices[0].turns", f"expected a list of strings, got {type_name(turns)}")
-    id_ = answer_id(row["question_id"], "question_id", fail)
+    id_ = str(native_id(row["question_id"], "question_id", fail))
     return [((id_, k), t) for k, t in enumerate(turns, 1)]
 
 
