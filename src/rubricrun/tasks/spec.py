@@ -133,7 +133,6 @@ class Task:
     detect: Callable[[Row, Collection[str]], bool]
     build: Callable[[Row, Fail], Built]
     metric: Metric  # the metric its rows call for
-    metric_with_rubric: Metric | None = None  # a row of it carrying its own rubric (MC, QA: the rubric metric)
     native_fields: tuple[str, ...] = ()  # its keys `fields:` may map
     criterion_reader: CriterionReader | None = None  # criteria of its own shape, read in any row's rubric
     reference_in_auto: bool = True  # judging.reference auto shows the reference
