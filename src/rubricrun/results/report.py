@@ -29,6 +29,7 @@ import jinja2
 from markupsafe import Markup
 from msgspec import Struct
 
+from ..judging.auto import AUTO_CRITERION
 from ..tasks import registry
 from ..types import Criterion, Example, Judgment, Response, Score
 from . import artifacts
@@ -42,8 +43,8 @@ FAILURE_CAP = 100
 # run folder holds it whole.
 FIELD_CHARS = 20_000
 REPORT_EXAMPLES = 200  # examples the page embeds at most: the first half in input order, then the worst (see sample)
+AUTO_TEXT = {AUTO_CRITERION.id: AUTO_CRITERION.text}  # the judge-free criterion, which no rubric holds
 NAV = ("Datasets", "Pairwise", "Judges", "Costs", "Failures", "Examples")
-AUTO_TEXT = {"correct": "The response gives the correct final answer."}
 TEMPLATES = Path(__file__).parent / "templates"
 TASK_TEMPLATES = Path(registry.__file__).parent / "templates"
 

@@ -3,9 +3,10 @@ metric its rows call for) and its `Metric` (per-response values, the official ag
 source it reproduces, what its report section and console lines show). The source's test vectors are in
 tests/vectors.py.
 
-Everything here is data and signatures; the code that reads it is the loader (`data.loaders`, through
-`data.schemas.RowSchema`), the judging (`judging.rubric.Judging`, through `judging.protocol.JudgeProtocol`), the
-metric driver (`results.metrics`, which implements `Agg`) and `tasks.registry`, which lists the modules.
+Everything here is data and signatures (and how console lines write a figure); the code that reads it is the
+loader (`data.loaders`, through `data.schemas.RowSchema`), the judging (`judging.rubric.Judging`, through
+`judging.protocol.JudgeProtocol`), the metric driver (`results.metrics`, which implements `Agg`) and
+`tasks.registry`, which lists the modules.
 """
 
 from __future__ import annotations
@@ -106,6 +107,16 @@ class Section:
     rows: str = "candidate"  # what a leaderboard row is ("judge" for a judge meta-evaluation)
     template: str | None = None  # a partial in tasks/templates/, shown after the dataset's table
     console: Callable[[str, Mapping[str, Any]], list[str]] | None = None  # (dataset, its summary dict) -> lines
+
+
+def figure(x: float | None, signed: bool = False) -> str:
+    """A figure as console lines write it: 4 decimals (`signed`: with its sign); "–" when there is none."""
+    return "–" if x is None else f"{x:+.4f}" if signed else f"{x:.4f}"
+
+
+def interval(ci: Sequence[float | None] | None, signed: bool = False) -> str:
+    lo, hi = ci if ci else (None, None)
+    return f"[{figure(lo, signed)}, {figure(hi, signed)}]"
 
 
 def _no_aggregate(agg: Agg) -> dict[str, Any]:
