@@ -188,21 +188,10 @@ def _content(content: Any) -> Any:
     return parts
 
 
-class _Index:
-    """Candidate and judge names as small integers in the embedded data (each name written once)."""
-
-    def __init__(self, cands: list[str]) -> None:
-        self.cands, self.judges = cands, []  # type: ignore[var-annotated]
-
-    def judge(self, name: str) -> int:
-        if name not in self.judges:
-            self.judges.append(name)
-        return self.judges.index(name)
-
-
-def _verdicts(ex: dict, r: dict, js: Sequence[dict], crit: list, idx: _Index, criteria: Mapping | None) -> list:
-    """[criterion position, m|n|e, explanation, judge, error, votes] per judgment of response `r`; a criterion not
-    in the example's own rubric (a config default rubric, an auto verdict) is appended to `crit`."""
+def _verdicts(ex: dict, js: Sequence[dict], crit: list, judges: dict[str, int], criteria: Mapping | None) -> list:
+    """[criterion position, m|n|e, explanation, judge, error, votes] per judgment of a response (judges by their
+    number in `judges`, which gives a new one the next); a criterion not in the example's own rubric (a config
+    default rubric, an auto verdict) is appended to `crit`."""
     pos = {c[0]: i for i, c in enumerate(crit)}
     out = []
     for j in js:
@@ -212,9 +201,12 @@ def _verdicts(ex: dict, r: dict, js: Sequence[dict], crit: list, idx: _Index, cr
             text = _row(c)["text"] if c is not None else AUTO_TEXT.get(cid, cid)
             pos[cid] = len(crit)
             crit.append([cid, clip(text, "config.yaml"), j["weight"], None])
-        votes = [[idx.judge(v.get("judge", "?")), (v.get("verdict") or "error")[0]] for v in j.get("votes") or ()]
+        votes = [
+            [judges.setdefault(v.get("judge", "?"), len(judges)), (v.get("verdict") or "error")[0]]
+            for v in j.get("votes") or ()
+        ]
         why, error = (_clipped(j.get(k), "judgments.jsonl") for k in ("explanation", "error"))
-        out.append([pos[cid], j["verdict"][0], why, idx.judge(j["judge"]), error, votes])
+        out.append([pos[cid], j["verdict"][0], why, judges.setdefault(j["judge"], len(judges)), error, votes])
     return out
 
 
@@ -241,8 +233,10 @@ def _example_data(
     scores: Mapping[str, Score] | None,
 ) -> dict[str, Any]:
     """Compact per-example data: each prompt and criterion text once, verdicts as 'm' / 'n' / 'e'."""
-    cands = _candidates(s)
-    idx = _Index(cands + sorted({r["candidate"] for r in resps} - set(cands)))
+    # Candidate and judge names as small integers in the embedded data (each name written once).
+    names = _candidates(s)
+    cands = {c: i for i, c in enumerate(names + sorted({r["candidate"] for r in resps} - set(names)))}
+    judges: dict[str, int] = {}
     j_by_resp: dict[str, list[dict]] = defaultdict(list)
     for j in judgs:
         j_by_resp[j["response_id"]].append(j)
@@ -260,12 +254,12 @@ def _example_data(
             for c in map(_row, ex.get("rubric") or ())
         ]
         rows = []
-        for r in sorted(r_by_ex.get(ex["id"], []), key=lambda r: (idx.cands.index(r["candidate"]), r["sample_index"])):
+        for r in sorted(r_by_ex.get(ex["id"], []), key=lambda r: (cands[r["candidate"]], r["sample_index"])):
             js = j_by_resp.get(r["id"], [])
             text, error = (_clipped(r.get(k), "responses.jsonl") for k in ("text", "error"))
             rows.append(
-                [idx.cands.index(r["candidate"]), r["sample_index"], r["status"], text, error]
-                + [_score(r, js, scores), _verdicts(ex, r, js, crit, idx, criteria), r.get("turn", 1)]
+                [cands[r["candidate"]], r["sample_index"], r["status"], text, error]
+                + [_score(r, js, scores), _verdicts(ex, js, crit, judges, criteria), r.get("turn", 1)]
             )
         msgs = [
             [m.get("role", "?"), _clipped(_content(m.get("content")), "examples.jsonl")]
@@ -277,8 +271,8 @@ def _example_data(
             if ex.get(key) is not None:
                 item[short] = _clipped(ex[key], "examples.jsonl")
         out.append(item)
-    names = {k: [clip(n, "config.yaml") for n in v] for k, v in (("cands", idx.cands), ("judges", idx.judges))}
-    return {**names, "thr": s.pass_threshold, "ex": out}
+    shown = {k: [clip(n, "config.yaml") for n in v] for k, v in (("cands", cands), ("judges", judges))}
+    return {**shown, "thr": s.pass_threshold, "ex": out}
 
 
 def _candidates(s: Summary) -> list[str]:
