@@ -283,17 +283,16 @@ def _candidates(s: Summary) -> list[str]:
     return list(dict.fromkeys(c for cands in rows for c in cands))
 
 
-def _facts(s: Summary, rows: Mapping[str, int], failed: Mapping[str, int]) -> list[tuple[str, Any]]:
-    """The header's facts, from the summary and the run's rows (`rows`: responses and judgments; `failed`: those
-    that failed), which the summary does not count."""
+def _facts(s: Summary, shown: Shown) -> list[tuple[str, Any]]:
+    """The header's facts, from the summary and the run's row counts (`shown`), which the summary does not hold."""
     calls = s.calls
     items = [
         ("examples", s.examples),
         ("candidates", len(_candidates(s))),
-        ("responses", rows["responses"]),
-        ("judgments", rows["judgments"]),
-        ("response errors", failed["responses"]),
-        ("judgment errors", failed["judgments"]),
+        ("responses", shown.responses),
+        ("judgments", shown.judgments),
+        ("response errors", shown.failed["responses"]),
+        ("judgment errors", shown.failed["judgments"]),
         ("calls made", calls.made if calls else None),
         ("cache hits", calls.cache_hits if calls else None),
         ("call errors", calls.errors if calls else None),
@@ -320,24 +319,20 @@ def render_report(
     larger run (see `sample`); the page says how many examples it shows of how many."""
     s = summary if isinstance(summary, Summary) else read_summary(summary)
     exs, resps, judgs = [_row(x) for x in examples], [_row(x) for x in responses], [_row(x) for x in judgments]
-    failures = shown.failures if shown else _failures(resps, judgs)
-    failed = shown.failed if shown else {k: len(v) for k, v in failures.items()}
-    rows = (
-        {"responses": shown.responses, "judgments": shown.judgments}
-        if shown
-        else {"responses": len(resps), "judgments": len(judgs)}
-    )
+    if shown is None:  # every row is here
+        failures = _failures(resps, judgs)
+        shown = Shown(len(exs), len(resps), len(judgs), failures, {k: len(v) for k, v in failures.items()})
     return (
         _env()
         .get_template("report.html.j2")
         .render(
             s=s,
-            facts=_facts(s, rows, failed),
-            failures=failures,
-            n_failures=failed,
+            facts=_facts(s, shown),
+            failures=shown.failures,
+            n_failures=shown.failed,
             data=_example_data(s, exs, resps, judgs, criteria, scores),
             n_examples=len(exs),
-            n_total=shown.examples if shown else len(exs),
+            n_total=shown.examples,
             css=_asset("report.css"),
             js=_asset("report.js"),
         )
@@ -390,8 +385,8 @@ def write_report_from_dir(run_dir: Path, limit: int = REPORT_EXAMPLES) -> Path:
 
 @dataclasses.dataclass(frozen=True)
 class Shown:
-    """What a sampled page leaves out: the run's example, response and judgment counts and its failed rows (the
-    page shows the first FAILURE_CAP failed rows of each kind and counts the rest)."""
+    """The run's example, response and judgment counts and its failed rows, of which a page may show a sample (the
+    first FAILURE_CAP failed rows of each kind, the rest counted)."""
 
     examples: int
     responses: int
