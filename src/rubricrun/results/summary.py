@@ -54,25 +54,20 @@ class SummaryAcc:
 
     def add(
         self,
-        eid: str,
-        ex: Example | None,
+        ex: Example,
         rs: Sequence[Response],
         js: Sequence[Judgment],
         criteria: Mapping[tuple[str, str], Criterion],
-        rubric: Sequence[Criterion] | None = None,
+        rubric: Sequence[Criterion],
     ) -> None:
-        """One example's rows (`ex` None: rows whose example is not known, counted for the judges only);
-        `criteria` holds at least this example's; `rubric`: the example's registry.criteria_for, if known."""
-        pos = self.ids.add(eid)
+        """One example's rows; `criteria` holds at least this example's; `rubric`: its registry.criteria_for."""
+        pos = self.ids.add(ex.id)
         self.judges.add(js, criteria)
-        if ex is None:
-            return
         self.examples += 1
         category = ex.metadata.get("category")
         if isinstance(category, str) and category:
             self.category.set(pos, category)
         if ex.dataset in self.datasets:
-            rubric = registry.criteria_for(ex, self.cfg) if rubric is None else rubric
             self.datasets[ex.dataset].add(ex, rs, js, rubric, pos)
             if ex.dataset in self.anchors:
                 self.anchors[ex.dataset].add(ex, rs, js, rubric)

@@ -106,7 +106,7 @@ class Tally:
                 raise RuntimeError(f"example {example.id}: its rows cannot be packed for the export and the report")
         if self._acc is not None:  # the example's criteria, found once for the summary and the sampler
             rubric, crit = self._criteria(example)
-            self._acc.add(example.id, example, responses, judgments, crit, rubric)
+            self._acc.add(example, responses, judgments, crit, rubric)
             self._pick(example, responses, judgments, rubric, crit)
         self.n_responses += len(responses)
         self.any_ok = self.any_ok or any(r.status == "ok" for r in responses)
@@ -160,7 +160,7 @@ class Tally:
             self._acc = SummaryAcc(self.cfg, self.metric_counts)
             for ex, rs, js, _ in self.rows():
                 rubric, crit = self._criteria(ex)
-                self._acc.add(ex.id, ex, rs, js, crit, rubric)
+                self._acc.add(ex, rs, js, crit, rubric)
         elif self.metric_counts != self._given:  # the data files changed under the run
             log.warning("the datasets' rows changed since preflight: metrics decided on preflight's counts")
         return self._acc.summary(self.run_id, self.pairs, self.pair_datasets, self.text_len)
