@@ -75,18 +75,18 @@ class SummaryAcc:
     def summary(
         self,
         run_id: str,
-        pairs: Sequence[PairJudgment] = (),
-        dataset_of: Mapping[str, str] | None = None,
-        text_len: Mapping[str, int] | None = None,
+        pairs: Sequence[PairJudgment],
+        dataset_of: Mapping[str, str],
+        text_len: Mapping[str, int],
     ) -> Summary:
         """The summary; `pairs` with the datasets of the examples they compare (example id -> dataset) and the
         compared responses' text lengths, for results/pairwise.py."""
         cfg, names = self.cfg, self.names
         results = {name: d.result() for name, d in self.datasets.items()}
         datasets = {name: _dataset(cfg, r, self.category) for name, r in results.items()}
-        pairwise = pairwise_results(cfg, dataset_of or {}, pairs, text_len or {})
+        pairwise = pairwise_results(cfg, dataset_of, pairs, text_len)
         if self.anchors:
-            anchor_results(cfg, self.anchors, results, datasets, pairwise, pairs, dataset_of or {})
+            anchor_results(cfg, self.anchors, results, datasets, pairwise, pairs, dataset_of)
         return Summary(
             run_id=run_id,
             pass_threshold=cfg.judging.pass_threshold,
