@@ -127,6 +127,7 @@ def tally_child(n: int, out_dir: str) -> None:
     """Feed a Tally n synthetic examples and write its results; print JSON with the peak RSS and timings."""
     sys.path.insert(0, str(REPO / "src"))
     from rubricrun.config import load_config
+    from rubricrun.results.artifacts import Finished
     from rubricrun.results.tally import Tally
     from rubricrun.types import Example, Judgment, Response, Usage
 
@@ -167,7 +168,7 @@ def tally_child(n: int, out_dir: str) -> None:
             explanation="matched",
             error=None,
         )
-        tally.add(ex, [r], [j], [])
+        tally.take(Finished(ex, [r], [j], [], (b"", b"", b"", b"")))
     t_add = time.perf_counter() - t0
     rss_add = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     t0 = time.perf_counter()

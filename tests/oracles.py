@@ -126,7 +126,10 @@ def build_summary(
     acc = SummaryAcc(cfg, _metric_counts(examples))
     by_id = {ex.id: ex for ex in examples}
     for eid, (rs, js) in _grouped(examples, responses, judgments).items():
-        acc.add(eid, by_id.get(eid), rs, js, criteria)
+        if eid in by_id:
+            acc.add(by_id[eid], rs, js, criteria, registry.criteria_for(by_id[eid], cfg))
+        else:  # rows of no known example: counted for the judges only
+            acc.judges.add(js, criteria)
     if text_len is None:
         compared = {rid for p in pairs for rid in p.response_ids}
         text_len = {r.id: len(r.text or "") for r in responses if r.id in compared}

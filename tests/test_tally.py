@@ -22,6 +22,7 @@ from oracles import build_summary, criteria_index
 
 from rubricrun import codec
 from rubricrun.config import load_config
+from rubricrun.results.artifacts import Finished
 from rubricrun.results.export import FORMATS, build_export, write_export
 from rubricrun.results.report import render_report, write_report_from_dir
 from rubricrun.results.scoring import score_all
@@ -116,6 +117,11 @@ def _read(run: Path, cls: type, name: str) -> list[Any]:
     return [codec.convert(r, cls) for r in rows if r.get("kind") != "pairwise"]
 
 
+def _take(tally: Tally, ex: Example, rs: list, js: list, pairs: list) -> None:
+    """One example's rows fed to the tally as the run feeds it (a Finished; the tally does not read the lines)."""
+    tally.take(Finished(ex, rs, js, pairs, (b"", b"", b"", b"")))
+
+
 def _fed(cfg: Any, examples: list, responses: list, judgments: list, pairs: list, *, live: bool = False) -> Tally:
     """A tally fed these rows; `live`: as a run whose preflight counted the metrics (no spool, fed as it goes)."""
     counts: dict[str, Counter] = {}
@@ -124,8 +130,12 @@ def _fed(cfg: Any, examples: list, responses: list, judgments: list, pairs: list
     tally = Tally(cfg, "r", metric_counts=counts, spool=False) if live else Tally(cfg, "r")
     for ex in examples:
         mine = [x for x in responses if x.example_id == ex.id]
-        tally.add(
-            ex, mine, [j for j in judgments if j.example_id == ex.id], [p for p in pairs if p.example_id == ex.id]
+        _take(
+            tally,
+            ex,
+            mine,
+            [j for j in judgments if j.example_id == ex.id],
+            [p for p in pairs if p.example_id == ex.id],
         )
     return tally
 
@@ -205,7 +215,7 @@ def test_report_of_a_large_run_shows_a_bounded_sample_and_says_so(tmp_path: Path
     tally = Tally(cfg, "r", report_examples=20)
     rows = _rows(300, fail_every=50)
     for ex, rs, js in rows:
-        tally.add(ex, rs, js, [])
+        _take(tally, ex, rs, js, [])
     tally.report(tmp_path, tally.summary())
     page = (tmp_path / "report.html").read_text()
     assert "Showing 20 of 300 examples" in page
@@ -232,7 +242,7 @@ def test_add_keeps_none_of_the_rows_it_is_given(tmp_path: Path, make_config: Any
     tally = Tally(cfg, "r")
     for ex, rs, js in _rows(50):
         before = [sys.getrefcount(x) for x in (ex, *rs)]
-        tally.add(ex, rs, js, [])
+        _take(tally, ex, rs, js, [])
         assert [sys.getrefcount(x) for x in (ex, *rs)] == before  # the tally holds none of them
     held = [k for k, v in vars(tally).items() if isinstance(v, list | dict | tuple) and len(v) >= 50]
     assert held == []  # nothing per example in memory without pairwise rows: the summary reads the spool
@@ -256,7 +266,7 @@ def test_a_datasets_metric_is_its_majority_even_when_the_first_examples_call_for
     responses = [r for _, rs, _ in rows for r in rs]
     tally = Tally(cfg, "r")
     for ex, rs in zip(examples, ([r] for r in responses), strict=True):
-        tally.add(ex, rs, [], [])
+        _take(tally, ex, rs, [], [])
     want = build_summary(cfg, "r", examples, responses, [], criteria_index(cfg, examples))
     assert want.datasets["d"].metric == "accuracy"
     assert summary_data(tally.summary()) == summary_data(want)

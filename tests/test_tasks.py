@@ -31,8 +31,7 @@ def test_registry_names_are_unique_and_ordered() -> None:
     assert len(set(registry.FORMATS)) == len(registry.TASKS)
     assert all(isinstance(t, Task) and isinstance(t.metric, Metric) for t in registry.TASKS)
     for t in registry.TASKS:  # every metric a task calls for is registered, under its own name
-        for m in (t.metric, t.metric_with_rubric):
-            assert m is None or registry.METRICS[m.name] is m
+        assert registry.METRICS[t.metric.name] is t.metric
     with pytest.raises(ValueError, match="unknown metric 'bleu'"):
         registry.metric("bleu")
 

@@ -33,7 +33,7 @@ from ..data.labels import LabelFile, label_paths, load_labels
 from ..errors import InputError
 from ..judging.graded import SCALES, verdict_for
 from ..tasks.judge_eval import judge_agreement, majority
-from ..tasks.spec import CandidateResult, DatasetResult, Metric
+from ..tasks.spec import CandidateResult, DatasetResult, Metric, figure, interval
 from ..types import Criterion, Example, Judgment, PairJudgment, Response
 from . import metrics, ppi, stats
 from .metrics import expected_criteria, response_values, verdicts_for
@@ -395,10 +395,6 @@ def anchor_results(
             pairwise[name] = replace(pj, pairs=outcomes)
 
 
-def _fmt(x: float | None) -> str:
-    return "–" if x is None else f"{x:.4f}"
-
-
 _LEFT_OUT = ("ties", "partial", "not_scored", "unknown_response", "unknown_criterion", "unknown_pair", "blank")
 
 
@@ -412,20 +408,16 @@ def labels_line(c: LabelCounts) -> str:
     )
 
 
-def _ci(ci: Sequence[float | None], fmt: Any = _fmt) -> str:
-    return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
-
-
 def anchored_line(a: Anchored, units: str = "responses") -> str:
     """One candidate's score (or comparison's win rate) anchored to human labels, as the console says it."""
     j = a.judge_only
-    judge = f"judge-only {_fmt(j.estimate)} {_ci(j.ci)}"
+    judge = f"judge-only {figure(j.estimate)} {interval(j.ci)}"
     if a.estimate is None:
         return f"human-anchored: none ({a.note}); {judge}"
     worth = "–" if a.effective_labels is None else a.effective_labels
     out = (
-        f"human-anchored {_fmt(a.estimate)} {_ci(a.ci)} on {a.n_labelled} labelled of "
-        f"{a.n_labelled + a.n_unlabelled} {units} (lambda {_fmt(a.lam)}, as narrow as {worth} labels alone); {judge}"
+        f"human-anchored {figure(a.estimate)} {interval(a.ci)} on {a.n_labelled} labelled of "
+        f"{a.n_labelled + a.n_unlabelled} {units} (lambda {figure(a.lam)}, as narrow as {worth} labels alone); {judge}"
     )
     if a.judge_outside:
         out += ", outside the anchored interval"
@@ -438,11 +430,10 @@ def anchored_line(a: Anchored, units: str = "responses") -> str:
 
 def paired_line(d: AnchoredDiff) -> str:
     """Two candidates' anchored difference beside the judge-only one."""
-    sign = lambda x: "–" if x is None else f"{x:+.4f}"  # noqa: E731
-    judge = f"judge-only {sign(d.judge_only.estimate)} {_ci(d.judge_only.ci, sign)}"
+    judge = f"judge-only {figure(d.judge_only.estimate, True)} {interval(d.judge_only.ci, True)}"
     if d.estimate is None:
         return f"{d.a} - {d.b} human-anchored: none ({d.note}); {judge}"
     return (
-        f"{d.a} - {d.b} human-anchored {sign(d.estimate)} {_ci(d.ci, sign)} on {d.n_labelled} labelled pairs of "
-        f"{d.n_labelled + d.n_unlabelled}; {judge}" + (f" ({d.note})" if d.note else "")
+        f"{d.a} - {d.b} human-anchored {figure(d.estimate, True)} {interval(d.ci, True)} on {d.n_labelled} "
+        f"labelled pairs of {d.n_labelled + d.n_unlabelled}; {judge}" + (f" ({d.note})" if d.note else "")
     )

@@ -10,6 +10,7 @@ import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import IO, Any
 
@@ -53,14 +54,10 @@ def write_jsonl(path: Path, rows: Iterable[Any]) -> int:
 
     def write(fh: IO[bytes]) -> None:
         nonlocal count
-        batch: list[Any] = []
-        for r in rows:
-            batch.append(r)
-            if len(batch) >= 1000:
-                fh.write(codec.lines(batch))
-                count, batch = count + len(batch), []
-        fh.write(codec.lines(batch))
-        count += len(batch)
+        it = iter(rows)
+        while batch := list(islice(it, 1000)):
+            fh.write(codec.lines(batch))
+            count += len(batch)
 
     _atomic_write(path, write)
     return count

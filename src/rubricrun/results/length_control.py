@@ -6,23 +6,15 @@ a verdict that flipped with the order, 0 b won; fractional values allowed) and t
 characters (AlpacaEval measures `str.len()`). A comparison whose preference is None (a judge error) is counted and
 left out.
 
-The model (tatsu-lab/alpaca_eval, src/alpaca_eval/metrics/glm_winrate.py, GLM_INFO["length_controlled_minimal"]:
-formula "np.tanh(std_delta_len) + not_gamed_baseline.astype(float) - 1"):
+The model (tatsu-lab/alpaca_eval, src/alpaca_eval/metrics/glm_winrate.py, GLM_INFO["length_controlled_minimal"]):
 
     P(a preferred) = logistic(theta + gamma * tanh(d / sd(d))),   d = len_a - len_b, sd with ddof=1 (pandas)
 
 fitted to the fractional preferences by maximum likelihood (each comparison a weighted 1 and a weighted 0, as
-AlpacaEval's duplication does), and predicted at zero length difference: the LC win rate is logistic(theta).
-AlpacaEval orients d as baseline minus model; tanh is odd, so that only flips gamma's sign.
-
-Unlike AlpacaEval this fit is unpenalized: AlpacaEval fits an L1-penalized LogisticRegressionCV (liblinear, five
-GroupKFold folds over ten values of C), which on small tables can shrink theta to exactly 0 (an LC win rate of 50%).
-The ExecPlan (.agent/plans/015-judge-meta-eval.md) gives the figures and the reasons.
-
-Standard error: AlpacaEval's `lc_standard_error` is the standard error of the mean of the per-comparison
-predictions at zero length difference, which in the minimal form are all logistic(theta), so it is 0 by
-construction. Here `lc_se` is the delta-method standard error of logistic(theta), p(1-p) * se(theta), with the
-sandwich (heteroskedasticity-robust) covariance of the fit, which stays right for fractional preferences.
+AlpacaEval's duplication does), and predicted at zero length difference: the LC win rate is logistic(theta);
+`lc_se` is its delta-method standard error with the sandwich covariance. Where and why this differs from
+AlpacaEval (no L1 penalty; a standard error that is not 0 by construction): docs/judging.md ("Length-controlled
+win rate") and .agent/plans/015-judge-meta-eval.md.
 """
 
 from __future__ import annotations

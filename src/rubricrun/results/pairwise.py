@@ -2,13 +2,10 @@
 ratings, the position-bias rate, mean answer lengths and length-controlled win rates (results/length_control.py),
 per dataset. Pure functions; the ratings' bootstrap fits its resamples together with numpy (`bootstrap_ratings`).
 
-Bradley-Terry: P(i beats j) = p_i / (p_i + p_j), fitted by maximum likelihood with Hunter's (2004) minorization-
-maximization iteration p_i <- W_i / sum_j n_ij / (p_i + p_j), where W_i is i's wins and n_ij the comparisons of i
-and j. A tie counts half a win to each side (Chatbot Arena's compute_mle_elo does the same by entering a tie as one
-win for each side, with half weight). Ratings are on Arena's scale, 1000 + 400 log10(p_i), strengths normalized to
-a geometric mean of 1 (so the mean rating is 1000). The summary adds one virtual tie between every two candidates
-(`prior`): without it a candidate that lost every comparison has no finite rating, which happens often in a
-bootstrap resample of a small set.
+Bradley-Terry: P(i beats j) = p_i / (p_i + p_j), fitted by Hunter's (2004) MM iteration p_i <- W_i / sum_j n_ij /
+(p_i + p_j); a tie is half a win to each side (as Chatbot Arena's compute_mle_elo), ratings 1000 + 400 log10(p_i)
+with strengths of geometric mean 1, and one virtual tie between every two candidates (`prior`) so that a candidate
+that lost every comparison (often, in a bootstrap resample) still has a finite rating (docs/judging.md).
 """
 
 from __future__ import annotations

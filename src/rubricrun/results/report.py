@@ -29,6 +29,7 @@ import jinja2
 from markupsafe import Markup
 from msgspec import Struct
 
+from ..judging.auto import AUTO_CRITERION
 from ..tasks import registry
 from ..types import Criterion, Example, Judgment, Response, Score
 from . import artifacts
@@ -42,8 +43,8 @@ FAILURE_CAP = 100
 # run folder holds it whole.
 FIELD_CHARS = 20_000
 REPORT_EXAMPLES = 200  # examples the page embeds at most: the first half in input order, then the worst (see sample)
+AUTO_TEXT = {AUTO_CRITERION.id: AUTO_CRITERION.text}  # the judge-free criterion, which no rubric holds
 NAV = ("Datasets", "Pairwise", "Judges", "Costs", "Failures", "Examples")
-AUTO_TEXT = {"correct": "The response gives the correct final answer."}
 TEMPLATES = Path(__file__).parent / "templates"
 TASK_TEMPLATES = Path(registry.__file__).parent / "templates"
 
@@ -187,21 +188,10 @@ def _content(content: Any) -> Any:
     return parts
 
 
-class _Index:
-    """Candidate and judge names as small integers in the embedded data (each name written once)."""
-
-    def __init__(self, cands: list[str]) -> None:
-        self.cands, self.judges = cands, []  # type: ignore[var-annotated]
-
-    def judge(self, name: str) -> int:
-        if name not in self.judges:
-            self.judges.append(name)
-        return self.judges.index(name)
-
-
-def _verdicts(ex: dict, r: dict, js: Sequence[dict], crit: list, idx: _Index, criteria: Mapping | None) -> list:
-    """[criterion position, m|n|e, explanation, judge, error, votes] per judgment of response `r`; a criterion not
-    in the example's own rubric (a config default rubric, an auto verdict) is appended to `crit`."""
+def _verdicts(ex: dict, js: Sequence[dict], crit: list, judges: dict[str, int], criteria: Mapping | None) -> list:
+    """[criterion position, m|n|e, explanation, judge, error, votes] per judgment of a response (judges by their
+    number in `judges`, which gives a new one the next); a criterion not in the example's own rubric (a config
+    default rubric, an auto verdict) is appended to `crit`."""
     pos = {c[0]: i for i, c in enumerate(crit)}
     out = []
     for j in js:
@@ -211,9 +201,12 @@ def _verdicts(ex: dict, r: dict, js: Sequence[dict], crit: list, idx: _Index, cr
             text = _row(c)["text"] if c is not None else AUTO_TEXT.get(cid, cid)
             pos[cid] = len(crit)
             crit.append([cid, clip(text, "config.yaml"), j["weight"], None])
-        votes = [[idx.judge(v.get("judge", "?")), (v.get("verdict") or "error")[0]] for v in j.get("votes") or ()]
+        votes = [
+            [judges.setdefault(v.get("judge", "?"), len(judges)), (v.get("verdict") or "error")[0]]
+            for v in j.get("votes") or ()
+        ]
         why, error = (_clipped(j.get(k), "judgments.jsonl") for k in ("explanation", "error"))
-        out.append([pos[cid], j["verdict"][0], why, idx.judge(j["judge"]), error, votes])
+        out.append([pos[cid], j["verdict"][0], why, judges.setdefault(j["judge"], len(judges)), error, votes])
     return out
 
 
@@ -240,8 +233,10 @@ def _example_data(
     scores: Mapping[str, Score] | None,
 ) -> dict[str, Any]:
     """Compact per-example data: each prompt and criterion text once, verdicts as 'm' / 'n' / 'e'."""
-    cands = _candidates(s)
-    idx = _Index(cands + sorted({r["candidate"] for r in resps} - set(cands)))
+    # Candidate and judge names as small integers in the embedded data (each name written once).
+    names = _candidates(s)
+    cands = {c: i for i, c in enumerate(names + sorted({r["candidate"] for r in resps} - set(names)))}
+    judges: dict[str, int] = {}
     j_by_resp: dict[str, list[dict]] = defaultdict(list)
     for j in judgs:
         j_by_resp[j["response_id"]].append(j)
@@ -259,12 +254,12 @@ def _example_data(
             for c in map(_row, ex.get("rubric") or ())
         ]
         rows = []
-        for r in sorted(r_by_ex.get(ex["id"], []), key=lambda r: (idx.cands.index(r["candidate"]), r["sample_index"])):
+        for r in sorted(r_by_ex.get(ex["id"], []), key=lambda r: (cands[r["candidate"]], r["sample_index"])):
             js = j_by_resp.get(r["id"], [])
             text, error = (_clipped(r.get(k), "responses.jsonl") for k in ("text", "error"))
             rows.append(
-                [idx.cands.index(r["candidate"]), r["sample_index"], r["status"], text, error]
-                + [_score(r, js, scores), _verdicts(ex, r, js, crit, idx, criteria), r.get("turn", 1)]
+                [cands[r["candidate"]], r["sample_index"], r["status"], text, error]
+                + [_score(r, js, scores), _verdicts(ex, js, crit, judges, criteria), r.get("turn", 1)]
             )
         msgs = [
             [m.get("role", "?"), _clipped(_content(m.get("content")), "examples.jsonl")]
@@ -276,8 +271,8 @@ def _example_data(
             if ex.get(key) is not None:
                 item[short] = _clipped(ex[key], "examples.jsonl")
         out.append(item)
-    names = {k: [clip(n, "config.yaml") for n in v] for k, v in (("cands", idx.cands), ("judges", idx.judges))}
-    return {**names, "thr": s.pass_threshold, "ex": out}
+    shown = {k: [clip(n, "config.yaml") for n in v] for k, v in (("cands", cands), ("judges", judges))}
+    return {**shown, "thr": s.pass_threshold, "ex": out}
 
 
 def _candidates(s: Summary) -> list[str]:
@@ -288,17 +283,16 @@ def _candidates(s: Summary) -> list[str]:
     return list(dict.fromkeys(c for cands in rows for c in cands))
 
 
-def _facts(s: Summary, rows: Mapping[str, int], failed: Mapping[str, int]) -> list[tuple[str, Any]]:
-    """The header's facts, from the summary and the run's rows (`rows`: responses and judgments; `failed`: those
-    that failed), which the summary does not count."""
+def _facts(s: Summary, shown: Shown) -> list[tuple[str, Any]]:
+    """The header's facts, from the summary and the run's row counts (`shown`), which the summary does not hold."""
     calls = s.calls
     items = [
         ("examples", s.examples),
         ("candidates", len(_candidates(s))),
-        ("responses", rows["responses"]),
-        ("judgments", rows["judgments"]),
-        ("response errors", failed["responses"]),
-        ("judgment errors", failed["judgments"]),
+        ("responses", shown.responses),
+        ("judgments", shown.judgments),
+        ("response errors", shown.failed["responses"]),
+        ("judgment errors", shown.failed["judgments"]),
         ("calls made", calls.made if calls else None),
         ("cache hits", calls.cache_hits if calls else None),
         ("call errors", calls.errors if calls else None),
@@ -325,24 +319,20 @@ def render_report(
     larger run (see `sample`); the page says how many examples it shows of how many."""
     s = summary if isinstance(summary, Summary) else read_summary(summary)
     exs, resps, judgs = [_row(x) for x in examples], [_row(x) for x in responses], [_row(x) for x in judgments]
-    failures = shown.failures if shown else _failures(resps, judgs)
-    failed = shown.failed if shown else {k: len(v) for k, v in failures.items()}
-    rows = (
-        {"responses": shown.responses, "judgments": shown.judgments}
-        if shown
-        else {"responses": len(resps), "judgments": len(judgs)}
-    )
+    if shown is None:  # every row is here
+        failures = _failures(resps, judgs)
+        shown = Shown(len(exs), len(resps), len(judgs), failures, {k: len(v) for k, v in failures.items()})
     return (
         _env()
         .get_template("report.html.j2")
         .render(
             s=s,
-            facts=_facts(s, rows, failed),
-            failures=failures,
-            n_failures=failed,
+            facts=_facts(s, shown),
+            failures=shown.failures,
+            n_failures=shown.failed,
             data=_example_data(s, exs, resps, judgs, criteria, scores),
             n_examples=len(exs),
-            n_total=shown.examples if shown else len(exs),
+            n_total=shown.examples,
             css=_asset("report.css"),
             js=_asset("report.js"),
         )
@@ -395,8 +385,8 @@ def write_report_from_dir(run_dir: Path, limit: int = REPORT_EXAMPLES) -> Path:
 
 @dataclasses.dataclass(frozen=True)
 class Shown:
-    """What a sampled page leaves out: the run's example, response and judgment counts and its failed rows (the
-    page shows the first FAILURE_CAP failed rows of each kind and counts the rest)."""
+    """The run's example, response and judgment counts and its failed rows, of which a page may show a sample (the
+    first FAILURE_CAP failed rows of each kind, the rest counted)."""
 
     examples: int
     responses: int

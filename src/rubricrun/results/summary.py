@@ -13,7 +13,7 @@ from statistics import fmean
 
 from ..config import Config
 from ..tasks import registry
-from ..tasks.spec import DatasetResult
+from ..tasks.spec import DatasetResult, figure, interval
 from ..types import Criterion, Example, Judgment, PairJudgment, Response
 from . import agreement, metrics, stats
 from .accum import ByExample, ExampleIds, PerExample, paired
@@ -54,25 +54,20 @@ class SummaryAcc:
 
     def add(
         self,
-        eid: str,
-        ex: Example | None,
+        ex: Example,
         rs: Sequence[Response],
         js: Sequence[Judgment],
         criteria: Mapping[tuple[str, str], Criterion],
-        rubric: Sequence[Criterion] | None = None,
+        rubric: Sequence[Criterion],
     ) -> None:
-        """One example's rows (`ex` None: rows whose example is not known, counted for the judges only);
-        `criteria` holds at least this example's; `rubric`: the example's registry.criteria_for, if known."""
-        pos = self.ids.add(eid)
+        """One example's rows; `criteria` holds at least this example's; `rubric`: its registry.criteria_for."""
+        pos = self.ids.add(ex.id)
         self.judges.add(js, criteria)
-        if ex is None:
-            return
         self.examples += 1
         category = ex.metadata.get("category")
         if isinstance(category, str) and category:
             self.category.set(pos, category)
         if ex.dataset in self.datasets:
-            rubric = registry.criteria_for(ex, self.cfg) if rubric is None else rubric
             self.datasets[ex.dataset].add(ex, rs, js, rubric, pos)
             if ex.dataset in self.anchors:
                 self.anchors[ex.dataset].add(ex, rs, js, rubric)
@@ -80,18 +75,18 @@ class SummaryAcc:
     def summary(
         self,
         run_id: str,
-        pairs: Sequence[PairJudgment] = (),
-        dataset_of: Mapping[str, str] | None = None,
-        text_len: Mapping[str, int] | None = None,
+        pairs: Sequence[PairJudgment],
+        dataset_of: Mapping[str, str],
+        text_len: Mapping[str, int],
     ) -> Summary:
         """The summary; `pairs` with the datasets of the examples they compare (example id -> dataset) and the
         compared responses' text lengths, for results/pairwise.py."""
         cfg, names = self.cfg, self.names
         results = {name: d.result() for name, d in self.datasets.items()}
         datasets = {name: _dataset(cfg, r, self.category) for name, r in results.items()}
-        pairwise = pairwise_results(cfg, dataset_of or {}, pairs, text_len or {})
+        pairwise = pairwise_results(cfg, dataset_of, pairs, text_len)
         if self.anchors:
-            anchor_results(cfg, self.anchors, results, datasets, pairwise, pairs, dataset_of or {})
+            anchor_results(cfg, self.anchors, results, datasets, pairwise, pairs, dataset_of)
         return Summary(
             run_id=run_id,
             pass_threshold=cfg.judging.pass_threshold,
@@ -242,10 +237,6 @@ class _JudgeAcc:
         return JudgeSummary(per_judge=per, agreement=overall)
 
 
-def _fmt(x: float | None) -> str:
-    return "–" if x is None else f"{x:.4f}"
-
-
 def log_summary(summary: Summary) -> None:
     """The console's closing lines: calls, then one line per dataset and candidate (its own metric, never a
     score blended across datasets)."""
@@ -265,27 +256,24 @@ def log_summary(summary: Summary) -> None:
                 log.info("%-20s %-16s not scored", name, cand)
                 continue
             log.info(
-                "%-20s %-16s %-11s %s [%s, %s]  n %d  coverage %s  partial %d",
+                "%-20s %-16s %-11s %s %s  n %d  coverage %s  partial %d",
                 name,
                 cand,
                 d.metric,
-                _fmt(r.score),
-                _fmt(r.ci[0]),
-                _fmt(r.ci[1]),
+                figure(r.score),
+                interval(r.ci),
                 r.n,
-                _fmt(r.coverage),
+                figure(r.coverage),
                 r.partial,
             )
             if r.extra.get("rating") is not None:  # graded scales: the same result on its own scale
-                lo, hi = r.extra.get("rating_ci") or (None, None)
                 log.info(
-                    "%-20s %-16s rating %s on %s [%s, %s]",
+                    "%-20s %-16s rating %s on %s %s",
                     name,
                     cand,
-                    _fmt(r.extra["rating"]),
+                    figure(r.extra["rating"]),
                     r.extra.get("scale"),
-                    _fmt(lo),
-                    _fmt(hi),
+                    interval(r.extra.get("rating_ci")),
                 )
             if r.ppi is not None:
                 log.info("%-20s %-16s %s", name, cand, anchored_line(r.ppi))
@@ -305,18 +293,21 @@ def _log_pairwise(summary: Summary) -> None:
                 name,
                 p.a,
                 p.b,
-                _fmt(p.win_rate),
-                _fmt(p.tie_rate),
-                _fmt(p.loss_rate),
+                figure(p.win_rate),
+                figure(p.tie_rate),
+                figure(p.loss_rate),
                 p.n,
                 p.errors,
-                _fmt(p.lc_win_rate),
-                _fmt(p.lc_win_rate_se),
+                figure(p.lc_win_rate),
+                figure(p.lc_win_rate_se),
                 f" ({p.lc_note})" if p.lc_note else " (one side always longer)" if p.lc_one_side_longer else "",
-                _fmt(p.longer_share),
+                figure(p.longer_share),
             )
             if p.ppi is not None:
                 log.info("%-20s pairwise %s vs %s: win rate %s", name, p.a, p.b, anchored_line(p.ppi, "comparisons"))
         log.info(
-            "%-20s pairwise position bias %s (%d decisive verdicts)", name, _fmt(pj.position_bias), pj.decisive_verdicts
+            "%-20s pairwise position bias %s (%d decisive verdicts)",
+            name,
+            figure(pj.position_bias),
+            pj.decisive_verdicts,
         )

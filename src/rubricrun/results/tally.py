@@ -4,10 +4,10 @@ The runner hands every finished example (artifacts.Finished) to its tally's `tak
 export files and report.html at the end: `RunTally` is that interface, kept by `Tally` here and by the tally in a
 second process (engine/tally_process.py) alike. Memory per example stays small whatever the texts and the dataset's
 size (.agent/plans/009-limits.md, item 3): with each dataset's metric counts known from preflight (`metric_counts`),
-`add` feeds the summary (summary.SummaryAcc, a few floats per example: results/accum.py) and the report's sampler
+`take` feeds the summary (summary.SummaryAcc, a few floats per example: results/accum.py) and the report's sampler
 as it goes, and spools the full rows (codec.pack, data/spool.py) only if an export will read them back (`spool`; a
 warm rerun spools nothing, plan 012). A synthesized dataset's metrics are known only at the end: its rows are
-spooled and summarized from the spool. For pairwise judging `add` keeps the pairwise rows, the datasets of their
+spooled and summarized from the spool. For pairwise judging `take` keeps the pairwise rows, the datasets of their
 examples and the compared responses' text lengths.
 """
 
@@ -89,24 +89,16 @@ class Tally:
         self._spool: Spool[_Rows] | None = Spool("rubricrun-tally-", _Rows, chunk=1) if keep else None
 
     def take(self, done: Finished) -> None:
-        """RunTally: a finished example's rows (its lines are not needed here)."""
-        self.add(done.example, done.responses, done.judgments, done.pairs)
-
-    def add(
-        self,
-        example: Example,
-        responses: Sequence[Response],
-        judgments: Sequence[Judgment],
-        pairs: Sequence[PairJudgment],
-    ) -> None:
-        """One example with its rows (an example with no responses yet still counts as an example)."""
+        """RunTally: a finished example's rows, its lines not needed here (an example with no responses yet still
+        counts as an example)."""
+        example, responses, judgments, pairs = done.example, done.responses, done.judgments, done.pairs
         if self._spool is not None:
             self._spool.add((example, tuple(responses), tuple(judgments), tuple(pairs)))
             if not self._spool.ok:
                 raise RuntimeError(f"example {example.id}: its rows cannot be packed for the export and the report")
         if self._acc is not None:  # the example's criteria, found once for the summary and the sampler
             rubric, crit = self._criteria(example)
-            self._acc.add(example.id, example, responses, judgments, crit, rubric)
+            self._acc.add(example, responses, judgments, crit, rubric)
             self._pick(example, responses, judgments, rubric, crit)
         self.n_responses += len(responses)
         self.any_ok = self.any_ok or any(r.status == "ok" for r in responses)
@@ -160,7 +152,7 @@ class Tally:
             self._acc = SummaryAcc(self.cfg, self.metric_counts)
             for ex, rs, js, _ in self.rows():
                 rubric, crit = self._criteria(ex)
-                self._acc.add(ex.id, ex, rs, js, crit, rubric)
+                self._acc.add(ex, rs, js, crit, rubric)
         elif self.metric_counts != self._given:  # the data files changed under the run
             log.warning("the datasets' rows changed since preflight: metrics decided on preflight's counts")
         return self._acc.summary(self.run_id, self.pairs, self.pair_datasets, self.text_len)

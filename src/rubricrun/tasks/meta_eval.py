@@ -22,7 +22,7 @@ from ..data.schemas import Built, Fail, Row, content_id
 from ..types import Criterion, Example, Judgment, Response
 from .judge_eval import Agreement, JudgeEval, human_baseline, judge_meta_eval
 from .judge_eval import Metric as Figure
-from .spec import AccSpec, CandidateResult, DatasetResult, Metric, Section, Task
+from .spec import AccSpec, CandidateResult, DatasetResult, Metric, Section, Task, figure, interval
 
 SOURCE = "openai/simple-evals healthbench_meta_eval.py (5e623c2b)"
 # HealthBench's meta-eval keys for data/meta_rows.py's generic names (a dataset's `fields:` overrides them).
@@ -191,25 +191,16 @@ def _why_none(e: JudgeEval, rows: int) -> str:
     return "the humans' labels are all of one kind"
 
 
-def _f(x: float | None, signed: bool = False) -> str:
-    return "–" if x is None else f"{x:+.4f}" if signed else f"{x:.4f}"
-
-
-def _ci(ci: Any) -> str:
-    lo, hi = ci if ci else (None, None)
-    return f"[{_f(lo)}, {_f(hi)}]"
-
-
 def console_lines(name: str, d: Mapping[str, Any]) -> list[str]:
     """One line per judge, best first, and one for the humans (`d`: the dataset's summary.json entry)."""
     out = []
     for row in d.get("leaderboard") or ():
         c = d["candidates"][row["candidate"]]
         out.append(
-            f"{name}  judge {row['candidate']}: balanced F1 {_f(c['score'])} {_ci(c['ci'])} (n={c['n']}"
-            f"{'; ' + c['f1_note'] if c.get('f1_note') else ''}), kappa "
-            f"{_f(c.get('kappa'))}, leniency {_f(c.get('leniency'), True)} ({_f(c.get('judge_met'))} vs humans "
-            f"{_f(c.get('human_met'))}), failures {c.get('failures', 0)}"
+            f"{name}  judge {row['candidate']}: balanced F1 {figure(c['score'])} {interval(c['ci'])} (n={c['n']}"
+            f"{'; ' + c['f1_note'] if c.get('f1_note') else ''}), kappa {figure(c.get('kappa'))}, leniency "
+            f"{figure(c.get('leniency'), True)} ({figure(c.get('judge_met'))} vs humans "
+            f"{figure(c.get('human_met'))}), failures {c.get('failures', 0)}"
         )
     base = (d.get("extra") or {}).get("human_baseline")
     if base:
@@ -217,8 +208,8 @@ def console_lines(name: str, d: Mapping[str, Any]) -> list[str]:
         raters = f" weighted over {base['raters']} raters" if base.get("raters") else " (no rater ids)"
         pooled = base["pooled"]
         out.append(
-            f"{name}  humans (leave one out): balanced F1 {_f(weighted.get('score'))}{raters}, pooled "
-            f"{_f(pooled['score'])} {_ci(pooled['ci'])}"
+            f"{name}  humans (leave one out): balanced F1 {figure(weighted.get('score'))}{raters}, pooled "
+            f"{figure(pooled['score'])} {interval(pooled['ci'])}"
         )
     return out
 

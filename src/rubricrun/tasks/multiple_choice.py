@@ -10,7 +10,6 @@ from typing import Any
 from ..data.schemas import Built, Fail, Row, _required, type_name
 from ..judging.auto import AUTO_CRITERION
 from ..types import Criterion, Example
-from .rubric import RUBRIC
 from .spec import Marks, Metric, Task, Values
 
 
@@ -119,11 +118,4 @@ ACCURACY = Metric(
     values=_accuracy,
 )
 
-TASK = Task(
-    name="mc",
-    title="multiple choice",
-    detect=_detect,
-    build=_build,
-    metric=ACCURACY,
-    metric_with_rubric=RUBRIC,  # a row with its own rubric is judged on it
-)
+TASK = Task(name="mc", title="multiple choice", detect=_detect, build=_build, metric=ACCURACY)

@@ -8,7 +8,6 @@ from collections.abc import Collection
 
 from ..data.schemas import Built, Fail, Row, _required, text_value
 from .multiple_choice import ACCURACY
-from .rubric import RUBRIC
 from .spec import Task
 
 _NUMBER = re.compile(r"-?[\d,]*\.?\d+")
@@ -41,4 +40,4 @@ def _build(r: Row, fail: Fail) -> Built:
     )
 
 
-TASK = Task(name="qa", title="QA", detect=_detect, build=_build, metric=ACCURACY, metric_with_rubric=RUBRIC)
+TASK = Task(name="qa", title="QA", detect=_detect, build=_build, metric=ACCURACY)

@@ -56,12 +56,13 @@ def metric(name: str) -> Metric:
 
 
 def metric_of(ex: Example) -> str:
-    """The metric an example's schema calls for (its task's; a row with its own rubric may call for another). An
-    example of no registered format: accuracy for one with a choice or answer and no rubric, else rubric."""
+    """The metric an example's schema calls for: its task's, except that a row of a judge-free task (MC, QA)
+    carrying its own rubric is judged on it (rubric). An example of no registered format: accuracy for one with a
+    choice or answer and no rubric, else rubric."""
     fmt = ex.metadata.get("format")
     t = _TASKS.get(fmt)  # type: ignore[arg-type]
     if t is not None:
-        return (t.metric_with_rubric if ex.rubric and t.metric_with_rubric else t.metric).name
+        return (rubric.RUBRIC if ex.rubric and t.metric.scale == "auto" else t.metric).name
     if fmt is None and ex.kind != "open" and not ex.rubric:
         return multiple_choice.ACCURACY.name
     return rubric.RUBRIC.name

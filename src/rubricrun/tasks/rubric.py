@@ -35,8 +35,9 @@ def by_category(criteria: Sequence[Criterion], marks: Marks, fn: Callable) -> di
 
 
 def graded_normalized(criteria: Sequence[Criterion], shares: Marks) -> float | None:
-    """(sum of w * x - N) / (P - N) with x in [0, 1] the share of each criterion met (binary: 0 or 1, where it is
-    rubric_normalized); None when P - N is 0."""
+    """(sum of w * x - N) / (P - N) with x in [0, 1] the share of each criterion met; None when P - N is 0. Binary
+    verdicts (x 0 or 1) give (points - N) / (P - N), the PRBench-style normalization scoring.py reports, to the bit:
+    math.fsum rounds the exact sum once, and w * 1 = w, w * 0 = 0 add nothing inexact."""
     max_w = math.fsum(c.weight for c in criteria if c.weight > 0)
     min_w = math.fsum(c.weight for c in criteria if c.weight < 0)
     if max_w == min_w:
@@ -46,30 +47,18 @@ def graded_normalized(criteria: Sequence[Criterion], shares: Marks) -> float | N
 
 def rubric_points(criteria: Sequence[Criterion], met: Sequence[bool]) -> tuple[float, float, float | None]:
     """(points: the weights of the criteria met, P: the sum of positive weights, (points - N) / (P - N) with N the
-    sum of negative weights, None when P - N is 0): one pass for rubric_normalized and PRBench's points."""
+    sum of negative weights, None when P - N is 0): one pass for PRBench's points."""
     point_total = math.fsum(c.weight for c, m in zip(criteria, met, strict=True) if m)
     max_w = math.fsum(c.weight for c in criteria if c.weight > 0)
     min_w = math.fsum(c.weight for c in criteria if c.weight < 0)
     return point_total, max_w, (point_total - min_w) / (max_w - min_w) if max_w != min_w else None
 
 
-def rubric_normalized(criteria: Sequence[Criterion], met: Sequence[bool]) -> float | None:
-    """(points - N) / (P - N), the PRBench-style normalization scoring.py reports; None when P - N is 0."""
-    return rubric_points(criteria, met)[2]
-
-
-def _values(ex: Example, criteria: Sequence[Criterion], met: Marks, turn: int) -> Values:
-    value = rubric_normalized(criteria, met)
+def _values(ex: Example, criteria: Sequence[Criterion], marks: Marks, turn: int) -> Values:
+    value = graded_normalized(criteria, marks)
     if value is None:
         return {}
-    return {"score": value, **by_category(criteria, met, rubric_normalized)}
-
-
-def _graded_values(ex: Example, criteria: Sequence[Criterion], shares: Marks, turn: int) -> Values:
-    value = graded_normalized(criteria, shares)
-    if value is None:
-        return {}
-    return {"score": value, **by_category(criteria, shares, graded_normalized)}
+    return {"score": value, **by_category(criteria, marks, graded_normalized)}
 
 
 def _detect(row: Row, keys: Collection[str]) -> bool:
@@ -105,7 +94,7 @@ RUBRIC_GRADED = Metric(
     name="rubric_graded",
     scale="1-5",
     source=SOURCE,
-    values=_graded_values,
+    values=_values,
     aggregate=lambda agg: agg.rated(("category",)),  # the result on the 1-5 scale, by criterion category
 )
 

@@ -3,9 +3,10 @@ metric its rows call for) and its `Metric` (per-response values, the official ag
 source it reproduces, what its report section and console lines show). The source's test vectors are in
 tests/vectors.py.
 
-Everything here is data and signatures; the code that reads it is the loader (`data.loaders`, through
-`data.schemas.RowSchema`), the judging (`judging.rubric.Judging`, through `judging.protocol.JudgeProtocol`), the
-metric driver (`results.metrics`, which implements `Agg`) and `tasks.registry`, which lists the modules.
+Everything here is data and signatures (and how console lines write a figure); the code that reads it is the
+loader (`data.loaders`, through `data.schemas.RowSchema`), the judging (`judging.rubric.Judging`, through
+`judging.protocol.JudgeProtocol`), the metric driver (`results.metrics`, which implements `Agg`) and
+`tasks.registry`, which lists the modules.
 """
 
 from __future__ import annotations
@@ -108,6 +109,16 @@ class Section:
     console: Callable[[str, Mapping[str, Any]], list[str]] | None = None  # (dataset, its summary dict) -> lines
 
 
+def figure(x: float | None, signed: bool = False) -> str:
+    """A figure as console lines write it: 4 decimals (`signed`: with its sign); "–" when there is none."""
+    return "–" if x is None else f"{x:+.4f}" if signed else f"{x:.4f}"
+
+
+def interval(ci: Sequence[float | None] | None, signed: bool = False) -> str:
+    lo, hi = ci if ci else (None, None)
+    return f"[{figure(lo, signed)}, {figure(hi, signed)}]"
+
+
 def _no_aggregate(agg: Agg) -> dict[str, Any]:
     return {}
 
@@ -133,7 +144,6 @@ class Task:
     detect: Callable[[Row, Collection[str]], bool]
     build: Callable[[Row, Fail], Built]
     metric: Metric  # the metric its rows call for
-    metric_with_rubric: Metric | None = None  # a row of it carrying its own rubric (MC, QA: the rubric metric)
     native_fields: tuple[str, ...] = ()  # its keys `fields:` may map
     criterion_reader: CriterionReader | None = None  # criteria of its own shape, read in any row's rubric
     reference_in_auto: bool = True  # judging.reference auto shows the reference
