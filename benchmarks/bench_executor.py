@@ -141,7 +141,10 @@ def run_side(
         run_dir = wd / "outputs" / "x"
         times = paid_times(run_dir)
         s = json.loads((run_dir / "summary.json").read_text())
-        workers = {e["worker"] for e in read_jsonl(run_dir / "trace.jsonl") if e.get("worker")}
+        trace = read_jsonl(run_dir / "trace.jsonl")
+        workers = {e["worker"] for e in trace if e.get("worker")}
+        for e in [e for e in trace if e["status"] != "ok"][:3]:  # a failed attempt says why (and how long it took)
+            print(f"    {label}: failed attempt after {e['latency_ms']:.0f} ms: {e.get('error')}", flush=True)
         log = (run_dir / "run.log").read_text()
         batch = re.search(r"dask: \d+ attempts sent in \d+ exchanges \(([\d.]+) an exchange\)", log)
         up = re.search(r"dask: \d+ workers up in ([\d.]+) s", log)

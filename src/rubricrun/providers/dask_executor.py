@@ -52,7 +52,7 @@ from .litellm import LiteLLMProvider, classify_error, import_litellm, worker_nam
 log = logging.getLogger("rubricrun")
 
 ADDRESS_ENV = "DASK_SCHEDULER_ADDRESS"
-PACE_MIN_S, PACE_MAX_S = 0.005, 0.05  # the least time between two exchanges with a worker, as the load sets it
+PACE_MIN_S, PACE_MAX_S = 0.005, 0.1  # the least time between two exchanges with a worker, as the load sets it
 BATCH = 32  # attempts (sent and received) an exchange carries when the load allows: Dask's cost is per exchange
 IDLE_MAX_S = 0.2  # attempts out and none coming back: the looks for their outcomes slow down to this
 MAX_SEND = 512  # attempts sent in one exchange at most
@@ -253,7 +253,8 @@ class DaskAttempts(BaseProvider):
             batch = self._share(lane)
             if not batch and not lane.inflight:
                 continue
-            out, peak = len(lane.inflight) - len(batch), max(peak, len(lane.inflight))
+            out, held = len(lane.inflight) - len(batch), len(lane.inflight)  # held: out there, or going now
+            peak = max(peak, held)
             lane.last = time.monotonic()
             sent = codec.pack([(s.n, s.request) for s in batch])
             try:
@@ -269,13 +270,14 @@ class DaskAttempts(BaseProvider):
                 slot = lane.inflight.pop(n, None)
                 if slot is not None:  # the worker's pickled error: what Dask itself would have sent
                     slot.land(Outcome(response, pickle.loads(error) if error else None, pause_s))  # noqa: S301
-            # Few attempts an exchange: wait longer between two (Dask's cost is per exchange). Many, or every one that
-            # was out came back (the wait only added latency: the attempts came back as fast as they went): shorter.
-            carried, goal = len(batch) + len(finished), min(BATCH, max(1, peak // 2))
-            if carried < goal:
-                pace = min(pace * 1.25, PACE_MAX_S)
-            elif carried >= 2 * goal or len(finished) >= out:
+            # Every attempt out came back while nearly all of this lane's were with the cluster: the run waits for
+            # the lane itself, so exchange sooner. Else few attempts an exchange: wait longer between two (Dask's
+            # cost is per exchange, and the run's threads are busy meanwhile); many: sooner.
+            carried, goal = len(batch) + len(finished), min(BATCH, peak)
+            if (len(finished) >= out and 4 * held >= 3 * peak) or carried >= 2 * goal:
                 pace = max(pace / 1.25, PACE_MIN_S)
+            elif carried < goal:
+                pace = min(pace * 1.25, PACE_MAX_S)
             idle = pace if carried else min(2 * idle, IDLE_MAX_S)
 
     def _share(self, lane: _Lane) -> list[_Slot]:
