@@ -15,7 +15,7 @@ named after it). Both trees run in the same folder, one after the other, so path
 Compared as parsed data, not bytes (JSON's separators are the codec's business, ExecPlan 018): examples,
 responses, judgments and export files line by line, each line parsed; config.yaml parsed; summary.json parsed,
 without its timing (`wall_s`); report.html without its two clock facts (wall time, report generated); run.log
-without timestamps; trace.jsonl as a multiset of events without `ts`, `latency_ms`, `invocation`; and
+without timestamps; trace.jsonl as a multiset of events without `ts`, `latency_ms`, `invocation`, `worker`; and
 `--validate`'s JSON before the run (empty cache) and after it (warm cache).
 """
 
@@ -43,7 +43,7 @@ KEY_ENV = "RUBRICRUN_GOLDEN_KEY"
 VARIANTS = ("binary", "graded5", "graded10", "pairwise", "tie", "per-dataset")
 _TIME = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d| UTC)?")
 _CLOCK_FACTS = re.compile(r"(wall time \(s\)|report generated)</dt><dd>[^<]*</dd>")
-_TRACE_DROP = ("ts", "latency_ms", "invocation")
+_TRACE_DROP = ("ts", "latency_ms", "invocation", "worker")  # worker: host:pid of the process that made the attempt
 
 
 def reply(body: dict) -> str:

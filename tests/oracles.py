@@ -14,11 +14,13 @@ summarizes one example at a time (results/summary.SummaryAcc).
 - `leaderboard(per_candidate)`: stats.rank over candidates' per-example scores, as the summary ranks them.
 - `judge_stats(judgments)`: the summary's judge statistics of a list; `meta_rows(rows)`: judge meta-eval rows.
 - `extract_final_number(text)`: the number a response commits to.
+- `bradley_terry(comparisons, names)`: the scalar Bradley-Terry fit (results/pairwise.py fits them vectorized).
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import math
+from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -128,7 +130,7 @@ def build_summary(
     if text_len is None:
         compared = {rid for p in pairs for rid in p.response_ids}
         text_len = {r.id: len(r.text or "") for r in responses if r.id in compared}
-    return acc.summary(run_id, pairs, examples, text_len)
+    return acc.summary(run_id, pairs, {ex.id: ex.dataset for ex in examples}, text_len)
 
 
 def dataset_results(
@@ -214,3 +216,73 @@ def leaderboard(per_candidate: Mapping[str, Mapping[str, float]], *, n_boot: int
         if stats.paired_diff(per_candidate[x], per_candidate[y], n_boot=n_boot, seed=seed)["significant"]
     }
     return stats.rank(cis, separated)
+
+
+def _strongly_connected(names: Sequence[str], beats: Mapping[str, set[str]]) -> bool:
+    """Every candidate reaches every other along "scored against" edges, both ways (Ford's condition for the
+    maximum-likelihood strengths to exist and be finite)."""
+
+    def reach(edges: Mapping[str, set[str]]) -> set[str]:
+        seen, todo = {names[0]}, [names[0]]
+        while todo:
+            for nxt in edges.get(todo.pop(), set()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    back: dict[str, set[str]] = defaultdict(set)
+    for i, js in beats.items():
+        for j in js:
+            back[j].add(i)
+    return len(reach(beats)) == len(names) == len(reach(back))
+
+
+def bradley_terry(
+    comparisons: Sequence[tuple[str, str, float]],
+    names: Sequence[str],
+    *,
+    prior: float = 0.0,
+    max_iter: int = 10_000,
+    tol: float = 1e-10,
+) -> dict[str, float] | None:
+    """Ratings (1000 + 400 log10 strength) of `names` from the comparisons (a, b, a's score: 1 win, 0.5 tie, 0 loss),
+    fitted one pair at a time as results/pairwise.py's module docstring says (the reference for its vectorized
+    `fit_strengths`), or None when the maximum-likelihood fit does not exist (a candidate that never scored against the rest, or one that never lost to them).
+    `prior` adds that many virtual ties between every two names."""
+    wins: dict[str, float] = dict.fromkeys(names, 0.0)
+    games: dict[tuple[str, str], float] = defaultdict(float)
+    beats: dict[str, set[str]] = defaultdict(set)
+    for a, b, s in comparisons:
+        wins[a] += s
+        wins[b] += 1.0 - s
+        games[(a, b)] += 1.0
+        games[(b, a)] += 1.0
+        if s > 0:
+            beats[a].add(b)
+        if s < 1:
+            beats[b].add(a)
+    if prior > 0:
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                wins[a] += prior / 2
+                wins[b] += prior / 2
+                games[(a, b)] += prior
+                games[(b, a)] += prior
+                beats[a].add(b)
+                beats[b].add(a)
+    if len(names) < 2 or not _strongly_connected(names, beats):
+        return None
+    p = dict.fromkeys(names, 1.0)
+    for _ in range(max_iter):
+        new = {
+            i: wins[i] / math.fsum(games[(i, j)] / (p[i] + p[j]) for j in names if j != i and games[(i, j)])
+            for i in names
+        }
+        g = math.exp(math.fsum(math.log(v) for v in new.values()) / len(names))
+        new = {i: v / g for i, v in new.items()}
+        done = max(abs(math.log(new[i] / p[i])) for i in names) < tol
+        p = new
+        if done:
+            break
+    return {i: 1000.0 + 400.0 * math.log10(p[i]) for i in names}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from oracles import cohen_kappa, counted
 
+from rubricrun.results.summary_types import CriterionAgreement
 from rubricrun.types import Criterion, Judgment
 
 
@@ -46,10 +47,10 @@ def test_pair_agreement_skips_error_votes_and_names_each_pair() -> None:
         unit("e1", "c1", {"j1": "met", "j2": "met", "j3": "error"}),
         unit("e2", "c1", {"j1": "met", "j2": "not_met", "j3": "met"}),
     ]
-    rows = {(r["a"], r["b"]): r for r in counted(js).pair_rows()}
-    assert rows[("j1", "j2")]["n"] == 2 and rows[("j1", "j2")]["percent_agreement"] == 0.5
-    assert rows[("j1", "j3")]["n"] == 1  # j3's error vote on e1 is not a rating
-    assert rows[("j2", "j3")]["percent_agreement"] == 0.0
+    rows = {(r.a, r.b): r for r in counted(js).pair_rows()}
+    assert rows[("j1", "j2")].n == 2 and rows[("j1", "j2")].percent_agreement == 0.5
+    assert rows[("j1", "j3")].n == 1  # j3's error vote on e1 is not a rating
+    assert rows[("j2", "j3")].percent_agreement == 0.0
 
 
 def test_criterion_agreement_by_hand_and_grouped_by_text() -> None:
@@ -63,20 +64,20 @@ def test_criterion_agreement_by_hand_and_grouped_by_text() -> None:
         unit("e1", "c1", {"j1": "met", "j2": "not_met"}),
         unit("e2", "c1", {"j1": "met", "j2": "met"}),
     ]
-    rows = {r["text"]: r for r in counted(js, crit).criterion_rows()}
+    rows = {r.text: r for r in counted(js, crit).criterion_rows()}
     assert set(rows) == {"Says hi.", "Names the dose.", "Warns of risks."}  # c1 is two criteria, d1 one
     hi_row = rows["Says hi."]
     # Units [m, m], [m, n], [n, n]: split 1/3; percent agreement mean(1, 0, 1) = 2/3.
     # Krippendorff: observed = 0 + (4 - 2)/1 + 0 = 2; totals met 3, not_met 3, n = 6; expected = 36 - 18 = 18;
     # alpha = 1 - (6 - 1) * 2 / 18 = 0.4444
-    assert hi_row == {
-        "criterion_id": "d1",
-        "text": "Says hi.",
-        "units": 3,
-        "split_rate": 0.3333,
-        "percent_agreement": 0.6667,
-        "krippendorff_alpha": 0.4444,
-    }
+    assert hi_row == CriterionAgreement(
+        criterion_id="d1",
+        text="Says hi.",
+        units=3,
+        split_rate=0.3333,
+        percent_agreement=0.6667,
+        krippendorff_alpha=0.4444,
+    )
 
 
 def test_most_disagreed_lists_only_criteria_with_splits_worst_first() -> None:
@@ -86,6 +87,6 @@ def test_most_disagreed_lists_only_criteria_with_splits_worst_first() -> None:
     js = [unit(f"e{i}", "d1", {"j1": "met", "j2": "met"}) for i in range(3)]  # never split
     js += [unit("e0", "d2", {"j1": "met", "j2": "not_met"}), unit("e1", "d2", {"j1": "met", "j2": "met"})]
     report = counted(js, crit).report()
-    assert [r["text"] for r in report["most_disagreed"]] == ["B."]
-    assert report["most_disagreed"][0]["split_rate"] == 0.5
-    assert {r["text"] for r in report["criteria"]} == {"A.", "B."}
+    assert [r.text for r in report["most_disagreed"]] == ["B."]
+    assert report["most_disagreed"][0].split_rate == 0.5
+    assert {r.text for r in report["criteria"]} == {"A.", "B."}

@@ -9,7 +9,7 @@ import random
 import msgspec
 import pytest
 
-from rubricrun.providers.cache import cache_key, canonical_json
+from rubricrun.providers.base import cache_key, canonical_json
 from rubricrun.types import LLMRequest
 
 BASE = LLMRequest(

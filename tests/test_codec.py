@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 
 from rubricrun import codec
+from rubricrun.results.ppi import Anchored, Estimate
 from rubricrun.results.summary_types import (
-    Anchored,
     DatasetCandidate,
     DatasetSummary,
-    Estimate,
     JudgeSummary,
     PairOutcome,
     PairwiseJudging,

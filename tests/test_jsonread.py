@@ -7,7 +7,7 @@ import pytest
 
 from rubricrun.data.jsonread import quoted_in, strict_values, walk
 from rubricrun.data.synth import parse_json_list
-from rubricrun.judging.prompt import parse_judge_reply
+from rubricrun.judging.protocol import parse_judge_reply
 
 
 @pytest.mark.parametrize(

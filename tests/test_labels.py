@@ -41,6 +41,23 @@ def test_graded_scores(tmp_path) -> None:
     assert read_labels(str(path), scale=(1.0, 10.0)).verdicts == {("r", "rating"): {"": 7.0}}
 
 
+def test_one_file_serves_datasets_on_different_scales(tmp_path) -> None:
+    """A run's labels.jsonl (the viewer) or a filled sheet holds every dataset's rows: a graded dataset passes over
+    another dataset's `met` rows, which would be bad input for it, and reads its own and the rows naming none."""
+    rows = [
+        {"response_id": "g/e1#a#0", "criterion_id": "rating", "score": 4, "dataset": "g"},
+        {"response_id": "b/e1#a#0", "criterion_id": "c1", "met": True, "dataset": "b"},
+        {"response_id": "g/e2#a#0", "criterion_id": "rating", "score": 2},
+    ]
+    path = str(write_jsonl(tmp_path / "labels.jsonl", rows))
+    graded = read_labels(path, scale=(1.0, 5.0), dataset="g")
+    assert graded.verdicts == {("g/e1#a#0", "rating"): {"": 4.0}, ("g/e2#a#0", "rating"): {"": 2.0}}
+    binary = read_labels(str(write_jsonl(tmp_path / "b.jsonl", rows[:2])), dataset="b")
+    assert binary.verdicts == {("b/e1#a#0", "c1"): {"": True}}
+    with pytest.raises(InputError, match="give `score`"):  # without the dataset's name, every row is its own
+        read_labels(path, scale=(1.0, 5.0))
+
+
 @pytest.mark.parametrize(
     ("row", "scale", "key", "says"),
     [

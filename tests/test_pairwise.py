@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 from conftest import DELETE, model_entry, read_jsonl, write_jsonl
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request, message_text
+from oracles import bradley_terry
 
 from rubricrun.judging.pairwise import combine, parse_pair_verdict
 from rubricrun.results import stats
-from rubricrun.results.pairwise import BT_PRIOR_TIES, _example_features, bootstrap_ratings, bradley_terry
+from rubricrun.results.pairwise import BT_PRIOR_TIES, _example_features, bootstrap_ratings
 
 PROMPTS = [{"id": f"q{i}", "prompt": f"Question number {i}?"} for i in range(1, 5)]
 

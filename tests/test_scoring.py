@@ -104,7 +104,7 @@ def test_only_negative_rubric() -> None:
     assert s.clipped is None
 
 
-def test_breakdowns_by_category_and_tag() -> None:
+def test_categories_and_tags_leave_the_score_as_it_is() -> None:
     cs = [
         crit("c1", 4, "accuracy", ("axis:accuracy",)),
         crit("c2", 2, "accuracy"),
@@ -115,19 +115,6 @@ def test_breakdowns_by_category_and_tag() -> None:
     # overall: points = 4 - 3 + 1 = 2;  P = 7;  N = -3 -> normalized = (2 + 3) / (7 + 3) = 0.5;  clipped = 2/7
     assert s.normalized == pytest.approx(0.5)
     assert s.clipped == pytest.approx(2 / 7)
-    # by_category (normalized within the group):
-    #   accuracy: c1 met (4), c2 not (2): (4 - 0) / (6 - 0) = 2/3
-    #   safety:   c3 met (-3):            (-3 + 3) / (0 + 3) = 0
-    #   style:    c4 met (1):             1 / 1 = 1
-    assert s.by_category == pytest.approx({"accuracy": 2 / 3, "safety": 0.0, "style": 1.0})
-    # by_tag:
-    #   axis:accuracy: c1 met (4), c3 met (-3): points 1, P 4, N -3 -> (1 + 3) / (4 + 3) = 4/7
-    #   level:example: c3 met (-3), c4 met (1): points -2, P 1, N -3 -> (-2 + 3) / (1 + 3) = 1/4
-    assert s.by_tag == pytest.approx({"axis:accuracy": 4 / 7, "level:example": 0.25})
-
-    # An error verdict leaves its groups too: c2 unknown -> accuracy = 4 / 4 = 1.0
-    s2 = score_response(cs, ["met", "error", "met", "met"])
-    assert s2.by_category["accuracy"] == pytest.approx(1.0)
 
 
 def test_one_verdict_per_criterion() -> None:

@@ -6,10 +6,10 @@ folder (run.log, trace.jsonl, config.yaml, summary.json, every artifact), the ca
 anything beside it), HOME (LiteLLM must not write the key anywhere either), and the process's stdout and stderr.
 The server's own request log is the positive control: the key really was sent in the Authorization header.
 
-Redaction of the run folder's config.yaml (config.config_to_dict -> _redact) covers: any string value whose mapping
+Redaction of the run folder's config.yaml (providers/redact.py: redacted_config) covers: any string value whose mapping
 key contains (case-insensitive, "-" read as "_") "api_key", "apikey", "token", "secret", "password", "authorization"
 or "cookie", at any depth (params, extra_headers, nested lists), except keys ending in "_env" (those hold env var
-NAMES, kept as is). Besides, every secret the config's calls can send (redact.py: the keys its api_key_env variables and its providers'
+NAMES, kept as is). Besides, every secret the config's calls can send (secrets_of: the keys its api_key_env variables and its providers'
 own variables hold, credentials written in an api_base, the values under a secret-looking params key) is *** wherever
 it appears, and so are a URL's user and password and key-like query parameters. `params.api_key` is refused (the key
 belongs in the variable api_key_env names). Provider error messages that echo a key have it replaced by *** before

@@ -11,8 +11,7 @@ from conftest import KEY_ENV, model_entry, read_jsonl, write_jsonl
 from factories import one_candidate
 from fakeserver import FakeOpenAIServer
 
-from rubricrun.judging.graded import graded_schema
-from rubricrun.judging.prompt import judge_schema
+from rubricrun.judging.protocol import graded_schema, judge_schema
 
 RUBRIC = [{"id": "c1", "text": "Says hello."}, {"id": "c2", "text": "Names the team."}]
 

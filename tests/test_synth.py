@@ -5,8 +5,9 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
-from rubricrun.config import SynthesizeConfig
+from rubricrun.config import SynthesizeConfig, load_config
 from rubricrun.data.synth import (
     SynthLog,
     _with_buffer,
@@ -227,11 +228,13 @@ def test_provider_error_on_subtopics_retry_propagates() -> None:
     ("key", "value"),
     [("num_subtopics", 0), ("prompts_per_subtopic", -1), ("over_generation_buffer", -0.1), ("max_exclusions", -1)],
 )
-def test_bad_numbers_are_input_errors(key: str, value: float) -> None:
-    call = ScriptedCall()
+def test_bad_numbers_are_input_errors(tmp_path: Path, key: str, value: float) -> None:
+    """The config refuses them (config._RANGES), before any synthesis call can be made."""
+    path = tmp_path / "c.yaml"
+    synth = {"main_topic": "Cooking", key: value}
+    path.write_text(yaml.safe_dump({"candidates": [{"name": "a", "model": "openai/x"}], "synthesize": synth}))
     with pytest.raises(InputError, match=f"synthesize.{key}"):
-        synthesize(_cfg(**{key: value}), call, log=lambda _: None)
-    assert call.calls == []
+        load_config(path)
 
 
 def test_max_exclusions_zero_sends_no_exclusion_list() -> None:

@@ -45,9 +45,9 @@ def fake() -> Any:
 @pytest.fixture(autouse=True)
 def _no_secrets_left() -> Any:
     yield
-    from rubricrun import redact
+    from rubricrun.providers import redact
 
-    redact.use([])  # what a test's load_config registered does not mask the next test's text
+    redact.use([])  # what a test registered does not mask the next test's text
 
 
 def entry(name: str, model: str, url: str | None, **extra: Any) -> dict[str, Any]:
@@ -120,7 +120,7 @@ def test_a_short_key_is_redacted_where_it_stands_alone(tmp_path: Path, fake: Fak
 
 
 def test_redact_masks_short_secrets_as_words_and_long_ones_anywhere() -> None:
-    from rubricrun import redact
+    from rubricrun.providers import redact
 
     redact.use([("abc", "$SHORT"), ("sk-a-long-secret-value", "$LONG")])
     assert redact.redact("key abc, abcd, xabc, abc-d, (abc).") == "key ***, abcd, xabc, abc-d, (***)."
@@ -134,7 +134,7 @@ def test_litellm_provider_variables_are_known(monkeypatch: pytest.MonkeyPatch) -
     those redact.provider_variables treats as that provider's own (so they are redacted at any length)."""
     import litellm
 
-    from rubricrun import redact
+    from rubricrun.providers import redact
 
     names = {"openai", "anthropic", "cohere", "openrouter", "gemini", "groq", "mistral", "deepseek", "xai"}
     names |= {"together_ai", "fireworks_ai", "huggingface", "bedrock", "perplexity", "azure", "cerebras"}

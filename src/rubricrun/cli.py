@@ -1,6 +1,7 @@
 """Command line: `python run.py --config config.yaml [--run-id ID] [--max-examples N] [--validate]`,
-`python run.py --compare RUN_A RUN_B [--out DIR]` (or `rubricrun compare RUN_A RUN_B [--out DIR]`), and
-`python run.py --label-sheet RUN [--sheet-size N]` (or `rubricrun label-sheet RUN [--size N]`).
+`python run.py --compare RUN_A RUN_B [--out DIR]` (or `rubricrun compare RUN_A RUN_B [--out DIR]`),
+`python run.py --label-sheet RUN [--sheet-size N]` (or `rubricrun label-sheet RUN [--size N]`), and
+`python run.py --view [OUTPUTS_DIR] [--port N] [--host H]` (the viewer, src/rubricrun/viewer/).
 
 Exit codes: 0 done, 1 a run-time failure (cache or disk, or every candidate call failed), 2 bad input (config,
 data, CLI) or the run id in use, 3 stopped on budget, 130 interrupted (Ctrl+C), 143 stopped by SIGTERM.
@@ -21,13 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import InputError, RubricrunError, RunLockedError
-from .redact import redact
+from .providers import redact
 
 if TYPE_CHECKING:
     from .config import Config
     from .engine.runner import Extras
 
 EXPORT_FORMATS = ("sft", "dpo", "kto", "reward", "hybrid", "prompts")
+VIEW_PORT = 8765
 
 log = logging.getLogger("rubricrun")
 
@@ -43,7 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run candidate models over datasets, judge each response criterion by criterion, "
         "write examples/responses/judgments/trace/summary under outputs/<run_id>/.",
     )
-    p.add_argument("--config", help="YAML config (see config.example.yaml); required unless --compare")
+    p.add_argument(
+        "--config", help="YAML config (see config.example.yaml); required unless --compare, --label-sheet or --view"
+    )
     p.add_argument("--run-id", help="run folder name under run.output_dir; reuse one to resume or rerun from cache")
     p.add_argument("--max-examples", type=int, help="use at most N examples from each dataset")
     p.add_argument("--validate", action="store_true", help="check config and data, count the calls, call nothing")
@@ -72,6 +76,18 @@ def build_parser() -> argparse.ArgumentParser:
         "criterion, for people to label (docs/statistics.md); no --config",
     )
     p.add_argument("--sheet-size", type=int, default=None, help="with --label-sheet: examples per dataset (50)")
+    p.add_argument(
+        "--view",
+        nargs="?",
+        const="outputs",
+        metavar="OUTPUTS_DIR",
+        help="browse the run folders under OUTPUTS_DIR (default outputs/) in a local web app: every row, search, "
+        "run-to-run flips, human labels; no --config",
+    )
+    p.add_argument(
+        "--port", type=int, default=VIEW_PORT, help=f"with --view: the port (default {VIEW_PORT}; 0: any free one)"
+    )
+    p.add_argument("--host", default="127.0.0.1", help="with --view: the address to listen on (default 127.0.0.1)")
     return p
 
 
@@ -93,8 +109,8 @@ def build_label_sheet_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """A run (`--config`), a comparison (`--compare A B`, or the `compare A B` subcommand), or a labelling sheet
-    (`--label-sheet RUN`, or `label-sheet RUN`)."""
+    """A run (`--config`), a comparison (`--compare A B`, or the `compare A B` subcommand), a labelling sheet
+    (`--label-sheet RUN`, or `label-sheet RUN`), or the viewer (`--view [OUTPUTS_DIR]`)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["compare"]:
         args = build_compare_parser().parse_args(argv[1:])
@@ -104,7 +120,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         return argparse.Namespace(compare=None, label_sheet=args.run, sheet_size=args.size)
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.compare or args.label_sheet:
+    viewing = [f for f, v in (("--port", args.port != VIEW_PORT), ("--host", args.host != "127.0.0.1")) if v]
+    if args.view is not None:
+        given = (("--config", args.config), ("--compare", args.compare), ("--label-sheet", args.label_sheet))
+        given += (("--run-id", args.run_id), ("--export", args.export), ("--validate", args.validate))
+        others = [f for f, v in (*given, ("--out", args.out), ("--max-examples", args.max_examples is not None)) if v]
+        if others:
+            parser.error(f"--view takes no {others[0]}")
+        if not 0 <= args.port <= 65535:
+            parser.error(f"--port {args.port}: use 0 to 65535")
+    elif viewing:
+        parser.error(f"{viewing[0]} goes with --view")
+    elif args.compare or args.label_sheet:
         given = [("--config", args.config), ("--run-id", args.run_id), ("--export", args.export)]
         if args.compare:
             given.append(("--label-sheet", args.label_sheet))
@@ -114,7 +141,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if others:
             parser.error(f"{'--compare' if args.compare else '--label-sheet'} takes no {others[0]}")
     elif not args.config:
-        parser.error("the following arguments are required: --config (or --compare RUN_A RUN_B)")
+        parser.error(
+            "the following arguments are required: --config (or --compare RUN_A RUN_B, --label-sheet RUN, or --view)"
+        )
     elif args.out:
         parser.error("--out goes with --compare")
     if args.sheet_size is not None and not args.label_sheet:
@@ -140,7 +169,7 @@ class SafeFormatter(logging.Formatter):
     """A log line without secrets (redact.py) or raw control characters (the console, run.log)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return printable(redact(super().format(record)))
+        return printable(redact.redact(super().format(record)))
 
 
 class JsonLogFormatter(logging.Formatter):
@@ -151,18 +180,18 @@ class JsonLogFormatter(logging.Formatter):
         row = {
             "time": datetime.fromtimestamp(record.created, tz=timezone.utc).isoformat(timespec="milliseconds"),
             "level": record.levelname,
-            "message": printable(redact(record.getMessage())),
+            "message": printable(redact.redact(record.getMessage())),
             "logger": record.name,
             "thread": record.threadName,
         }
         if record.exc_info:
-            row["exc_info"] = printable(redact(self.formatException(record.exc_info)))
+            row["exc_info"] = printable(redact.redact(self.formatException(record.exc_info)))
         return json.dumps(row, ensure_ascii=False)
 
 
 def say(text: str) -> None:
     """One line on stderr, as the console may show it (the exit's error line)."""
-    print(printable(redact(text), one_line=True), file=sys.stderr)
+    print(printable(redact.redact(text), one_line=True), file=sys.stderr)
 
 
 def setup_logging(run_dir: Path | None, quiet: bool = False) -> None:
@@ -214,10 +243,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     try:
         return _main(args)
-    except InputError as exc:
-        say(f"error: {exc}")
-        return 2
-    except RunLockedError as exc:
+    except (InputError, RunLockedError) as exc:
         say(f"error: {exc}")
         return 2
     except RubricrunError as exc:
@@ -262,6 +288,24 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _view(args: argparse.Namespace) -> int:
+    outputs = Path(args.view)
+    if not outputs.is_dir():
+        raise InputError(f"--view {args.view}: no such folder (run folders are written under run.output_dir)")
+    from .viewer.app import serve
+
+    setup_logging(None)
+    try:
+        serve(outputs, args.host, args.port)
+    except OSError as exc:
+        raise InputError(
+            f"--host {args.host} --port {args.port}: cannot listen there ({exc.strerror or exc})"
+        ) from None
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 MAX_RUN_ID_BYTES = 128  # a folder name: file systems allow 255 bytes, and the run id is in every log line
 _RUN_ID = re.compile(r"\w[\w.-]*")
 
@@ -298,6 +342,8 @@ def _label_sheet(args: argparse.Namespace) -> int:
 def _main(args: argparse.Namespace) -> int:
     from .config import load_config
 
+    if getattr(args, "view", None) is not None:
+        return _view(args)
     if args.compare:
         return _compare(args)
     if args.label_sheet:
@@ -307,6 +353,7 @@ def _main(args: argparse.Namespace) -> int:
     if args.run_id is not None:
         check_run_id(args.run_id)
     cfg = load_config(args.config)
+    redact.use(redact.secrets_of(cfg))  # from here on, no artifact, log line or message holds what the run can send
     if args.validate:
         from .engine.estimate import count_calls  # --validate's machinery: imported only when asked for
 

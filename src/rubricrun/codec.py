@@ -2,13 +2,10 @@
 ExecPlan 018 measured it beside the standard library and pydantic v2).
 
 The types are declared once, as msgspec Structs: the vocabulary's rows (types.py), summary.json's
-(results/summary_types.py, whose one irregularity, each candidate's `extra` beside its fields, is kept there) and the
-cache's stored reply (`StoredReply`, here). JSON is written compact (`{"a":1,"b":[2,3]}`), in UTF-8, field order
-being key order; a NaN or an infinity is written as null (JSON has neither). Rows of another version read back:
-unknown keys are ignored and a missing key takes its field's default.
-
-The cache KEY is not made here: providers/cache.py hashes the standard library's JSON of the request, the rendering
-of floats that every key was made with.
+(results/summary_types.py) and the cache's stored reply (`StoredReply`, here). JSON is written compact, in UTF-8,
+field order being key order; a NaN or an infinity is written as null (JSON has neither). Rows of another version
+read back: unknown keys are ignored and a missing key takes its field's default. The cache KEY is not made here
+(providers/base.py: the standard library's JSON of the request, as every key was made).
 """
 
 from __future__ import annotations
@@ -61,6 +58,11 @@ def _decoder(cls: Any) -> msgspec.json.Decoder:
     return msgspec.json.Decoder(cls)
 
 
+@functools.cache
+def _unpacker(cls: Any) -> msgspec.msgpack.Decoder:
+    return msgspec.msgpack.Decoder(cls)
+
+
 def decode(data: bytes | str, cls: type[T]) -> T:
     """One JSON value as `cls`; DecodeError if it is not one."""
     return _decoder(cls).decode(data)
@@ -81,18 +83,11 @@ def pack(obj: Any) -> bytes:
     return _PACK.encode(obj)
 
 
-@functools.cache
-def _unpacker(cls: Any) -> msgspec.msgpack.Decoder:
-    return msgspec.msgpack.Decoder(cls)
-
-
 def unpack(data: bytes | memoryview, cls: type[T]) -> T:
     return _unpacker(cls).decode(data)
 
 
-# ---------------------------------------------------------------------------------------------------
 # The cache's row
-
 
 CACHE_FORMAT = 2  # the stored reply's shape (1 was a pickled dict); a row of another format is a miss
 
@@ -110,8 +105,7 @@ class StoredReply(msgspec.Struct, frozen=True):
     reasoning: str | None = None  # absent from replies stored before it existed
 
 
-def stored_reply(response: LLMResponse) -> bytes:
-    r = response
+def stored_reply(r: LLMResponse) -> bytes:
     return _JSON.encode(StoredReply(CACHE_FORMAT, r.text, r.finish_reason, r.usage, r.model, r.cost_usd, r.reasoning))
 
 

@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 import yaml
 
-from . import redact
 from .errors import InputError, read_text
+from .types import weights_add_up
 
 # --------------------------------------------------------------------------------------------------
 # The config objects
@@ -55,9 +55,8 @@ class RetryConfig:
 @dataclass(frozen=True)
 class DatasetConfig:
     path: str = ""  # a local file: JSONL (.jsonl, .jsonl.gz), JSON array (.json), CSV/TSV, Parquet
-    hf: str | None = (
-        None  # instead of path: a Hugging Face dataset name or local dataset folder (datasets.load_dataset)
-    )
+    # instead of path: a Hugging Face dataset name or a local dataset folder (datasets.load_dataset)
+    hf: str | None = None
     config: str | None = None  # the Hub dataset's config (subset), e.g. `main` for openai/gsm8k
     split: str | None = None  # the Hub dataset's split, e.g. `test`; may be left out when it has only one
     name: str = ""
@@ -267,16 +266,25 @@ class Config:
 
     def fail(self, key: str, message: str) -> InputError:
         """An InputError naming this config file, the key and its line."""
-        line = None
-        k = key
-        while k and line is None:
-            line = self.lines.get(k)
-            k = k.rsplit(".", 1)[0] if "." in k else ""
-        return InputError(message, file=self.path or None, line=line, key=key)
+        return _error(self.path or None, self.lines, key, message)
 
     @property
     def judge_pool(self) -> list[ModelConfig]:
         return list(self.judges) + ([self.judge] if self.judge else [])
+
+    def data(self) -> dict[str, Any]:
+        """The resolved config as plain data, its YAML keys only (the run folder's config.yaml is this without the
+        secrets: providers/redact.py's `redacted_config`)."""
+        d = dataclasses.asdict(self)
+        for k in _INTERNAL:
+            d.pop(k)
+        return d
+
+    def entries(self) -> list[tuple[str, ModelConfig]]:
+        """Every candidate and judge entry, with the key that names it (`candidates[0]`, `judges[1]`, `judge`)."""
+        out = [(f"candidates[{i}]", m) for i, m in enumerate(self.candidates)]
+        out += [(f"judges[{i}]", m) for i, m in enumerate(self.judges)]
+        return out + ([("judge", self.judge)] if self.judge else [])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -286,35 +294,31 @@ class Config:
 _INTERNAL = ("path", "lines")  # Config fields that are not YAML keys
 
 
-class _Lines:
-    """Maps a dotted key path to the line it appears on in the YAML file."""
+def _error(file: str | None, lines: dict[str, int], key: str, message: str) -> InputError:
+    """An InputError naming the file, the key and the line of the key (or of the nearest key above it)."""
+    k = key
+    while k and k not in lines:
+        k = k.rsplit(".", 1)[0] if "." in k else ""
+    return InputError(message, file=file, line=lines.get(k), key=key)
 
-    def __init__(self, node: yaml.Node | None):
-        self.lines: dict[str, int] = {}
-        self.duplicates: list[tuple[str, int]] = []
-        if node is not None:
-            self._walk(node, "")
 
-    def _walk(self, node: yaml.Node, prefix: str) -> None:
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                path = f"{prefix}.{k.value}" if prefix else str(k.value)
-                if path in self.lines:
-                    self.duplicates.append((path, k.start_mark.line + 1))
-                self.lines[path] = k.start_mark.line + 1
-                self._walk(v, path)
-        elif isinstance(node, yaml.SequenceNode):
-            for i, v in enumerate(node.value):
-                path = f"{prefix}[{i}]"
-                self.lines[path] = v.start_mark.line + 1
-                self._walk(v, path)
-
-    def get(self, key: str) -> int | None:
-        while key:
-            if key in self.lines:
-                return self.lines[key]
-            key = key.rsplit(".", 1)[0] if "." in key else ""
-        return None
+def _key_lines(file: str, node: Any, prefix: str = "", out: dict[str, int] | None = None) -> dict[str, int]:
+    """The line of every dotted key path in the YAML (`run.seed`, `candidates[0].model`); a key met twice raises."""
+    out = {} if out is None else out
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            path, line = f"{prefix}.{k.value}" if prefix else str(k.value), k.start_mark.line + 1
+            if path in out:
+                raise InputError(
+                    "duplicate key (YAML would silently keep the last one)", file=file, line=line, key=path
+                )
+            out[path] = line
+            _key_lines(file, v, path, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            out[f"{prefix}[{i}]"] = v.start_mark.line + 1
+            _key_lines(file, v, f"{prefix}[{i}]", out)
+    return out
 
 
 def _type_name(tp: Any) -> str:
@@ -323,21 +327,25 @@ def _type_name(tp: Any) -> str:
         return " | ".join(repr(a) for a in typing.get_args(tp))
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_type_name(a) for a in typing.get_args(tp) if a is not type(None))
-    if dataclasses.is_dataclass(tp):
+    if dataclasses.is_dataclass(tp) or origin is dict:
         return "a mapping"
     if origin is list:
         return "a list"
-    if origin is dict:
-        return "a mapping"
     return getattr(tp, "__name__", str(tp))
 
 
+_SCALARS = {bool: "true or false", int: "an integer", str: "a string"}
+
+
 class _Builder:
-    def __init__(self, file: str, lines: _Lines):
+    """The config objects built from YAML data by their type hints, each value checked against its type (and its
+    range, _RANGES) as it is built."""
+
+    def __init__(self, file: str, lines: dict[str, int]):
         self.file, self.lines = file, lines
 
     def fail(self, key: str, msg: str) -> InputError:
-        return InputError(msg, file=self.file, line=self.lines.get(key), key=key)
+        return _error(self.file, self.lines, key, msg)
 
     def build(self, tp: Any, value: Any, key: str) -> Any:
         origin = typing.get_origin(tp)
@@ -365,23 +373,15 @@ class _Builder:
             return value
         if dataclasses.is_dataclass(tp):
             return self.build_dataclass(tp, value, key)
-        if origin is list:
-            if not isinstance(value, list):
-                raise self.fail(key, f"expected a list, got {type(value).__name__} {value!r}")
-            (item,) = typing.get_args(tp)
-            return [self.build(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
-        if origin is dict:
-            if not isinstance(value, dict):
-                raise self.fail(key, f"expected a mapping, got {type(value).__name__} {value!r}")
-            _, vt = typing.get_args(tp)
-            return {str(k): self.build(vt, v, f"{key}.{k}") for k, v in value.items()}
-        if tp is bool:
-            if not isinstance(value, bool):
-                raise self.fail(key, f"expected true or false, got {value!r}")
-            return value
-        if tp is int:
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise self.fail(key, f"expected an integer, got {value!r}")
+        if origin in (list, dict):
+            if not isinstance(value, origin):
+                raise self.fail(key, f"expected {_type_name(tp)}, got {type(value).__name__} {value!r}")
+            if origin is list:
+                return [self.build(typing.get_args(tp)[0], v, f"{key}[{i}]") for i, v in enumerate(value)]
+            return {str(k): self.build(typing.get_args(tp)[1], v, f"{key}.{k}") for k, v in value.items()}
+        if tp in _SCALARS:
+            if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+                raise self.fail(key, f"expected {_SCALARS[tp]}, got {value!r}")
             return value
         if tp is float:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -392,10 +392,6 @@ class _Builder:
                 raise self.fail(key, f"expected a finite number, got an integer of {len(str(value))} digits") from None
             self.finite(number, key)
             return number
-        if tp is str:
-            if not isinstance(value, str):
-                raise self.fail(key, f"expected a string, got {value!r}")
-            return value
         raise self.fail(key, f"unsupported type {tp}")  # pragma: no cover - a bug in the config classes
 
     def finite(self, value: Any, key: str) -> None:
@@ -415,13 +411,19 @@ class _Builder:
             raise self.fail(key, f"expected a mapping, got {type(value).__name__} {value!r}")
         hints = typing.get_type_hints(cls)
         fields = {f.name: f for f in dataclasses.fields(cls) if cls is not Config or f.name not in _INTERNAL}
+        ranges = _RANGES.get(cls, {})
         kwargs = {}
         for k, v in value.items():
             sub = f"{key}.{k}" if key else str(k)
             if k not in fields:
-                allowed = ", ".join(sorted(fields))
-                raise self.fail(sub, f"unknown key (allowed: {allowed})")
+                raise self.fail(sub, f"unknown key (allowed: {', '.join(sorted(fields))})")
             kwargs[k] = self.build(hints[k], v, sub)
+            if k in ranges and kwargs[k] is not None:
+                low, high, above = ranges[k]
+                if low is not None and (kwargs[k] <= low if above else kwargs[k] < low):
+                    raise self.fail(sub, "must be positive" if above and low == 0 else f"must be at least {low}")
+                if high is not None and kwargs[k] > high:
+                    raise self.fail(sub, f"must be at most {high}")
         for name, f in fields.items():
             if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise self.fail(f"{key}.{name}" if key else name, "missing required key")
@@ -466,15 +468,13 @@ def _expanded(node: yaml.Node, sizes: dict[int, int]) -> int:
     sizes[id(node)] = -1  # being counted: met again below it, it is recursive
     size = 1
     if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            size += _expanded(k, sizes) + _expanded(v, sizes)
-            if size > MAX_CONFIG_VALUES:
-                break
-    elif isinstance(node, yaml.SequenceNode):
-        for v in node.value:
-            size += _expanded(v, sizes)
-            if size > MAX_CONFIG_VALUES:
-                break
+        children = [child for pair in node.value for child in pair]
+    else:
+        children = node.value if isinstance(node, yaml.SequenceNode) else []
+    for child in children:
+        size += _expanded(child, sizes)
+        if size > MAX_CONFIG_VALUES:
+            break
     sizes[id(node)] = size
     return size
 
@@ -486,53 +486,16 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         raw = {}
     if not isinstance(raw, dict):
         raise InputError("the config must be a YAML mapping at the top level", file=file)
-    lines = _Lines(node)
-    if lines.duplicates:
-        key, line = lines.duplicates[0]
-        raise InputError("duplicate key (YAML would silently keep the last one)", file=file, line=line, key=key)
-    b = _Builder(file, lines)
-    cfg: Config = b.build_dataclass(Config, raw, "")
-    cfg = dataclasses.replace(cfg, path=file, lines=dict(lines.lines))
-    _check(cfg, b)
-    redact.use(secrets_of(cfg))  # from here on, no artifact, log line or message holds what the run can send
+    lines = _key_lines(file, node)
+    cfg: Config = _Builder(file, lines).build_dataclass(Config, raw, "")
+    cfg = dataclasses.replace(cfg, path=file, lines=lines)
+    _check(cfg)
     return cfg
 
 
-# Model keys that act in one role only: given in the other they would be silently ignored, so they are rejected.
-_ROLE_ONLY = {
-    "samples_per_prompt": (
-        "candidates",
-        "a judge makes one call per criterion (judging.judges_per_criterion asks more)",
-    ),
-    "structured_output": ("judges", "only judge calls ask for a JSON schema"),
-    "responses_from": ("candidates", "a judge's verdicts are never replayed from a file"),
-    "response_column": ("candidates", "a judge's verdicts are never replayed from a file"),
-}
-
-
-def _check_role_keys(b: _Builder, section: str, key: str) -> None:
-    for name, (role, why) in _ROLE_ONLY.items():
-        if role != section and f"{key}.{name}" in b.lines.lines:
-            where = "a judge" if section == "judges" else "a candidate"
-            raise b.fail(f"{key}.{name}", f"has no effect on {where}: {why}")
-
-
-def _check_replay(b: _Builder, m: ModelConfig, key: str) -> None:
-    """A candidate that replays answers you already have makes no call: it names no model and asks no samples."""
-    if not m.replays:
-        return
-    if m.responses_from and m.response_column:
-        raise b.fail(f"{key}.response_column", "give either `responses_from` (a file) or `response_column`, not both")
-    for name in ("model", "models"):
-        if getattr(m, name):
-            raise b.fail(f"{key}.{name}", "a candidate with responses_from/response_column makes no calls: remove it")
-    if m.samples_per_prompt != 1:
-        raise b.fail(f"{key}.samples_per_prompt", "a replayed candidate has one answer per turn")
-
-
 # The range of every number of the config, by type and field: (lowest, highest, whether the lowest is excluded); None
-# is no bound. Every value is finite already (_Builder.finite). tests/test_trust.py checks that every int and float field
-# of the config types is listed here.
+# is no bound. The builder checks each value as it builds it (every value is finite already: _Builder.finite).
+# tests/test_trust.py checks that every int and float field of the config types is listed here.
 MAX_THREADS = 4096  # run.concurrency, run.judge_parallel_workers: threads of one process
 MAX_BOOTSTRAP = 100_000  # run.bootstrap_samples: each CI resamples the examples this many times
 MAX_SYNTH_ITEMS = 1000  # synthesize.num_subtopics, prompts_per_subtopic: items one reply lists
@@ -583,58 +546,218 @@ _RANGES: dict[type, dict[str, tuple[float | None, float | None, bool]]] = {
 }
 
 
-def _check_numbers(b: _Builder, obj: Any, key: str) -> None:
-    """Every number of the config in its range (_RANGES), in the order the types list them."""
-    ranges = _RANGES.get(type(obj), {})
-    for f in dataclasses.fields(obj):
-        if type(obj) is Config and f.name in _INTERNAL:
-            continue
-        value, sub = getattr(obj, f.name), f"{key}.{f.name}" if key else f.name
-        if f.name in ranges and value is not None:
-            low, high, above = ranges[f.name]
-            if low is not None and (value <= low if above else value < low):
-                raise b.fail(sub, "must be positive" if above and low == 0 else f"must be at least {low}")
-            if high is not None and value > high:
-                raise b.fail(sub, f"must be at most {high}")
-        elif dataclasses.is_dataclass(value):
-            _check_numbers(b, value, sub)
-        elif isinstance(value, list):
-            for i, v in enumerate(value):
-                if dataclasses.is_dataclass(v):
-                    _check_numbers(b, v, f"{sub}[{i}]")
+# --------------------------------------------------------------------------------------------------
+# Checks across fields
 
 
-def weights_add_up(values: list[float]) -> bool:
-    """Whether a sum of finite numbers is finite, and so is its positive part minus its negative part (what a rubric
-    score divides by): two weights of 1e308 overflow (math.fsum raises, a plain sum is inf)."""
-    try:
-        pos = math.fsum(v for v in values if v > 0)
-        neg = math.fsum(v for v in values if v < 0)
-    except OverflowError:
-        return False
-    return math.isfinite(pos - neg)
-
-
-def _check(cfg: Config, b: _Builder) -> None:
+def _check(cfg: Config) -> None:
     """Cross-field checks that types alone cannot express."""
-    _check_numbers(b, cfg, "")
     if not cfg.datasets and cfg.synthesize is None:
-        raise b.fail("datasets", "no datasets and no synthesize section: nothing to run on")
-    seen: dict[str, str] = {}
-    for section, entries in (("candidates", cfg.candidates), ("judges", cfg.judge_pool)):
-        for i, m in enumerate(entries):
-            key = f"{section}[{i}]" if section == "candidates" or m is not cfg.judge else "judge"
-            _check_model(b, section, key, m)
-            if m.name in seen and seen[m.name] == section:
-                raise b.fail(f"{key}.name", f"duplicate name '{m.name}'")
-            seen[m.name] = section
-    _check_routers(cfg, b)
-    _check_judging(cfg, b)
-    _check_export(cfg, b)
-    _check_synthesize(cfg, b)
-    _check_datasets(cfg, b)
-    _check_batch(cfg, b)
-    _check_executor(cfg, b)
+        raise cfg.fail("datasets", "no datasets and no synthesize section: nothing to run on")
+    seen: set[tuple[bool, str]] = set()  # (a candidate?, name): a name is used once per role
+    for key, m in cfg.entries():
+        _check_model(cfg, key, m)
+        role = (key.startswith("candidates"), m.name)
+        if role in seen:
+            raise cfg.fail(f"{key}.name", f"duplicate name '{m.name}'")
+        seen.add(role)
+    _check_routers(cfg)
+    _check_judging(cfg)
+    _check_export(cfg)
+    _check_synthesize(cfg)
+    _check_datasets(cfg)
+    for key, m in cfg.entries():
+        if m.batch:
+            _check_batch(cfg, f"{key}.batch", m)
+    _check_executor(cfg)
+
+
+# Model keys that act in one role only: given in the other they would be silently ignored, so they are rejected.
+_ROLE_ONLY = {
+    "samples_per_prompt": (
+        "candidates",
+        "a judge makes one call per criterion (judging.judges_per_criterion asks more)",
+    ),
+    "structured_output": ("judges", "only judge calls ask for a JSON schema"),
+    "responses_from": ("candidates", "a judge's verdicts are never replayed from a file"),
+    "response_column": ("candidates", "a judge's verdicts are never replayed from a file"),
+}
+# Keys of an entry that a Router entry sets per deployment instead (or not at all).
+_NOT_WITH_DEPLOYMENTS = "model models api_base api_key_env rpm tpm responses_from response_column".split()
+_REPLAYED = "a candidate with responses_from/response_column makes no calls"
+
+
+def _check_model(cfg: Config, key: str, m: ModelConfig) -> None:
+    """One candidate or judge entry."""
+    if m.replays:  # answers you already have: no model, no samples
+        if m.responses_from and m.response_column:
+            raise cfg.fail(
+                f"{key}.response_column", "give either `responses_from` (a file) or `response_column`, not both"
+            )
+        for name in ("model", "models"):
+            if getattr(m, name):
+                raise cfg.fail(f"{key}.{name}", f"{_REPLAYED}: remove it")
+        if m.samples_per_prompt != 1:
+            raise cfg.fail(f"{key}.samples_per_prompt", "a replayed candidate has one answer per turn")
+    _check_deployments(cfg, key, m)
+    if not m.model and not m.models and not m.replays and not m.deployments:
+        raise cfg.fail(f"{key}.model", "missing required key (or give `models:` for weighted routing)")
+    if m.model and m.models:
+        raise cfg.fail(f"{key}.models", "give either `model` or `models`, not both")
+    section = "candidates" if key.startswith("candidates") else "judges"
+    for name, (role, why) in _ROLE_ONLY.items():
+        if role != section and f"{key}.{name}" in cfg.lines:
+            raise cfg.fail(
+                f"{key}.{name}", f"has no effect on {'a judge' if role == 'candidates' else 'a candidate'}: {why}"
+            )
+    if not m.name.strip() or not m.name.isprintable():
+        raise cfg.fail(f"{key}.name", f"expected a name of printable characters, got {m.name!r}")
+    if "api_key" in m.params:
+        raise cfg.fail(f"{key}.params.api_key", "a key is never written in a config: name its variable in api_key_env")
+    if not weights_add_up([w.weight for w in m.models]):
+        raise cfg.fail(f"{key}.models", "the weights add up past the largest number")
+    for mm in [m.model] + [w.model for w in m.models]:
+        if mm and "/" not in mm:
+            raise cfg.fail(f"{key}.model", f"'{mm}' has no provider prefix (write e.g. openai/{mm} or local/smollm2)")
+
+
+# The providers whose batch API LiteLLM 1.106.2 drives (`litellm.create_batch`'s custom_llm_provider).
+BATCH_PROVIDERS = ("openai", "azure", "vertex_ai", "bedrock", "hosted_vllm", "litellm_proxy", "mistral", "xai")
+
+
+def _check_batch(cfg: Config, key: str, m: ModelConfig) -> None:
+    """`batch: true` only where LiteLLM can send a batch job (the `batch:` settings' ranges are in _RANGES)."""
+    if m.replays:
+        raise cfg.fail(key, f"{_REPLAYED} to batch")
+    if m.deployments:
+        raise cfg.fail(key, "an entry served by a Router (`deployments:`) sends its calls online")
+    if not cfg.cache.enabled:
+        raise cfg.fail(key, "batch replies are delivered through the cache: set cache.enabled: true")
+    for model in [m.model] + [w.model for w in m.models]:
+        provider = model.split("/", 1)[0] if model else ""
+        if provider and provider not in BATCH_PROVIDERS:
+            where = "the embedded llama.cpp model" if provider == "local" else f"provider '{provider}'"
+            raise cfg.fail(key, f"{where} has no batch API (batchable: {', '.join(BATCH_PROVIDERS)})")
+
+
+def _check_deployments(cfg: Config, key: str, m: ModelConfig) -> None:
+    """An entry served by a Router: its deployments say where and how fast; the entry says nothing of either."""
+    if not m.deployments:
+        if m.router is not None:
+            raise cfg.fail(f"{key}.router", "only applies to an entry with `deployments:`")
+        return
+    for name in _NOT_WITH_DEPLOYMENTS:
+        if f"{key}.{name}" in cfg.lines:
+            raise cfg.fail(f"{key}.{name}", "give either `deployments` or this key, not both (set it per deployment)")
+    for j, d in enumerate(m.deployments):
+        k = f"{key}.deployments[{j}]"
+        if "/" not in d.model:
+            raise cfg.fail(f"{k}.model", f"'{d.model}' has no provider prefix (write e.g. hosted_vllm/{d.model})")
+        if d.model.startswith("local/"):
+            raise cfg.fail(
+                f"{k}.model", "a local/ model runs in-process: give it `model:`, a Router spreads calls over servers"
+            )
+        for name in ("model", "messages", "api_key"):
+            if name in d.params:
+                raise cfg.fail(f"{k}.params.{name}", "is set by rubricrun (keys come from api_key_env)")
+    for name in ("rpm", "tpm", "weight"):  # the entry is paced at the sums (router.group_limits)
+        if not weights_add_up([getattr(d, name) for d in m.deployments if getattr(d, name) is not None]):
+            raise cfg.fail(f"{key}.deployments", f"the deployments' {name} add up past the largest number")
+
+
+def _check_routers(cfg: Config) -> None:
+    """Router fallbacks name other entries; one name is one Router group, so it describes one set of deployments."""
+    by_name: dict[str, ModelConfig] = {}
+    for key, m in cfg.entries():
+        other = by_name.setdefault(m.name, m)
+        if other is not m and (m.deployments or other.deployments) and other.deployments != m.deployments:
+            raise cfg.fail(f"{key}.name", f"'{m.name}' names another entry with other deployments: rename one")
+    for key, m in cfg.entries():
+        for j, target in enumerate(m.router.fallbacks if m.router else []):
+            if target == m.name or target not in by_name or by_name[target].replays:
+                why = "is this entry itself" if target == m.name else "is not a candidate or judge that makes calls"
+                raise cfg.fail(f"{key}.router.fallbacks[{j}]", f"'{target}' {why}")
+
+
+def _check_judging(cfg: Config) -> None:
+    j, pool = cfg.judging, len(cfg.judge_pool)
+    if j.default_rubric:  # it can score something: its weights add up, and not all of them are 0
+        weights = [c.weight for c in j.default_rubric]
+        if not weights_add_up(weights):
+            raise cfg.fail("judging.default_rubric", "the weights add up past the largest number")
+        if not any(weights):
+            raise cfg.fail("judging.default_rubric", "every weight is 0: nothing could be scored")
+        for i, c in enumerate(j.default_rubric):
+            if c.id and not c.id.isprintable():
+                raise cfg.fail(f"judging.default_rubric[{i}].id", f"expected printable characters, got {c.id!r}")
+    if j.judges_per_criterion > max(1, pool):
+        raise cfg.fail("judging.judges_per_criterion", f"is {j.judges_per_criterion} but the pool has {pool} judges")
+    if j.on_tie == "judge" and pool <= j.judges_per_criterion:
+        raise cfg.fail(
+            "judging.on_tie",
+            f"'judge' needs a judge outside the {j.judges_per_criterion} voting on a criterion, but the pool has "
+            f"{pool}: add a judge or choose error or not_met",
+        )
+    p = j.pairwise
+    if p is None:
+        return
+    names = [c.name for c in cfg.candidates]
+    if (p.baseline is None) == (not p.all_pairs):
+        raise cfg.fail("judging.pairwise", "give either `baseline: <candidate>` or `all_pairs: true`")
+    if p.baseline is not None and p.baseline not in names:
+        raise cfg.fail(
+            "judging.pairwise.baseline", f"'{p.baseline}' is not a candidate (candidates: {', '.join(names)})"
+        )
+    if len(names) < 2:
+        raise cfg.fail("judging.pairwise", "needs at least two candidates")
+    if not pool:
+        raise cfg.fail("judging.pairwise", "needs a judge (add judges:)")
+
+
+def _check_export(cfg: Config) -> None:
+    e = cfg.export
+    if e is None:
+        return
+    names = [c.name for c in cfg.candidates]
+    for key in ("chosen_candidate", "rejected_candidate"):
+        value = getattr(e, key)
+        if value is not None and names and value not in names:
+            raise cfg.fail(f"export.{key}", f"'{value}' is not a candidate (candidates: {', '.join(names)})")
+        if value is None and e.pair_by == "candidate":
+            raise cfg.fail(
+                f"export.{key}", "export.pair_by: candidate needs both chosen_candidate and rejected_candidate"
+            )
+    if e.chosen_candidate is not None and e.chosen_candidate == e.rejected_candidate:
+        raise cfg.fail("export.rejected_candidate", "must differ from export.chosen_candidate")
+
+
+def _check_synthesize(cfg: Config) -> None:
+    s = cfg.synthesize
+    if s is None:
+        return
+    if not cfg.candidates:
+        raise cfg.fail("candidates", "at least one candidate is required: synthesized prompts are answered by them")
+    if s.model and s.model not in {m.name for m in [*cfg.candidates, *cfg.judge_pool]}:
+        raise cfg.fail("synthesize.model", f"no candidate or judge named '{s.model}'")
+
+
+def _check_datasets(cfg: Config) -> None:
+    names = set()
+    for i, d in enumerate(cfg.datasets):
+        key = f"datasets[{i}]"
+        if d.name and not d.name.isprintable():
+            raise cfg.fail(f"{key}.name", f"expected a name of printable characters, got {d.name!r}")
+        if not d.path and not d.hf:
+            raise cfg.fail(f"{key}.path", "missing required key (or give `hf:` for a Hugging Face dataset)")
+        if d.path and d.hf:
+            raise cfg.fail(f"{key}.hf", "give either `path` (a file) or `hf` (a Hugging Face dataset), not both")
+        for k in ("config", "split"):
+            if getattr(d, k) is not None and not d.hf:
+                raise cfg.fail(f"{key}.{k}", "only applies to a Hugging Face dataset (`hf:`)")
+        name = dataset_name(d)
+        if name in names:
+            raise cfg.fail(f"{key}.name", f"duplicate dataset name '{name}'")
+        names.add(name)
 
 
 # A Dask scheduler address: a protocol and host:port (`tcp://10.0.0.5:8786`), or host:port (tcp is meant).
@@ -648,208 +771,18 @@ def scheduler_address_error(address: str) -> str | None:
     return None
 
 
-def _check_executor(cfg: Config, b: _Builder) -> None:
+def _check_executor(cfg: Config) -> None:
     e = cfg.executor
     if e.engine == "threads":
         for name in ("workers", "address"):
             if getattr(e, name) is not None:
-                raise b.fail(f"executor.{name}", "only applies to executor.engine: dask")
-        return
-    if e.address is not None and (why := scheduler_address_error(e.address)):
-        raise b.fail("executor.address", why)
+                raise cfg.fail(f"executor.{name}", "only applies to executor.engine: dask")
+    elif e.address is not None and (why := scheduler_address_error(e.address)):
+        raise cfg.fail("executor.address", why)
 
 
-def _check_model(b: _Builder, section: str, key: str, m: ModelConfig) -> None:
-    """One candidate or judge entry."""
-    _check_replay(b, m, key)
-    _check_deployments(b, key, m)
-    if not m.model and not m.models and not m.replays and not m.deployments:
-        raise b.fail(f"{key}.model", "missing required key (or give `models:` for weighted routing)")
-    if m.model and m.models:
-        raise b.fail(f"{key}.models", "give either `model` or `models`, not both")
-    _check_role_keys(b, section, key)
-    if not m.name.strip() or not m.name.isprintable():
-        raise b.fail(f"{key}.name", f"expected a name of printable characters, got {m.name!r}")
-    if "api_key" in m.params:
-        raise b.fail(f"{key}.params.api_key", "a key is never written in a config: name its variable in api_key_env")
-    if not weights_add_up([w.weight for w in m.models]):
-        raise b.fail(f"{key}.models", "the weights add up past the largest number")
-    for mm in [m.model] + [w.model for w in m.models]:
-        if mm and "/" not in mm:
-            raise b.fail(f"{key}.model", f"'{mm}' has no provider prefix (write e.g. openai/{mm} or local/smollm2)")
-
-
-# The providers whose batch API LiteLLM 1.106.2 drives (`litellm.create_batch`'s custom_llm_provider).
-BATCH_PROVIDERS = ("openai", "azure", "vertex_ai", "bedrock", "hosted_vllm", "litellm_proxy", "mistral", "xai")
-
-
-def _check_batch(cfg: Config, b: _Builder) -> None:
-    """`batch: true` only where LiteLLM can send a batch job (the `batch:` settings' ranges are in _RANGES)."""
-    for section, entries in (("candidates", cfg.candidates), ("judges", cfg.judge_pool)):
-        for i, m in enumerate(entries):
-            if not m.batch:
-                continue
-            key = f"{section}[{i}].batch" if section == "candidates" or m is not cfg.judge else "judge.batch"
-            if m.replays:
-                raise b.fail(key, "a candidate with responses_from/response_column makes no calls to batch")
-            if m.deployments:
-                raise b.fail(key, "an entry served by a Router (`deployments:`) sends its calls online")
-            if not cfg.cache.enabled:
-                raise b.fail(key, "batch replies are delivered through the cache: set cache.enabled: true")
-            for model in [m.model] + [w.model for w in m.models]:
-                provider = model.split("/", 1)[0] if model else ""
-                if provider and provider not in BATCH_PROVIDERS:
-                    where = "the embedded llama.cpp model" if provider == "local" else f"provider '{provider}'"
-                    raise b.fail(key, f"{where} has no batch API (batchable: {', '.join(BATCH_PROVIDERS)})")
-
-
-# Keys of an entry that a Router entry sets per deployment instead (or not at all).
-_NOT_WITH_DEPLOYMENTS = (
-    "model",
-    "models",
-    "api_base",
-    "api_key_env",
-    "rpm",
-    "tpm",
-    "responses_from",
-    "response_column",
-)
-
-
-def _check_deployments(b: _Builder, key: str, m: ModelConfig) -> None:
-    """An entry served by a Router: its deployments say where and how fast; the entry says nothing of either."""
-    if not m.deployments:
-        if m.router is not None:
-            raise b.fail(f"{key}.router", "only applies to an entry with `deployments:`")
-        return
-    for name in _NOT_WITH_DEPLOYMENTS:
-        if f"{key}.{name}" in b.lines.lines:
-            raise b.fail(f"{key}.{name}", "give either `deployments` or this key, not both (set it per deployment)")
-    for j, d in enumerate(m.deployments):
-        k = f"{key}.deployments[{j}]"
-        if "/" not in d.model:
-            raise b.fail(f"{k}.model", f"'{d.model}' has no provider prefix (write e.g. hosted_vllm/{d.model})")
-        if d.model.startswith("local/"):
-            raise b.fail(
-                f"{k}.model", "a local/ model runs in-process: give it `model:`, a Router spreads calls over servers"
-            )
-        for name in ("model", "messages", "api_key"):
-            if name in d.params:
-                raise b.fail(f"{k}.params.{name}", "is set by rubricrun (keys come from api_key_env)")
-    for name in ("rpm", "tpm", "weight"):  # the entry is paced at the sums (router.group_limits)
-        if not weights_add_up([getattr(d, name) for d in m.deployments if getattr(d, name) is not None]):
-            raise b.fail(f"{key}.deployments", f"the deployments' {name} add up past the largest number")
-
-
-def _check_routers(cfg: Config, b: _Builder) -> None:
-    """Router fallbacks name other entries; one name is one Router group, so it describes one set of deployments."""
-    entries = [("candidates", i, m) for i, m in enumerate(cfg.candidates)]
-    entries += [("judges", i, m) for i, m in enumerate(cfg.judges)]
-    entries += [("judge", None, cfg.judge)] if cfg.judge else []
-    by_name: dict[str, ModelConfig] = {}
-    for section, i, m in entries:
-        key = section if i is None else f"{section}[{i}]"
-        other = by_name.setdefault(m.name, m)
-        if other is not m and (m.deployments or other.deployments) and other.deployments != m.deployments:
-            raise b.fail(f"{key}.name", f"'{m.name}' names another entry with other deployments: rename one")
-    for section, i, m in entries:
-        key = section if i is None else f"{section}[{i}]"
-        for j, target in enumerate(m.router.fallbacks if m.router else []):
-            if target == m.name or target not in by_name or by_name[target].replays:
-                why = "is this entry itself" if target == m.name else "is not a candidate or judge that makes calls"
-                raise b.fail(f"{key}.router.fallbacks[{j}]", f"'{target}' {why}")
-
-
-def _check_synthesize(cfg: Config, b: _Builder) -> None:
-    s = cfg.synthesize
-    if s is None:
-        return
-    if not cfg.candidates:
-        raise b.fail("candidates", "at least one candidate is required: synthesized prompts are answered by them")
-    if s.model and s.model not in {m.name for m in [*cfg.candidates, *cfg.judge_pool]}:
-        raise b.fail("synthesize.model", f"no candidate or judge named '{s.model}'")
-
-
-def _check_datasets(cfg: Config, b: _Builder) -> None:
-    names = set()
-    for i, d in enumerate(cfg.datasets):
-        if d.name and not d.name.isprintable():
-            raise b.fail(f"datasets[{i}].name", f"expected a name of printable characters, got {d.name!r}")
-        if not d.path and not d.hf:
-            raise b.fail(f"datasets[{i}].path", "missing required key (or give `hf:` for a Hugging Face dataset)")
-        if d.path and d.hf:
-            raise b.fail(f"datasets[{i}].hf", "give either `path` (a file) or `hf` (a Hugging Face dataset), not both")
-        for k in ("config", "split"):
-            if getattr(d, k) is not None and not d.hf:
-                raise b.fail(f"datasets[{i}].{k}", "only applies to a Hugging Face dataset (`hf:`)")
-        name = dataset_name(d)
-        if name in names:
-            raise b.fail(f"datasets[{i}].name", f"duplicate dataset name '{name}'")
-        names.add(name)
-
-
-def _check_judging(cfg: Config, b: _Builder) -> None:
-    _check_default_rubric(cfg, b)
-    if cfg.judging.judges_per_criterion > max(1, len(cfg.judge_pool)):
-        raise b.fail(
-            "judging.judges_per_criterion",
-            f"is {cfg.judging.judges_per_criterion} but the pool has {len(cfg.judge_pool)} judges",
-        )
-    if cfg.judging.on_tie == "judge" and len(cfg.judge_pool) <= cfg.judging.judges_per_criterion:
-        raise b.fail(
-            "judging.on_tie",
-            f"'judge' needs a judge outside the {cfg.judging.judges_per_criterion} voting on a criterion, but the "
-            f"pool has {len(cfg.judge_pool)}: add a judge or choose error or not_met",
-        )
-    _check_pairwise(cfg, b)
-
-
-def _check_default_rubric(cfg: Config, b: _Builder) -> None:
-    """judging.default_rubric can score something: its weights add up, and not all of them are 0 (a response's
-    score divides by the positive weights minus the negative ones)."""
-    rubric = cfg.judging.default_rubric
-    if not rubric:
-        return
-    weights = [c.weight for c in rubric]
-    if not weights_add_up(weights):
-        raise b.fail("judging.default_rubric", "the weights add up past the largest number")
-    if not any(weights):
-        raise b.fail("judging.default_rubric", "every weight is 0: nothing could be scored")
-    for i, c in enumerate(rubric):
-        if c.id and not c.id.isprintable():
-            raise b.fail(f"judging.default_rubric[{i}].id", f"expected printable characters, got {c.id!r}")
-
-
-def _check_pairwise(cfg: Config, b: _Builder) -> None:
-    p = cfg.judging.pairwise
-    if p is None:
-        return
-    names = [c.name for c in cfg.candidates]
-    if (p.baseline is None) == (not p.all_pairs):
-        raise b.fail("judging.pairwise", "give either `baseline: <candidate>` or `all_pairs: true`")
-    if p.baseline is not None and p.baseline not in names:
-        raise b.fail("judging.pairwise.baseline", f"'{p.baseline}' is not a candidate (candidates: {', '.join(names)})")
-    if len(names) < 2:
-        raise b.fail("judging.pairwise", "needs at least two candidates")
-    if not cfg.judge_pool:
-        raise b.fail("judging.pairwise", "needs a judge (add judges:)")
-
-
-def _check_export(cfg: Config, b: _Builder) -> None:
-    e = cfg.export
-    if e is None:
-        return
-    names = [c.name for c in cfg.candidates]
-    for key in ("chosen_candidate", "rejected_candidate"):
-        value = getattr(e, key)
-        if value is not None and names and value not in names:
-            raise b.fail(f"export.{key}", f"'{value}' is not a candidate (candidates: {', '.join(names)})")
-        if value is None and e.pair_by == "candidate":
-            raise b.fail(
-                f"export.{key}", "export.pair_by: candidate needs both chosen_candidate and rejected_candidate"
-            )
-    if e.chosen_candidate is not None and e.chosen_candidate == e.rejected_candidate:
-        raise b.fail("export.rejected_candidate", "must differ from export.chosen_candidate")
+# --------------------------------------------------------------------------------------------------
+# Reading the config
 
 
 def generation_only(cfg: Config) -> bool:
@@ -867,69 +800,3 @@ def dataset_name(d: DatasetConfig) -> str:
         return Path(d.hf.rstrip("/")).name
     file = Path(d.path).name
     return Path(file[: -len(".gz")] if file.endswith(".gz") else file).stem
-
-
-def config_to_dict(cfg: Config) -> dict[str, Any]:
-    """The resolved config as plain data (for the run folder's config.yaml). Holds env var names, never keys: a value
-    under a secret-looking key is `***`, and so is every secret in use (redact.py) and a URL's user and password or
-    key-like query parameter anywhere else."""
-    d = dataclasses.asdict(cfg)
-    for k in _INTERNAL:
-        d.pop(k, None)
-    return _redact(d)
-
-
-_SECRET_WORDS = ("api_key", "apikey", "token", "secret", "password", "authorization", "cookie")
-
-
-def _secret_key(key: str) -> bool:
-    lk = key.lower().replace("-", "_")
-    return any(w in lk for w in _SECRET_WORDS) and not lk.endswith("_env")
-
-
-def _redact(value: Any, key: str = "") -> Any:
-    if isinstance(value, dict):
-        return {k: _redact(v, str(k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redact(v, key) for v in value]
-    if isinstance(value, str):
-        return redact.MASK if _secret_key(key) else redact.redact(value)
-    return value
-
-
-def secrets_of(cfg: Config) -> list[tuple[str, str]]:
-    """(value, label) of every credential the config's calls can send: the keys its api_key_env variables hold, the
-    variables LiteLLM reads by itself for each entry's provider (redact.provider_variables), the credentials written
-    into an api_base, and the values under a secret-looking key of its params (`extra_headers.Authorization`)."""
-    out: list[tuple[str, str]] = []
-    entries = [(f"candidates[{i}]", m) for i, m in enumerate(cfg.candidates)]
-    entries += [(f"judges[{i}]", m) for i, m in enumerate(cfg.judges)] + ([("judge", cfg.judge)] if cfg.judge else [])
-    for key, m in entries:
-        routes = [(key, m.model, m.api_base, m.api_key_env, m.params)]
-        routes += [
-            (f"{key}.models[{j}]", w.model, w.api_base or m.api_base, w.api_key_env or m.api_key_env, {})
-            for j, w in enumerate(m.models)
-        ]
-        routes += [
-            (f"{key}.deployments[{j}]", d.model, d.api_base, d.api_key_env, d.params)
-            for j, d in enumerate(m.deployments)
-        ]
-        for where, model, api_base, key_env, params in routes:
-            names = [key_env] if key_env else []
-            names += redact.provider_variables(model.split("/", 1)[0]) if "/" in model else []
-            out += [(os.environ[n], f"${n}") for n in names if os.environ.get(n)]
-            out += [(v, f"{where}.api_base") for v in redact.url_secrets(api_base or "")]
-            out += [(v, f"{where}.params") for v in _param_secrets(params)]
-    return out
-
-
-def _param_secrets(value: Any, key: str = "") -> list[str]:
-    """The strings under a secret-looking key of a params mapping, at any depth (a header's `Bearer <key>`: both)."""
-    if isinstance(value, dict):
-        return [s for k, v in value.items() for s in _param_secrets(v, str(k))]
-    if isinstance(value, list):
-        return [s for v in value for s in _param_secrets(v, key)]
-    if isinstance(value, str) and value and _secret_key(key):
-        scheme, _, rest = value.partition(" ")
-        return [value, rest] if rest and scheme.lower() in ("bearer", "basic", "token") else [value]
-    return []

@@ -6,6 +6,7 @@ in each file. summary.json's types live with the results (results/summary_types.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from msgspec import UNSET, Struct, UnsetType, field
@@ -22,6 +23,17 @@ class Criterion(Struct, frozen=True):
     weight: float = 1.0
     tags: tuple[str, ...] = ()
     category: str | None = None
+
+
+def weights_add_up(values: list[float]) -> bool:
+    """Whether finite weights can be scored: their positive part minus their negative part (what a rubric score
+    divides by) is finite. Two weights of 1e308 overflow (math.fsum raises, a plain sum is inf)."""
+    try:
+        pos = math.fsum(v for v in values if v > 0)
+        neg = math.fsum(v for v in values if v < 0)
+    except OverflowError:
+        return False
+    return math.isfinite(pos - neg)
 
 
 class Turn(Struct, frozen=True):
@@ -81,7 +93,7 @@ def _int_if_integral(v: Any) -> Any:
 
 
 class LLMRequest(Struct, frozen=True, dict=True):
-    """What a provider is asked. Only `cache_fields()` enter the cache key (`dict=True`: providers/cache.py keeps the
+    """What a provider is asked. Only `cache_fields()` enter the cache key (`dict=True`: providers/base.py keeps the
     key it computed beside the fields, computed once per request)."""
 
     model: str  # a LiteLLM model string, e.g. "openai/gpt-4o-mini" or "local/smollm2"

@@ -11,13 +11,13 @@ own column (PRBench's `final_response`): a string for turn 1, or a list with one
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from ..config import Config, ModelConfig
 from ..errors import InputError
 from ..types import Example
 from .readers import file_rows
-from .schemas import Fail, type_name
+from .schemas import Fail, fail_at, native_id, type_name
 
 Answers = dict[tuple[str, int], str]  # (id, 1-based turn) -> answer text
 # Answer rows of one task's own shape: ((id, turn), answer) pairs, or None for a row it does not know.
@@ -42,9 +42,7 @@ def load_answers(path: str, readers: Sequence[tuple[str, AnswerReader]] = ()) ->
 def _row_answers(
     row: Any, file: str, line: int | None, readers: Sequence[tuple[str, AnswerReader]]
 ) -> list[tuple[tuple[str, int], str]]:
-    def fail(key: str | None, msg: str) -> NoReturn:
-        raise InputError(msg, file=file, line=line, key=key)
-
+    fail = fail_at(file, line)
     if not isinstance(row, dict):
         fail(None, f"expected a JSON object, got {type_name(row)}")
     for _, read in readers:
@@ -57,17 +55,10 @@ def _row_answers(
         turn = row.get("turn", 1)
         if isinstance(turn, bool) or not isinstance(turn, int) or turn < 1:
             fail("turn", f"expected a turn number >= 1, got {turn!r}")
-        return [((answer_id(row["id"], "id", fail), turn), row["response"])]
+        return [((str(native_id(row["id"], "id", fail)), turn), row["response"])]
     shown = ", ".join(sorted(map(str, row))) or "none"
     shapes = [shape for shape, _ in readers] + ["{id, response} rows"]
     fail(None, f"expected {' or '.join(shapes)}; this row has keys: {shown}")
-
-
-def answer_id(value: Any, key: str, fail: Fail) -> str:
-    """An answer row's id as a string: a non-empty string or an integer."""
-    if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
-        fail(key, f"expected a non-empty string or integer id, got {value!r}")
-    return str(value)
 
 
 def load_replays(cfg: Config, readers: Sequence[tuple[str, AnswerReader]] = ()) -> dict[str, Answers]:

@@ -1,15 +1,11 @@
-"""The one lenient-JSON reader: JSON values in a model's reply (judge verdicts, synthesis lists).
-
-Two passes, so that what reads today reads the same and broken JSON is repaired by a library, not by us:
-1. strict: the standard library's decoder at every opening bracket, fenced ```json blocks first, then the
-   reply (so prose around the value and brackets in that prose cost nothing);
-2. repaired: json-repair (https://github.com/mangiucugna/json_repair) over the same chunks, for what the
-   decoder refuses: single quotes, trailing or doubled commas, a missing comma, Python's True/False/None,
-   a value cut off at max_tokens (which json-repair completes: callers decide whether to trust that, see
+"""The one lenient-JSON reader: JSON values in a model's reply (judge verdicts, synthesis lists). Two passes, so
+that broken JSON is repaired by a library, not by us:
+1. strict: the standard library's decoder at every opening bracket, fenced ```json blocks first, then the reply;
+2. repaired: json-repair over the same chunks, for what the decoder refuses: single quotes, stray or missing commas,
+   Python's True/False/None, a value cut off at max_tokens (completed: callers decide whether to trust that,
    `quoted_in`).
-Callers walk the values (`walk`) for what they need and stop at the first match; `object_with` is that walk for a
-judge's verdict object. A string holding a lone surrogate (the reply's JSON wrote `"\\ud800"`, which no UTF-8 file
-can hold) comes back with U+FFFD in its place.
+Callers walk the values (`walk`) and stop at the first match. A lone surrogate in a string (`"\\ud800"`, which no
+UTF-8 file can hold) comes back as U+FFFD.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ row per human verdict. The contract (docs/statistics.md, "Scores anchored to hum
   (true / false) on a binary scale or `score` (a number on the scale) on a graded one;
 - a pairwise verdict: `pair_id` (the `id` of a pairwise row of judgments.jsonl) and `preferred` (the name of the
   candidate the rater preferred, or `tie`);
-- optional `rater`; every other column is ignored, so a filled labelling sheet (results/label_sheet.py) is a labels
-  file. A row whose verdict is still empty (an unfilled sheet row) is not a label: it is counted as `blank`.
+- optional `rater`, and optional `dataset`: one file can serve several datasets (a run's labels.jsonl, a filled
+  sheet), and each dataset reads only its own rows and those that name none; every other column is ignored, so a
+  filled labelling sheet (results/label_sheet.py) is a labels file. A row whose verdict is still empty (an unfilled sheet row) is not a label: it is counted as `blank`.
 
 A row of the same rater on the same item replaces the earlier one (the labelling page appends corrections), counted
 as `superseded`. A malformed row is bad input: InputError naming the file, its line and the column.
@@ -40,10 +41,13 @@ class LabelFile:
     superseded: int = 0  # rows replaced by a later row of the same rater on the same item
 
 
-def read_labels(path: str, *, scale: Scale = None, candidates: Collection[str] = ()) -> LabelFile:
+def read_labels(
+    path: str, *, scale: Scale = None, candidates: Collection[str] = (), dataset: str | None = None
+) -> LabelFile:
     """The labels at `path` for a dataset judged met / not met (`scale` None) or on a graded scale (its (lowest,
-    highest) score). `candidates`: the names a pairwise `preferred` may give (besides `tie`). Raises InputError (file,
-    line, column) on a malformed row."""
+    highest) score). `candidates`: the names a pairwise `preferred` may give (besides `tie`). With `dataset`, a row
+    whose `dataset` column names another one is not this dataset's (it may be on another scale) and is passed over.
+    Raises InputError (file, line, column) on a malformed row."""
     verdicts: dict[tuple[str, str], dict[str, bool | float]] = {}
     preferences: dict[str, dict[str, str]] = {}
     rows = blank = superseded = 0
@@ -53,6 +57,8 @@ def read_labels(path: str, *, scale: Scale = None, candidates: Collection[str] =
         if not isinstance(raw.value, dict):
             raise InputError(f"expected an object, got {type(raw.value).__name__}", file=raw.file, line=raw.line)
         row = _Row(raw.value, raw.file, raw.line)
+        if dataset is not None and row.get("dataset") not in (None, dataset):
+            continue
         rater = row.text("rater", required=False) or ""
         store: dict[Any, dict[str, Any]]
         if row.get("pair_id") is not None:
@@ -155,7 +161,7 @@ def load_labels(cfg: Config, scales: Mapping[str, Scale]) -> dict[str, LabelFile
         if name not in scales:
             continue
         try:
-            out[name] = read_labels(path, scale=scales[name], candidates=names)
+            out[name] = read_labels(path, scale=scales[name], candidates=names, dataset=name)
         except InputError as exc:
             if exc.line is not None:
                 raise

@@ -9,8 +9,6 @@ lines) and the key: `data/x.jsonl:7: key 'rubric[2].weight': expected a number, 
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
@@ -22,7 +20,7 @@ from ..types import Example
 from .idset import IdHashes
 from .readers import RawRow, read_rows, source_label
 from .references import join_references, load_references
-from .schemas import MISSING, Row, RowSchema, resolve, rubric_of, text_value, type_name
+from .schemas import MISSING, Row, RowSchema, content_id, fail_at, native_id, resolve, rubric_of, text_value, type_name
 
 # The normalized names `DatasetConfig.fields` may map (normalized name -> key in the row); a schema's own keys
 # (RowSchema.native_fields) are mappable too, when a file renames them.
@@ -45,25 +43,16 @@ def iter_dataset(
     elsewhere: list[Example] | None = None,
 ) -> Iterator[Example]:
     """The examples of `cfg.path` (or the Hub dataset `cfg.hf`) one at a time, in file order, holding none of them.
-    `schemas`: the row schemas, in detection order (tasks.registry.TASKS). Bad rows raise, or with
-    on_bad_row="skip" their messages go to `skipped`; a source whose every row is bad raises even then. File-level
-    problems (missing or unreadable file, bad `fields`) always raise. `cfg.limit` and `max_examples` both cap the
-    examples; reading stops at the cap. `keep` names the columns (dotted paths allowed) that `response_column:`
-    candidates replay: a row's values go to `Example.prefilled`.
+    `schemas`: the row schemas, in detection order (tasks.registry.TASKS). A bad row raises, or with on_bad_row
+    "skip" its message goes to `skipped` (a source of bad rows only raises even then); a problem with the file or its
+    `fields` always raises. `cfg.limit` and `max_examples` cap the examples. `keep`: the columns (dotted paths
+    allowed) that `response_column:` candidates replay, kept in `Example.prefilled`.
 
-    Duplicate ids are found from a set of id hashes (`seen`, data/idset.py, which a caller may share between
-    sources); only a hit reads the file again, for the first row with that id. A hit with no such row in this source
-    is appended to `elsewhere` for the caller to look up (or passes: a hash collision). `check_ids=False` skips the
-    check (a source already checked)."""
-    if on_bad_row not in ("fail", "skip"):
-        raise InputError(f"expected 'fail' or 'skip', got {on_bad_row!r}", key="run.on_bad_row")
-    label = source_label(cfg)
+    Duplicate ids are found from a set of id hashes (`seen`, data/idset.py, which sources may share): only a hit
+    reads the file again, for the first row with that id; a hit with no such row here goes to `elsewhere` for the
+    caller to look up (or is a hash collision). `check_ids=False`: a source already checked."""
     parse = RowParser(cfg, schemas, keep)
-    caps = [c for c in (cfg.limit, max_examples) if c is not None]
-    for c in caps:
-        if c < 0:
-            raise InputError(f"expected a number >= 0, got {c}", file=label, key="limit")
-    cap = min(caps) if caps else None
+    cap = min((c for c in (cfg.limit, max_examples) if c is not None), default=None)
     skipped = [] if skipped is None else skipped
     references = load_references(cfg.references) if cfg.references else None
     seen = IdHashes() if seen is None else seen  # hash(example id) of the rows read so far
@@ -93,9 +82,9 @@ def iter_dataset(
         if cap is not None and n >= cap:
             break
     if bad and not n:  # `skip` is for a few bad rows; a file of bad rows is the wrong file or mapping
-        raise InputError(f"every row of {label} is bad ({bad} skipped); the first: {skipped[-bad]}")
+        raise InputError(f"every row of {source_label(cfg)} is bad ({bad} skipped); the first: {skipped[-bad]}")
     if not n:  # nothing to run on: a run would pay for nothing and say nothing (as --max-examples 0 is refused)
-        raise InputError("the dataset has no rows", file=label)
+        raise InputError("the dataset has no rows", file=source_label(cfg))
 
 
 def _first_seen(cfg: DatasetConfig, parse: RowParser, example_id: str, at: RawRow) -> str | None:
@@ -167,16 +156,17 @@ class RowParser:
         if schema is None:
             raise InputError(_unknown_schema(row), file=file, line=line)
         ex, id_key = self._example(row, schema, file, line)
-        return (_with_kept(ex, row, self.keep) if self.keep else ex), id_key
+        if self.keep:  # the `keep` columns of the row go to `prefilled`, beside what its schema put there
+            kept = {c: v for c in self.keep if (v := resolve(row, c)) not in (None, MISSING)}
+            ex = msgspec.structs.replace(ex, prefilled={**ex.prefilled, **kept})
+        return ex, id_key
 
     def _example(
         self, row: dict[str, Any], schema: RowSchema, file: str, line: int | None
     ) -> tuple[Example, str | None]:
         """`row` built by `schema` into an Example (and the key its id came from)."""
 
-        def fail(key: str | None, msg: str) -> NoReturn:
-            raise InputError(msg, file=file, line=line, key=key)
-
+        fail = fail_at(file, line)
         r = Row(row, self.fields, self.readers)
         b = schema.build(r, fail)
         messages = b["messages"]
@@ -222,18 +212,12 @@ class RowParser:
         return ex, id_key
 
 
-def _with_kept(ex: Example, row: Any, keep: Sequence[str]) -> Example:
-    """The example with the `keep` columns of its row in `prefilled` (beside what its schema put there)."""
-    kept = {c: v for c in keep if (v := resolve(row, c)) not in (None, MISSING)}
-    return msgspec.structs.replace(ex, prefilled={**ex.prefilled, **kept})
-
-
 def _schema(schemas: Sequence[RowSchema], name: str) -> RowSchema:
-    for s in schemas:
-        if s.name == name:
-            return s
-    names = ", ".join(s.name for s in schemas)
-    raise InputError(f"unknown format {name!r} (expected auto or one of {names})", key="format")
+    found = next((s for s in schemas if s.name == name), None)
+    if found is None:
+        names = ", ".join(s.name for s in schemas)
+        raise InputError(f"unknown format {name!r} (expected auto or one of {names})", key="format")
+    return found
 
 
 def field_names(schemas: Sequence[RowSchema]) -> tuple[str, ...]:
@@ -264,11 +248,6 @@ def _unknown_schema(row: dict[str, Any]) -> str:
     return f"{msg}; add to the dataset config: format: generic, fields: {{prompt: {guess}}}"
 
 
-def _content_id(messages: tuple[dict[str, Any], ...]) -> str:
-    blob = json.dumps(list(messages), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
-
-
 def _native_id(
     row: dict[str, Any], r: Row, b: dict[str, Any], messages: tuple[dict[str, Any], ...], fail: Any
 ) -> tuple[str | None, Any]:
@@ -278,11 +257,8 @@ def _native_id(
         return b.get("id_key"), b["id"]
     id_key = next((k for k in (b.get("id_key"), r.key("id")) if k and resolve(row, k) not in (None, MISSING)), None)
     if id_key is None:
-        return None, _content_id(messages)
-    native = resolve(row, id_key)
-    if isinstance(native, bool) or not isinstance(native, (str, int)) or not str(native).strip():
-        fail(id_key, f"expected a non-empty string or integer id, got {native!r}")
-    return id_key, native
+        return None, content_id(list(messages))
+    return id_key, native_id(resolve(row, id_key), id_key, fail)
 
 
 def _keys_shown(row: dict[str, Any]) -> str:

@@ -1,17 +1,13 @@
 """Raw rows from where people keep data: JSONL (also gzipped), a JSON array, CSV/TSV, Parquet, a Hugging Face dataset.
 
 `read_rows(cfg)` yields one `RawRow` per data row: the parsed value, or why the row could not be parsed, with where
-it came from. Text formats name the 1-based line (JSONL, CSV); formats without lines name the 0-based row index
-(`data/x.parquet:row 3`, `data/x.json:row 3`, `hf:openai/gsm8k[main/test]:row 3`). A problem with the whole source
-(missing file, not Parquet, a Hub name that cannot be loaded) raises `InputError` naming `source_label(cfg)` and no
-line; the loader turns the rest into per-row errors.
-
-pyarrow and `datasets` are imported only when a Parquet file or a Hub dataset is read, so JSONL runs and
-`run.py --help` do not pay for them.
+it came from: the 1-based line (JSONL, CSV), else the 0-based row (`data/x.parquet:row 3`,
+`hf:openai/gsm8k[main/test]:row 3`). A problem with the whole source (missing file, not Parquet, a Hub name that
+cannot be loaded) raises `InputError` naming `source_label(cfg)` and no line. pyarrow and `datasets` are imported
+only when a Parquet file or a Hub dataset is read.
 
 Text is valid Unicode or the row is bad: a JSON string may write a lone surrogate (`"\\ud800"`), which Python decodes
-as is and no UTF-8 file can hold (writing examples.jsonl would fail after the run began), so such a row is a bad row
-at its line, as a byte that is not UTF-8 is.
+as is and no UTF-8 file can hold (writing examples.jsonl would fail after the run began).
 """
 
 from __future__ import annotations
@@ -144,7 +140,7 @@ def _json_line(raw: bytes, path: str, lineno: int) -> RawRow:
     except RecursionError:
         return RawRow(path, lineno, error="malformed JSON: nested too deeply")
     bad = lone_surrogate(value) if "\\u" in text else None  # only a \u escape can write one
-    return RawRow(path, lineno, value) if bad is None else RawRow(path, lineno, error=bad)
+    return RawRow(path, lineno, value, error=bad)
 
 
 def lone_surrogate(value: Any, key: str = "") -> str | None:
@@ -182,8 +178,7 @@ def _json_array_rows(stream: IO[bytes], path: str) -> Iterator[RawRow]:
         raise InputError(f"cannot read dataset file: {_reason(e)}", file=path) from None
     check = "\\u" in text
     for i, value in enumerate(data):
-        bad = lone_surrogate(value) if check else None
-        yield RawRow(f"{path}:row {i}", None, value) if bad is None else RawRow(f"{path}:row {i}", None, error=bad)
+        yield RawRow(f"{path}:row {i}", None, value, error=lone_surrogate(value) if check else None)
 
 
 def _csv_rows(stream: IO[bytes], path: str, delimiter: str) -> Iterator[RawRow]:
@@ -206,7 +201,7 @@ def _csv_rows(stream: IO[bytes], path: str, delimiter: str) -> Iterator[RawRow]:
                 continue
             row = {k: _csv_cell(v) for k, v in rec.items() if v not in (None, "")}
             bad = lone_surrogate(row) if any("\\u" in v for v in rec.values() if v) else None  # a JSON cell's
-            yield RawRow(path, line, row) if bad is None else RawRow(path, line, error=bad)
+            yield RawRow(path, line, row, error=bad)
     except UnicodeDecodeError as e:
         raise InputError(f"not valid UTF-8 ({e.reason})", file=path, line=reader.line_num + 1) from None
     except csv.Error as e:
@@ -239,7 +234,8 @@ def _parquet_rows(path: str) -> Iterator[RawRow]:
     try:
         for batch in pf.iter_batches(batch_size=1024):
             for rec in _records(batch):
-                yield RawRow(f"{path}:row {i}", None, _drop_nulls(rec)) if rec is not None else _not_utf8(path, i)
+                bad = "not valid UTF-8 text" if rec is None else None
+                yield RawRow(f"{path}:row {i}", None, _drop_nulls(rec or {}), error=bad)
                 i += 1
     except OSError as e:
         raise InputError(f"cannot read Parquet file: {_reason(e)} (after row {i})", file=path) from None
@@ -257,10 +253,6 @@ def _records(batch: Any) -> list[dict[str, Any] | None]:
             except UnicodeDecodeError:
                 out.append(None)
         return out
-
-
-def _not_utf8(path: str, i: int) -> RawRow:
-    return RawRow(f"{path}:row {i}", None, error="not valid UTF-8 text")
 
 
 def _hf_rows(cfg: DatasetConfig) -> Iterator[RawRow]:

@@ -1,17 +1,19 @@
 """What a row schema is (`RowSchema`, whose `build` returns a `Built`), the row view builders read through, and the
-readers they share (messages, text, numbers, rubrics). The builders are the tasks' own (tasks/<name>.py `_build`);
-`loaders._normalize` turns a `Built` into an `Example`. `fail(key, message)` raises the `InputError` that names the
+readers they share (messages, text, numbers, ids, rubrics). The builders are the tasks' own (tasks/<name>.py
+`_build`); `loaders.RowParser` turns a `Built` into an `Example`. `fail(key, message)` raises the `InputError` that names the
 file, line and key. The schemas are described in data/README.md.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, NoReturn, Protocol, TypedDict
 
-from ..config import weights_add_up
-from ..types import Criterion, Turn
+from ..errors import InputError
+from ..types import Criterion, Turn, weights_add_up
 
 _PART_TYPES = ("text", "image_url", "input_audio", "file")
 MISSING = object()  # what `resolve` gives for a path the row does not have
@@ -62,8 +64,30 @@ class Row:
 Fail = Callable[..., NoReturn]
 
 
+def fail_at(file: str | None, line: int | None) -> Fail:
+    """The `fail(key, message)` that raises the InputError naming `file`, `line` and the key."""
+
+    def fail(key: str | None, message: str) -> NoReturn:
+        raise InputError(message, file=file, line=line, key=key)
+
+    return fail
+
+
+def content_id(value: Any) -> str:
+    """An id made from content, the same on every run: sha256 of `value` as canonical JSON, 12 hex digits."""
+    blob = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
+
+
+def native_id(value: Any, key: str, fail: Fail) -> str | int:
+    """A row's own id: a non-empty string or an integer."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
+        fail(key, f"expected a non-empty string or integer id, got {value!r}")
+    return value
+
+
 class Built(TypedDict, total=False):
-    """What a schema's `build` returns; `loaders._normalize` turns it into an Example."""
+    """What a schema's `build` returns; `loaders.RowParser` turns it into an Example."""
 
     messages: list[dict[str, Any]]  # required
     messages_key: str

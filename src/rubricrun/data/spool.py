@@ -1,14 +1,11 @@
 """A run's one spool: items of one type kept in an anonymous temporary file instead of memory, read back in the
-order they were added, by as many iterations as like (plan 012). Preflight keeps the examples it validated in one,
-so that the run does not read and normalize the dataset files a second time (reading a chunk of examples back, as
-MessagePack through codec.pack, costs a fraction of parsing them); the tally keeps the run's rows in one for the
-export and the report (results/tally.py).
+order they were added, by as many iterations as like (plan 012). Preflight keeps the examples it validated in one
+(reading them back as MessagePack costs a fraction of parsing the dataset again); the tally keeps the run's rows in
+one for the export and the report (results/tally.py).
 
-Items are packed `chunk` at a time, as a list of the spool's item type (a chunk of 1 holds no item once `add`
-returns). Each iteration reads whole chunks through its own offsets (os.pread, a few MB a read), so two iterations
-never share a file position. An item that cannot be packed (a value from a reader that MessagePack does not know)
-turns the spool off (`ok` False) and empties it: its owner then does without (preflight reads the files again) or
-raises (the tally).
+Items are packed `chunk` at a time; each iteration reads whole chunks through its own offsets (os.pread), so two
+iterations never share a file position. An item MessagePack cannot pack turns the spool off (`ok` False) and empties
+it: its owner then does without (preflight reads the files again) or raises (the tally).
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Prompt synthesis: main topic -> subtopics -> prompts, with over-generation, dedupe and one shortfall retry.
 
-Each step asks the model for `ceil(target * (1 + over_generation_buffer))` items as a JSON array of strings,
-parses the reply leniently (`parse_json_list`), dedupes it (`dedupe`) and, if fewer unique items than the
-target came back, asks exactly once more for `ceil(shortfall * (1 + buffer))` items with an exclusion list of
-what it already has. The exclusion list is the step's accepted items so far, in the order they were accepted,
-capped to the `max_exclusions` most recent (so the most recent item is last; 0 disables the list). The result
-is trimmed to the target; a step that is still short keeps what it has and says so in its log line.
-
-Prompts are deduped across subtopics too, so the synthesized dataset holds each prompt once.
-The `call` function does the real model call (cache, retry, throttle); attempt 0 is the first ask of a step and
-attempt 1 the shortfall retry, so their cache keys differ and a rerun with the same config is all cache hits.
+Each step asks for `ceil(target * (1 + over_generation_buffer))` items as a JSON array of strings, reads the reply
+leniently (`parse_json_list`), dedupes it and, if fewer unique items than the target came back, asks once more for
+`ceil(shortfall * (1 + buffer))` items, excluding the `max_exclusions` most recent it has (0: no list). The result
+is trimmed to the target; a step still short keeps what it has and says so in its log line. Prompts are deduped
+across subtopics too. `call` makes the model call (cache, retry, throttle); attempt 0 is a step's first ask and
+attempt 1 its retry, so their cache keys differ and a rerun with the same config is all cache hits.
 """
 
 from __future__ import annotations
@@ -160,16 +156,6 @@ def _with_buffer(n: int, buffer: float) -> int:
     return math.ceil(round(n * (1 + buffer), 9))
 
 
-def _check(cfg: SynthesizeConfig) -> None:
-    for key, value in (("num_subtopics", cfg.num_subtopics), ("prompts_per_subtopic", cfg.prompts_per_subtopic)):
-        if value < 1:
-            raise InputError(f"must be at least 1, got {value}", key=f"synthesize.{key}")
-    if cfg.over_generation_buffer < 0:
-        raise InputError(f"must be >= 0, got {cfg.over_generation_buffer}", key="synthesize.over_generation_buffer")
-    if cfg.max_exclusions < 0:
-        raise InputError(f"must be >= 0, got {cfg.max_exclusions}", key="synthesize.max_exclusions")
-
-
 def _step(
     step: str,
     target: int,
@@ -187,15 +173,11 @@ def _step(
     unique: list[str] = []
     error: str | None = None
     try:
-        for attempt in (0, 1):
-            if attempt == 1:
-                if len(unique) >= target:
-                    break
-                count = _with_buffer(target - len(unique), cfg.over_generation_buffer)
-                exclusions = unique[-cfg.max_exclusions :] if cfg.max_exclusions else []
-            else:
-                count = _with_buffer(target, cfg.over_generation_buffer)
-                exclusions = []
+        for attempt in (0, 1):  # the first ask, then one for a shortfall
+            if attempt and len(unique) >= target:
+                break
+            count = _with_buffer(target - len(unique), cfg.over_generation_buffer)
+            exclusions = unique[-cfg.max_exclusions :] if cfg.max_exclusions else []
             asked += count
             reply = call([{"role": "user", "content": prompt_for(count, exclusions)}], attempt)
             items = parse_json_list(reply.text or "")
@@ -232,7 +214,6 @@ def synthesize(
     (the SynthLog carries it) and the other subtopics go on. Both templates are rendered once with sample values
     before any call, so a template error costs no model call.
     """
-    _check(cfg)
     sub_tpl = load_template(cfg.subtopic_template, SUBTOPICS_TEMPLATE)
     prm_tpl = load_template(cfg.prompt_template, PROMPTS_TEMPLATE)
     for exclusions in ([], ["an example"]):  # both sides of an `{% if exclusions %}`

@@ -19,8 +19,9 @@ from typing import Any
 import yaml
 from msgspec.structs import replace
 
-from ..config import Config, config_to_dict, generation_only
+from ..config import Config, generation_only
 from ..errors import RubricrunError
+from ..providers import redact
 from ..providers.batch import open_batcher
 from ..providers.budget import Budget
 from ..providers.cache import ResponseCache
@@ -89,6 +90,7 @@ def execute(
 ) -> Outcome:
     """`executor`: who makes the attempts (default: the config's, opened here and closed at the end; one given is
     the caller's to close)."""
+    redact.use(redact.secrets_of(cfg))  # as the CLI does: no artifact holds what the run can send
     prepared = prepared or preflight(cfg, max_examples, spool=True)
     run_dir = Path(cfg.run.output_dir) / run_id
     lock = artifacts.RunLock(run_dir)
@@ -119,7 +121,7 @@ def _execute(run: _Run, prepared: Prepared, extras: Extras) -> Outcome:
     run.formats = tuple(dict.fromkeys([*(cfg.export.formats if cfg.export else []), *extras.export_formats]))
     for s in prepared.skipped:
         log.warning("skipped bad row: %s", s)
-    artifacts.write_text(run.run_dir / "config.yaml", yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
+    artifacts.write_text(run.run_dir / "config.yaml", yaml.safe_dump(redact.redacted_config(cfg), sort_keys=False))
     batcher = open_batcher(cfg, run.run_dir / "batches.json", artifacts.write_json, run.tracer)
     stack, budget = build_stack(cfg, run.tracer, run.stop, run.cache, batcher, run.executor)
     tally: RunTally | None = None

@@ -9,19 +9,17 @@ the same path from the cache and pays for nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import hashlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ..config import ModelConfig
 from ..errors import NotDone, ProviderError
-from ..providers.base import BaseProvider
-from ..providers.cache import cache_key
+from ..providers.base import BaseProvider, cache_key
 from ..types import LLMRequest, LLMResponse, Usage
 
 JUDGE_PARSE_ATTEMPTS = 2  # a reply that is not the expected JSON is asked again once, then recorded as error
-
-
 RETRY_TEMPERATURE = 0.7  # the second ask samples: at temperature 0 it would get the same unreadable reply
 
 T = TypeVar("T")
@@ -36,6 +34,11 @@ class Asked(Generic[T]):
     error: str | None
     key: str
     usage: Usage
+
+
+def judge_offset(item_id: str) -> int:
+    """Where round-robin over the judge pool starts for an item: a stable hash, so a rerun asks the same judges."""
+    return int(hashlib.sha256(item_id.encode("utf-8")).hexdigest()[:8], 16)
 
 
 def judge_params(judge: ModelConfig, attempt: int, defaults: Mapping[str, Any]) -> dict[str, Any]:
@@ -64,20 +67,14 @@ def ask_until_readable(
         except NotDone:
             return None
         except ProviderError as exc:
-            forget(stack, unreadable)
-            return Asked(None, str(exc), key, usage)
+            error = str(exc)
+            break
         usage = usage + resp.usage
         reading, why = read(resp)
         if reading is not None:
             return Asked(reading, None, key, usage)
         unreadable.append(req)
         error = why or "unreadable judge reply"
-    forget(stack, unreadable)
-    return Asked(None, error, key, usage)
-
-
-def forget(stack: BaseProvider, requests: Sequence[LLMRequest]) -> None:
-    """Drop these replies from the store that gave them (BaseProvider.forget; the cache defers it inside
-    try_cached)."""
-    for req in requests:
+    for req in unreadable:  # out of the store that gave them (BaseProvider.forget; the cache defers it in try_cached)
         stack.forget(req)
+    return Asked(None, error, key, usage)

@@ -10,19 +10,17 @@ replies leave the cache so that a rerun asks again.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..config import Config, ModelConfig
-from ..errors import InputError, read_text
 from ..providers.base import BaseProvider
 from ..providers.routing import model_request, route_for
 from ..types import Example, LLMRequest, LLMResponse, PairJudgment, Response
-from .ask import Asked, ask_until_readable, judge_params
-from .prompt import content_text, defuse_markers
+from .ask import Asked, ask_until_readable, judge_offset, judge_params
+from .prompt import content_text, defuse_markers, load_template
 from .protocol import JUDGE_DEFAULT_PARAMS
 
 # MT-Bench's pair-v2 system prompt and user prompt (FastChat fastchat/llm_judge/data/judge_prompts.jsonl).
@@ -54,23 +52,10 @@ _VERDICT = re.compile(r"\[\[([ABC])\]\]")
 def load_pair_template(path: str | None) -> str:
     """The user prompt of a pairwise call: the built-in pair-v2 one, or a text file with the three placeholders
     (then it is the whole prompt: no system prompt is added)."""
-    if not path:
-        return PAIR_TEMPLATE
     key = "judging.pairwise.prompt_template"
-    text = read_text(path, "pairwise template", key=key)
-    for name in _PLACEHOLDERS:
-        if "{" + name + "}" not in text:
-            raise InputError(f"pairwise template has no {{{name}}} placeholder", file=path, key=key)
-    try:
-        text.format(question="", answer_a="", answer_b="")
-    except (KeyError, IndexError, ValueError) as exc:
-        raise InputError(
-            f"pairwise template: bad placeholder {exc} (allowed: {', '.join(_PLACEHOLDERS)}; write {{{{ and }}}} "
-            "for braces)",
-            file=path,
-            key=key,
-        ) from None
-    return text
+    return load_template(
+        path, PAIR_TEMPLATE, placeholders=_PLACEHOLDERS, required=_PLACEHOLDERS, what="pairwise template", key=key
+    )
 
 
 def parse_pair_verdict(text: str | None, finish_reason: str | None = None) -> tuple[str, str | None]:
@@ -128,10 +113,6 @@ class PairItem:
         return f"{self.example.id}{turn}#{self.a.candidate}~{self.b.candidate}"
 
 
-def _stable_offset(text: str) -> int:
-    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:8], 16)
-
-
 def pair_items(cfg: Config, examples: dict[str, Example], responses: Sequence[Response]) -> list[PairItem]:
     """Every comparison, in response order of the examples, then turn, then pair. Each candidate's first sample is
     compared (MT-Bench has one answer per model); a pair where either answer failed is left out. Judges are
@@ -145,7 +126,7 @@ def pair_items(cfg: Config, examples: dict[str, Example], responses: Sequence[Re
             answers.setdefault((r.example_id, getattr(r, "turn", None)), {})[r.candidate] = r
     items = []
     for (example_id, turn), by_cand in answers.items():
-        offset = _stable_offset(f"{example_id}#{turn}")
+        offset = judge_offset(f"{example_id}#{turn}")
         for i, (a, b) in enumerate(pairs):
             if a in by_cand and b in by_cand:
                 items.append(PairItem(examples[example_id], turn, by_cand[a], by_cand[b], (offset + i) % len(pool)))

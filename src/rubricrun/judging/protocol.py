@@ -1,10 +1,11 @@
 """Judging protocols: how a judge is asked about one criterion of one response and how its reply is read.
 
 A `JudgeProtocol` is what `judging.rubric.Judging` builds its requests from: the default template, the judge's
-default parameters, the messages, the JSON schema asked for and the reader of the reply. The binary and 1-5
-protocols are generic machinery and live here; a benchmark that judges its own way (one rating replacing the
-rubric, its own prompts) defines its protocol in its task module (tasks/), and `tasks.registry.protocol_for`
-finds it by `judging.scale`.
+default parameters, the messages, the JSON schema asked for and the reader of the reply. The binary (met / not met)
+and 1-5 protocols are generic machinery and live here; a benchmark that judges its own way (one rating replacing the
+rubric, its own prompts) defines its protocol in its task module (tasks/), and `tasks.registry.protocol_for` finds
+it by `judging.scale`. A reply is read out of fenced blocks and stray text, broken JSON repaired (data/jsonread.py);
+one that cannot be read is an error verdict, never `not_met`.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..data.jsonread import object_with
 from ..types import Criterion, Example
-from .graded import GRADED_TEMPLATE, ParsedScore, graded_schema, parse_graded_reply, verdict_for
-from .prompt import DEFAULT_TEMPLATE, judge_messages, judge_schema, parse_judge_reply
+from .graded import ParsedScore, verdict_for
+from .prompt import DEFAULT_TEMPLATE, GRADED_TEMPLATE, judge_messages
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,75 @@ class JudgeProtocol:
     read: Callable[[str | None, str | None], tuple[str, ParsedScore]]  # (text, finish_reason) -> (verdict, reading)
     rating_criterion: Criterion | None = None  # one rating of the whole answer replaces the rubric
     dry_reply: str = ""  # the shortest reply `read` takes as a verdict
+
+
+def _schema(properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+
+def judge_schema(max_chars: int) -> dict[str, Any]:
+    """The JSON schema binary judges are asked to follow. The explanation's length is bounded so a small model
+    that loops inside the string is cut by the schema, not by max_tokens."""
+    return _schema({"explanation": {"type": "string", "maxLength": max_chars}, "criteria_met": {"type": "boolean"}})
+
+
+def graded_schema(max_chars: int) -> dict[str, Any]:
+    """The JSON schema a 1-5 judge is asked to follow (reasoning first, so the score follows from it)."""
+    score = {"type": "integer", "minimum": 1, "maximum": 5}
+    return _schema({"reasoning": {"type": "string", "maxLength": max_chars}, "score": score})
+
+
+def _reply_object(text: str | None, finish_reason: str | None, key: str) -> tuple[dict[str, Any] | None, str]:
+    """The object holding `key` in a judge reply, or None and why there is none."""
+    if not text or not text.strip():
+        return None, "empty judge reply"
+    obj = object_with(text, key)
+    if obj is not None:
+        return obj, ""
+    if finish_reason == "length":
+        return None, "judge reply cut off at max_tokens before the JSON was complete"
+    snippet = text.strip().replace("\n", " ")[:120]
+    return None, f"judge reply is not the expected JSON: {snippet!r}"
+
+
+@dataclass(frozen=True)
+class ParsedVerdict:
+    criteria_met: bool | None  # None: could not be read
+    explanation: str | None
+    error: str | None
+
+
+_BOOL = {"true": True, "yes": True, "met": True, "1": True, "false": False, "no": False, "not_met": False, "0": False}
+
+
+def parse_judge_reply(text: str | None, finish_reason: str | None = None) -> ParsedVerdict:
+    """Read `{explanation, criteria_met}` out of a judge reply."""
+    obj, why = _reply_object(text, finish_reason, "criteria_met")
+    if obj is None:
+        return ParsedVerdict(None, None, why)
+    met = obj["criteria_met"]
+    if isinstance(met, str):
+        met = _BOOL.get(met.strip().lower())
+    if not isinstance(met, bool):
+        return ParsedVerdict(None, None, f"criteria_met is not a boolean: {obj['criteria_met']!r}")
+    expl = obj.get("explanation")
+    return ParsedVerdict(met, expl if isinstance(expl, str) else None, None)
+
+
+def parse_graded_reply(text: str | None, finish_reason: str | None = None) -> ParsedScore:
+    """Read `{reasoning, score}` (score 1-5) out of a judge reply."""
+    obj, why = _reply_object(text, finish_reason, "score")
+    if obj is None:
+        return ParsedScore(None, None, why)
+    raw = obj["score"]
+    try:
+        score = float(raw.strip() if isinstance(raw, str) else raw)
+    except (TypeError, ValueError):
+        return ParsedScore(None, None, f"score is not a number: {raw!r}")
+    if isinstance(raw, bool) or not 1.0 <= score <= 5.0:
+        return ParsedScore(None, None, f"score {raw!r} is outside the 1-5 scale")
+    reasoning = obj.get("reasoning")
+    return ParsedScore(score, reasoning if isinstance(reasoning, str) else None, None)
 
 
 def _template_messages(j: JudgeInput) -> list[dict[str, Any]]:

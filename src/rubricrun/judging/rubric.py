@@ -3,32 +3,25 @@ judge pool, several judges' votes combined by majority."""
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ..config import Config, ModelConfig
 from ..providers.base import BaseProvider
 from ..providers.routing import model_request, route_for
 from ..types import Criterion, Example, Judgment, LLMRequest, LLMResponse, Response, Usage
 from .answers import split_reasoning
-from .ask import JUDGE_PARSE_ATTEMPTS as JUDGE_PARSE_ATTEMPTS  # re-exported: the tests count asks by it
-from .ask import ask_until_readable, judge_params
+from .ask import ask_until_readable, judge_offset, judge_params
 from .auto import AUTO_CRITERION
 from .graded import ParsedScore, verdict_for
-from .prompt import DEFAULT_TEMPLATE, assign_judges, load_template, reference_for
+from .prompt import DEFAULT_TEMPLATE, load_template, reference_for
 from .protocol import JudgeInput, JudgeProtocol
 
 VERDICTS = ("met", "not_met", "error")
 
 # Providers whose LiteLLM route accepts an OpenAI-style JSON schema (structured_output: auto).
 SCHEMA_PREFIXES = ("local/", "openai/", "azure/", "gemini/", "vertex_ai/", "anthropic/", "hosted_vllm/", "ollama_chat/")
-
-
-def _stable_offset(text: str) -> int:
-    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:8], 16)
 
 
 @dataclass(frozen=True)
@@ -98,13 +91,24 @@ def judge_items(
         rubric = rubric_for(ex, cfg, rating)
         if not rubric or not pool:
             continue
-        offset = _stable_offset(ex.id) % len(pool)
+        offset = judge_offset(ex.id) % len(pool)
         k = cfg.judging.judges_per_criterion if per_criterion is None else per_criterion(ex)
         tie = None if on_tie is None else on_tie(ex)
         assignment = assign_judges(len(rubric), len(pool), k, offset)
         for c, js in zip(rubric, assignment, strict=True):
             items.append(JudgeItem(r, ex, c, tuple(js), tie))
     return items
+
+
+def assign_judges(n_criteria: int, n_judges: int, per_criterion: int = 1, offset: int = 0) -> list[list[int]]:
+    """Judge indexes for each criterion: round-robin over the pool in rubric order.
+
+    Criterion i goes to judges (offset + i*k + j) mod n for j < k, so with k == 1 the criteria of a
+    rubric are spread evenly, and with k > 1 each criterion gets k distinct judges."""
+    if n_judges < 1:
+        return [[] for _ in range(n_criteria)]
+    k = min(per_criterion, n_judges)
+    return [[(offset + i * k + j) % n_judges for j in range(k)] for i in range(n_criteria)]
 
 
 def schema_mode(judge: ModelConfig, model: str) -> str | None:
@@ -120,10 +124,6 @@ def schema_mode(judge: ModelConfig, model: str) -> str | None:
     return "json_schema" if all(m.startswith(SCHEMA_PREFIXES) for m in models) else None
 
 
-def _never(example: Example) -> bool:
-    return False
-
-
 class Judging:
     """Judge requests and verdicts on one protocol (judging/protocol.py). `hidden_reference(example)`: the
     example's reference is not shown under judging.reference auto."""
@@ -133,7 +133,7 @@ class Judging:
         cfg: Config,
         stack: BaseProvider,
         protocol: JudgeProtocol,
-        hidden_reference: Callable[[Example], bool] = _never,
+        hidden_reference: Callable[[Example], bool] | None = None,
     ):
         self.cfg, self.stack, self.protocol, self.hidden = cfg, stack, protocol, hidden_reference
         self.scale = protocol.scale
@@ -143,12 +143,15 @@ class Judging:
 
     def request(self, judge: ModelConfig, item: JudgeItem, attempt: int) -> LLMRequest:
         r = route_for(judge, item.response.id, 0, self.cfg.run.seed)
-        messages = self.messages(item)
+        ex = item.example
+        reference = reference_for(ex, self.cfg.judging.reference, self.hidden)
+        j = JudgeInput(ex, item.response.text or "", item.criterion, reference, self.template, self.max_chars)
+        messages = self.protocol.messages(j)
         if judge.system_prompt:
             messages = [{"role": "system", "content": judge.system_prompt}, *messages]
         params = judge_params(judge, attempt, self.protocol.params)
         mode = schema_mode(judge, r.model)
-        schema = self.schema() if mode else None
+        schema = self.protocol.schema(self.max_chars) if mode else None
         if schema is not None and mode == "guided_json":
             # vLLM reads guided_json from the body: extra_body puts it there through LiteLLM (and into the cache key).
             params = {**params, "extra_body": {**(params.get("extra_body") or {}), "guided_json": schema}}
@@ -157,19 +160,6 @@ class Judging:
             judge, r, messages, role="judge", section="judge", sample_index=attempt, params=params,
             response_schema=schema,
         )  # fmt: skip
-
-    def messages(self, item: JudgeItem) -> list[dict]:
-        ex, text = item.example, item.response.text or ""
-        reference = reference_for(ex, self.cfg.judging.reference, self.hidden)
-        return self.protocol.messages(JudgeInput(ex, text, item.criterion, reference, self.template, self.max_chars))
-
-    def schema(self) -> dict[str, Any] | None:
-        """The JSON schema asked for where the judge supports one (None: the protocol's judge answers free text)."""
-        return self.protocol.schema(self.max_chars)
-
-    def read(self, text: str | None, finish_reason: str | None) -> tuple[str, ParsedScore]:
-        """(verdict, score reading) of a judge reply on this scale; the verdict is `error` when it cannot be read."""
-        return self.protocol.read(text, finish_reason)
 
     def vote(self, judge: ModelConfig, item: JudgeItem) -> Vote | None:
         asked = ask_until_readable(self.stack, lambda attempt: self.request(judge, item, attempt), self.reading)
@@ -183,7 +173,7 @@ class Judging:
     def reading(self, resp: LLMResponse) -> tuple[tuple[str, ParsedScore] | None, str | None]:
         """(verdict, score reading) of a reply, or None and why it cannot be read."""
         # A judge that thinks aloud in <think> (not moved out by LiteLLM) is read on its answer only.
-        verdict, parsed = self.read(split_reasoning(resp.text)[0], resp.finish_reason)
+        verdict, parsed = self.protocol.read(split_reasoning(resp.text)[0], resp.finish_reason)
         return ((verdict, parsed), None) if verdict != "error" else (None, parsed.error)
 
     def judge_item(self, item: JudgeItem) -> Judgment | None:

@@ -28,13 +28,13 @@ from typing import Any
 
 from ..config import Config
 from ..errors import Deferred, InputError, ProviderError
-from ..redact import redact
 from ..types import LLMRequest, LLMResponse, Usage
 from .base import BaseProvider
 from .budget import Budget
 from .cache import CachingProvider, cache_key
 from .litellm import classify_error, credentials, import_litellm, response_format_for, valid_text
 from .pricing import call_cost, upper_bound
+from .redact import redact
 from .routing import routes
 from .trace import Tracer
 

@@ -14,8 +14,6 @@ says what a cache folder from elsewhere can and cannot do.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import threading
 from collections.abc import Callable
@@ -27,24 +25,10 @@ import diskcache
 from ..codec import CACHE_FORMAT, read_reply, stored_reply
 from ..errors import RubricrunError
 from ..types import LLMRequest, LLMResponse
-from .base import BaseProvider
+from .base import BaseProvider, cache_key
 from .trace import Tracer
 
-# The key's canonical JSON: the standard library's, its encoder built once (json.dumps with keywords builds one per
-# call). Sorted keys, no spaces, UTF-8 unescaped, Python's float repr: every key so far was made so.
-canonical_json = json.JSONEncoder(
-    ensure_ascii=False, check_circular=False, sort_keys=True, separators=(",", ":"), default=str
-).encode
 _IN_DB = 1 << 62  # diskcache's file threshold: every value stays in the database (no value files to read or delete)
-
-
-def cache_key(request: LLMRequest) -> str:
-    """The request's key, computed once per request object (the task, the cache and the retry layer all ask)."""
-    memo = request.__dict__  # LLMRequest is declared with dict=True for this
-    key = memo.get("_cache_key")
-    if key is None:
-        key = memo["_cache_key"] = hashlib.sha256(canonical_json(request.cache_fields()).encode("utf-8")).hexdigest()
-    return key
 
 
 class _JsonDisk(diskcache.Disk):

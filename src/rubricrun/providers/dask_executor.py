@@ -41,10 +41,11 @@ from typing import Any
 
 from distributed import Client, WorkerPlugin, get_worker
 
-from .. import codec, redact
-from ..config import Config, scheduler_address_error, secrets_of
+from .. import codec
+from ..config import Config, scheduler_address_error
 from ..errors import Cancelled, InputError, ProviderError
 from ..types import LLMRequest, LLMResponse
+from . import redact
 from .base import BaseProvider
 from .executor import MakeProvider, RateLimitHook, local_provider
 from .litellm import LiteLLMProvider, classify_error, import_litellm, worker_name
@@ -147,7 +148,7 @@ class AttemptPlugin(WorkerPlugin):
         # The credentials this worker can send (the config's variables as its own environment holds them, its
         # URLs, its params): every error made here is redacted with them before it leaves (classify_error). Those
         # of another run this worker served are kept (redact.use replaces them): masking more is harmless.
-        redact.use([*secrets_of(self.cfg), *redact.secrets().items()])
+        redact.use([*redact.secrets_of(self.cfg), *redact.secrets().items()])
         self.warm()
         provider = self.make()
         provider.on_rate_limit = _heard_pause  # type: ignore[attr-defined]

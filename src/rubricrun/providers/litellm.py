@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import InputError, ProviderError
-from ..redact import redact
 from ..types import LLMRequest, LLMResponse, Usage
 from .base import BaseProvider
+from .redact import redact
 
 _import_lock = threading.Lock()
 _litellm: Any = None

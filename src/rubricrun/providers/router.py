@@ -19,10 +19,10 @@ import msgspec
 
 from ..config import Config, ModelConfig, RouterConfig
 from ..errors import ProviderError
-from ..redact import redact
 from ..types import LLMRequest, LLMResponse
 from .base import BaseProvider
 from .litellm import classify_error, credentials, import_litellm, response_format_for, to_response, worker_name
+from .redact import redact
 from .routing import routes
 
 # What a Router raises itself (no server asked) when no deployment of a group may take the call now: these classes,

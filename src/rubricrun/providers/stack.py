@@ -13,7 +13,6 @@ import logging
 import threading
 
 from ..config import Config
-from ..redact import redact
 from .base import BaseProvider
 from .batch import Batcher, DeferringProvider
 from .budget import Budget
@@ -21,6 +20,7 @@ from .cache import CachingProvider, ResponseCache
 from .executor import Executor, Threads
 from .pricing import price_table
 from .ratelimit import AccountLimiter, ThrottledProvider, TokenBucket
+from .redact import redact
 from .retry import RetryingProvider
 from .router import group_limits
 from .routing import Route, routes

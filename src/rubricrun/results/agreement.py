@@ -17,17 +17,13 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from itertools import combinations
-from typing import Any
 
 from ..tasks.judge_eval import cohen_kappa_counts as cohen_kappa_counts  # the one definition (re-exported)
 from ..types import Criterion, Judgment
-from .stats import Composition, composition, krippendorff_alpha_counts, percent_agreement_counts
+from .stats import Composition, composition, krippendorff_alpha_counts, percent_agreement_counts, rounded
+from .summary_types import CriterionAgreement, JudgePairAgreement
 
 MOST_DISAGREED = 10  # how many criteria `AgreementCounts.report` lists
-
-
-def _r(x: float | None) -> float | None:
-    return None if x is None else round(x, 4)
 
 
 def _valid_votes(j: Judgment) -> dict[str, str]:
@@ -65,24 +61,16 @@ class AgreementCounts:
         self.first_id.setdefault(text, j.criterion_id)
         self.criteria[text][composition(votes.values())] += 1
 
-    def pair_rows(self) -> list[dict[str, Any]]:
+    def pair_rows(self) -> list[JudgePairAgreement]:
         """One row per pair of judges that voted together on at least one unit: n, percent agreement, kappa."""
         rows = []
         for (a, b), pairs in sorted(self.pairs.items()):
             n = sum(pairs.values())
             agree = sum(k for (x, y), k in pairs.items() if x == y)
-            rows.append(
-                {
-                    "a": a,
-                    "b": b,
-                    "n": n,
-                    "percent_agreement": _r(agree / n),
-                    "cohen_kappa": _r(cohen_kappa_counts(pairs)),
-                }
-            )
+            rows.append(JudgePairAgreement(a, b, n, rounded(agree / n), rounded(cohen_kappa_counts(pairs))))
         return rows
 
-    def criterion_rows(self) -> list[dict[str, Any]]:
+    def criterion_rows(self) -> list[CriterionAgreement]:
         """One row per criterion text with at least one unit: its first id, text, units, share of units where the
         judges split, percent agreement and Krippendorff's alpha over its units."""
         rows = []
@@ -90,21 +78,21 @@ class AgreementCounts:
             n = sum(units.values())
             split = sum(k for comp, k in units.items() if len(comp) > 1)
             rows.append(
-                {
-                    "criterion_id": self.first_id[text],
-                    "text": text,
-                    "units": n,
-                    "split_rate": _r(split / n),
-                    "percent_agreement": _r(percent_agreement_counts(units)),
-                    "krippendorff_alpha": _r(krippendorff_alpha_counts(units)),
-                }
+                CriterionAgreement(
+                    criterion_id=self.first_id[text],
+                    text=text,
+                    units=n,
+                    split_rate=rounded(split / n),
+                    percent_agreement=rounded(percent_agreement_counts(units)),
+                    krippendorff_alpha=rounded(krippendorff_alpha_counts(units)),
+                )
             )
         return rows
 
-    def report(self, top: int = MOST_DISAGREED) -> dict[str, Any]:
-        """`pairs` and `criteria` rows, and `most_disagreed`: the `top` criteria rows with the highest split rate
-        (then more units, then lower alpha), only those where the judges split at least once."""
+    def report(self, top: int = MOST_DISAGREED) -> dict[str, tuple]:
+        """summary.json's `pairs` and `criteria` rows, and `most_disagreed`: the `top` criteria rows with the highest
+        split rate (then more units, then lower alpha), only those where the judges split at least once."""
         rows = self.criterion_rows()
-        split = [c for c in rows if c["split_rate"]]
-        split.sort(key=lambda c: (-c["split_rate"], -c["units"], c["krippendorff_alpha"] or 0.0, c["text"]))
-        return {"pairs": self.pair_rows(), "criteria": rows, "most_disagreed": split[:top]}
+        split = [c for c in rows if c.split_rate]
+        split.sort(key=lambda c: (-c.split_rate, -c.units, c.krippendorff_alpha or 0.0, c.text))  # type: ignore[operator]
+        return {"pairs": tuple(self.pair_rows()), "criteria": tuple(rows), "most_disagreed": tuple(split[:top])}

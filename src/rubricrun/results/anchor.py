@@ -18,26 +18,32 @@ win rate anchored the same way (results/pairwise.py's rows; a tie or a loss is 0
 
 from __future__ import annotations
 
+import logging
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
+from typing import Any
 
 from msgspec.structs import replace
 
-from ..data.labels import LabelFile
+from ..config import Config
+from ..data.labels import LabelFile, label_paths, load_labels
+from ..errors import InputError
 from ..judging.graded import SCALES, verdict_for
 from ..tasks.judge_eval import judge_agreement, majority
 from ..tasks.spec import CandidateResult, DatasetResult, Metric
 from ..types import Criterion, Example, Judgment, PairJudgment, Response
-from . import ppi, stats
+from . import metrics, ppi, stats
 from .metrics import expected_criteria, response_values, verdicts_for
-from .summary_types import Anchored, AnchoredDiff, Estimate, JudgeOnLabels, LabelBudget, LabelCounts, PairOutcome
+from .ppi import Anchored, AnchoredDiff, Estimate, JudgeOnLabels, LabelBudget, LabelCounts
+from .summary_types import DatasetSummary, PairOutcome, PairwiseJudging
 
 MIN_LABELS = 2  # labelled units an estimate needs (one gives no spread)
 _VERDICT = {"met": True, "not_met": False}  # error: None
 Unit = tuple[int, int]  # (turn, sample index) of a response within its example
+log = logging.getLogger("rubricrun")
 
 
 @dataclass
@@ -97,7 +103,7 @@ class AnchorAcc:
         judgments: Sequence[Judgment],
         criteria: Sequence[Criterion] | None = None,
     ) -> None:
-        crit = expected_criteria(ex, judgments, None if criteria is None else {ex.id: criteria})
+        crit = expected_criteria(ex, judgments, criteria)
         by_response: dict[str, list[Judgment]] = defaultdict(list)
         for j in judgments:
             by_response[j.response_id].append(j)
@@ -337,4 +343,106 @@ def anchored(
         rating=rating,
         judges=judges or {},
         note=note,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# The summary's part (results/summary.py): the labelled datasets, their results, their console lines
+
+
+def anchors_for(cfg: Config, datasets: Mapping[str, Any]) -> dict[str, AnchorAcc]:
+    """An AnchorAcc per dataset with a labels file whose rows are candidates' responses (a judge meta-evaluation's
+    rows carry their own labels: preflight refuses a labels file there). A labels file that became unreadable
+    since preflight checked it leaves the run without anchored scores, logged: the rows are written already."""
+    paths = label_paths(cfg)
+    labelled = {n: d for n, d in datasets.items() if n in paths and isinstance(d, metrics.DatasetAcc)}
+    if not labelled:
+        return {}
+    try:
+        files = load_labels(cfg, {n: SCALES.get(d.spec.scale) for n, d in labelled.items()})
+    except InputError as exc:
+        log.error("no scores anchored to human labels: %s", exc)
+        return {}
+    names, n_boot, seed = [c.name for c in cfg.candidates], cfg.run.bootstrap_samples, cfg.run.seed
+    return {
+        n: AnchorAcc(f, labelled[n].spec, labelled[n].on_error, names, n_boot=n_boot, seed=seed)
+        for n, f in files.items()
+    }
+
+
+def anchor_results(
+    cfg: Config,
+    anchors: Mapping[str, AnchorAcc],
+    results: Mapping[str, DatasetResult],
+    datasets: dict[str, DatasetSummary],
+    pairwise: dict[str, PairwiseJudging] | None,
+    pairs: Sequence[PairJudgment],
+    dataset_of: Mapping[str, str],
+) -> None:
+    """Each labelled dataset's anchored scores into `datasets` (and its pairwise outcomes into `pairwise`)."""
+    paths = label_paths(cfg)
+    for name, acc in anchors.items():
+        if name not in results:
+            continue
+        pj = (pairwise or {}).get(name)
+        rows = [p for p in pairs if dataset_of.get(p.example_id) == name] if pj else []
+        half_width = cfg.datasets[paths[name][0]].label_half_width
+        per_cand, diffs, counts, outcomes = acc.result(results[name], half_width, pj.pairs if pj else (), rows)
+        d = datasets[name]
+        cands = {c: replace(dc, ppi=per_cand.get(c)) for c, dc in d.candidates.items()}
+        datasets[name] = replace(d, candidates=cands, labels=counts, ppi_paired=diffs or None)
+        if pairwise is not None and pj is not None:
+            pairwise[name] = replace(pj, pairs=outcomes)
+
+
+def _fmt(x: float | None) -> str:
+    return "–" if x is None else f"{x:.4f}"
+
+
+_LEFT_OUT = ("ties", "partial", "not_scored", "unknown_response", "unknown_criterion", "unknown_pair", "blank")
+
+
+def labels_line(c: LabelCounts) -> str:
+    """What a labels file held and what of it was left out (counted, never fatal)."""
+    left = [f"{getattr(c, k)} {k.replace('_', ' ')}" for k in _LEFT_OUT if getattr(c, k)]
+    pairs = f", {c.pairs} comparisons" if c.pairs else ""
+    return (
+        f"labels {c.file}: {c.rows} verdicts, {c.responses} responses labelled in full{pairs}"
+        f"{'; left out: ' + ', '.join(left) if left else ''}"
+    )
+
+
+def _ci(ci: Sequence[float | None], fmt: Any = _fmt) -> str:
+    return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+
+
+def anchored_line(a: Anchored, units: str = "responses") -> str:
+    """One candidate's score (or comparison's win rate) anchored to human labels, as the console says it."""
+    j = a.judge_only
+    judge = f"judge-only {_fmt(j.estimate)} {_ci(j.ci)}"
+    if a.estimate is None:
+        return f"human-anchored: none ({a.note}); {judge}"
+    worth = "–" if a.effective_labels is None else a.effective_labels
+    out = (
+        f"human-anchored {_fmt(a.estimate)} {_ci(a.ci)} on {a.n_labelled} labelled of "
+        f"{a.n_labelled + a.n_unlabelled} {units} (lambda {_fmt(a.lam)}, as narrow as {worth} labels alone); {judge}"
+    )
+    if a.judge_outside:
+        out += ", outside the anchored interval"
+    b = a.budget
+    if b is not None:
+        more = f"{b.more} more labels" if b.more is not None else f"more labels than there are {units}"
+        out += f"; +/-{b.half_width:g} needs {more}"
+    return out + (f" ({a.note})" if a.note else "")
+
+
+def paired_line(d: AnchoredDiff) -> str:
+    """Two candidates' anchored difference beside the judge-only one."""
+    sign = lambda x: "–" if x is None else f"{x:+.4f}"  # noqa: E731
+    judge = f"judge-only {sign(d.judge_only.estimate)} {_ci(d.judge_only.ci, sign)}"
+    if d.estimate is None:
+        return f"{d.a} - {d.b} human-anchored: none ({d.note}); {judge}"
+    return (
+        f"{d.a} - {d.b} human-anchored {sign(d.estimate)} {_ci(d.ci, sign)} on {d.n_labelled} labelled pairs of "
+        f"{d.n_labelled + d.n_unlabelled}; {judge}" + (f" ({d.note})" if d.note else "")
     )

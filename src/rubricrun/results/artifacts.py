@@ -1,8 +1,9 @@
-"""Writing run artifacts: atomically (temp file + rename), so a crash never leaves a half-written file,
-and a per-run lock so two processes never share a run id."""
+"""Run artifacts: written atomically (temp file + rename), so a crash never leaves a half-written file, under a
+per-run lock so two processes never share a run id; and a finished run folder read back (`load_run`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -12,9 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import yaml
+
 from .. import codec
-from ..errors import RubricrunError, RunLockedError
-from ..types import Example, Judgment, PairJudgment, Response
+from ..errors import InputError, RubricrunError, RunLockedError
+from ..types import Criterion, Example, Judgment, PairJudgment, Response
 
 
 def _current_umask() -> int:
@@ -36,17 +39,11 @@ def _atomic_write(path: Path, write: Any) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except OSError as exc:
-        try:
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
-        raise RubricrunError(f"{path}: cannot write ({exc.strerror or exc})") from None
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        if isinstance(exc, OSError):
+            raise RubricrunError(f"{path}: cannot write ({exc.strerror or exc})") from None
         raise
 
 
@@ -148,11 +145,6 @@ def write_text(path: Path, text: str) -> None:
     _atomic_write(path, lambda fh: fh.write(text.encode("utf-8")))
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
 class RunLock:
     """An exclusive flock on <run_dir>/.lock, released by the OS even on kill -9."""
 
@@ -185,3 +177,76 @@ class RunLock:
         if self._fh:
             self._fh.close()
             self._fh = None
+
+
+RUN_FILES = ("summary.json", "examples.jsonl", "responses.jsonl", "judgments.jsonl")
+
+
+@dataclass(frozen=True)
+class RunData:
+    """What a finished run folder holds that its readers need (compare, the report, the labelling sheet)."""
+
+    path: Path
+    summary: dict[str, Any]
+    examples: list[Example]
+    responses: list[Response]
+    judgments: list[Judgment]  # the criterion verdicts (not the pairwise rows)
+    default_rubric: tuple[Criterion, ...]
+    bootstrap_samples: int
+    seed: int
+
+
+def _read(path: Path, parse: Callable[[str], Any], missing: str = "missing: not a finished run folder") -> Any:
+    try:
+        return parse(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(missing, file=str(path)) from None
+    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
+        raise InputError(f"cannot read: {exc}", file=str(path)) from None
+
+
+def _rows(path: Path, cls: type, keep: Callable[[dict], bool] = lambda row: True) -> list[Any]:
+    """A row file's rows of `cls`; InputError naming the file when it is missing or holds something else."""
+    needs = f"missing: not a finished run folder (it needs {', '.join(RUN_FILES)})"
+    rows = _read(path, lambda text: [json.loads(line) for line in text.splitlines() if line.strip()], needs)
+    if not all(isinstance(r, dict) for r in rows):
+        raise InputError("every line must be a JSON object", file=str(path))
+    try:
+        return [codec.convert(r, cls) for r in rows if keep(r)]
+    except codec.DecodeError as exc:
+        raise InputError(f"not a rubricrun {cls.__name__.lower()} row: {exc}", file=str(path)) from None
+
+
+def default_rubric(cfg: Any) -> list[dict[str, Any]]:
+    """A resolved config's `judging.default_rubric` criteria (what examples without a rubric of their own were
+    judged on), an unnamed one called `d<i>` as judging/rubric.py names it."""
+    judging = cfg.get("judging") if isinstance(cfg, dict) and isinstance(cfg.get("judging"), dict) else {}
+    rubric = judging.get("default_rubric") if isinstance(judging.get("default_rubric"), list) else []
+    return [{**c, "id": c.get("id") or f"d{i + 1}"} for i, c in enumerate(rubric) if isinstance(c, dict)]
+
+
+def load_run(path: str | Path) -> RunData:
+    """A finished run folder read back; InputError naming the file when it is not one. Its config.yaml is optional
+    (the default rubric's texts and weights, the bootstrap settings)."""
+    d = Path(path)
+    if not d.is_dir():
+        raise InputError("not a run folder (no such directory)", file=str(d))
+    summary = _read(d / "summary.json", json.loads)
+    if not isinstance(summary, dict) or not isinstance(summary.get("datasets"), dict):
+        raise InputError("has no `datasets`: not written by this version of rubricrun", file=str(d / "summary.json"))
+    cfg = _read(d / "config.yaml", yaml.safe_load) if (d / "config.yaml").exists() else {}
+    run = cfg.get("run") if isinstance(cfg, dict) and isinstance(cfg.get("run"), dict) else {}
+    try:
+        rubric = tuple(codec.convert(c, Criterion) for c in default_rubric(cfg))
+    except codec.DecodeError as exc:
+        raise InputError(f"not a rubricrun criterion row: {exc}", file=str(d / "config.yaml")) from None
+    return RunData(
+        path=d,
+        summary=summary,
+        examples=_rows(d / "examples.jsonl", Example),
+        responses=_rows(d / "responses.jsonl", Response),
+        judgments=_rows(d / "judgments.jsonl", Judgment, lambda row: row.get("kind") != "pairwise"),
+        default_rubric=rubric,
+        bootstrap_samples=int(run.get("bootstrap_samples") or 1000),
+        seed=int(run.get("seed") or 0),
+    )

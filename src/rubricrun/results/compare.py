@@ -13,7 +13,6 @@ Writes compare.json and a self-contained compare.html (templates/compare.html.j2
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -21,33 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .. import codec
-from ..errors import InputError
 from ..judging.auto import AUTO_CRITERION
 from ..tasks import registry
 from ..tasks.spec import CandidateResult, DatasetResult
-from ..types import Criterion, Example, Judgment, Response
+from ..types import Criterion, Example
 from . import artifacts, metrics, stats
+from .artifacts import RunData, load_run
 
 log = logging.getLogger("rubricrun")
-RUN_FILES = ("summary.json", "examples.jsonl", "responses.jsonl", "judgments.jsonl")
 FLIP_SHOWN = 200  # flips listed per dataset on the page (compare.json has them all)
-
-
-@dataclass(frozen=True)
-class RunData:
-    """What a run folder holds that a comparison needs."""
-
-    path: Path
-    summary: dict[str, Any]
-    examples: list[Example]
-    responses: list[Response]
-    judgments: list[Judgment]
-    default_rubric: tuple[Criterion, ...]
-    bootstrap_samples: int
-    seed: int
 
 
 @dataclass(frozen=True)
@@ -97,75 +79,6 @@ class DatasetChange:
     candidates: tuple[CandidateChange, ...]
     flips: tuple[Flip, ...]
     only_in: str | None = None  # "a" or "b" when the dataset is in one run only (nothing is compared)
-
-
-def _fail(path: Path, message: str) -> InputError:
-    return InputError(message, file=str(path))
-
-
-def _rows(path: Path) -> list[dict[str, Any]]:
-    try:
-        rows = artifacts.read_jsonl(path)
-    except FileNotFoundError:
-        raise _fail(path, "missing: not a finished run folder (compare needs " + ", ".join(RUN_FILES) + ")") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _fail(path, f"cannot read: {exc}") from None
-    if not all(isinstance(r, dict) for r in rows):
-        raise _fail(path, "every line must be a JSON object")
-    return rows
-
-
-def _criterion_rows(path: Path) -> list[dict[str, Any]]:
-    """judgments.jsonl's criterion verdicts: head-to-head rows (`kind: pairwise`, judged in both orders) are not
-    per-criterion verdicts and are not compared here."""
-    return [r for r in _rows(path) if r.get("kind") != "pairwise"]
-
-
-def _typed(cls: type, rows: list[dict[str, Any]], path: Path) -> list[Any]:
-    try:
-        return [codec.convert(r, cls) for r in rows]
-    except codec.DecodeError as exc:
-        raise _fail(path, f"not a rubricrun {cls.__name__.lower()} row: {exc}") from None
-
-
-def _config(path: Path) -> dict[str, Any]:
-    """The run's resolved config.yaml (optional: the default rubric's texts and weights, bootstrap settings)."""
-    try:
-        cfg = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise _fail(path, f"cannot read: {exc}") from None
-    return cfg if isinstance(cfg, dict) else {}
-
-
-def load_run(path: str | Path) -> RunData:
-    """A finished run folder read back; InputError naming the file when it is not one."""
-    d = Path(path)
-    if not d.is_dir():
-        raise _fail(d, "not a run folder (no such directory)")
-    try:
-        summary = json.loads((d / "summary.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise _fail(d / "summary.json", "missing: not a finished run folder") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _fail(d / "summary.json", f"cannot read: {exc}") from None
-    if not isinstance(summary, dict) or not isinstance(summary.get("datasets"), dict):
-        raise _fail(d / "summary.json", "has no `datasets`: not written by this version of rubricrun")
-    cfg = _config(d / "config.yaml")
-    run = cfg.get("run") if isinstance(cfg.get("run"), dict) else {}
-    judging = cfg.get("judging") if isinstance(cfg.get("judging"), dict) else {}
-    # An unnamed default criterion is `d<i>`, as judging/rubric.py rubric_for names it.
-    rubric = judging.get("default_rubric") if isinstance(judging.get("default_rubric"), list) else []
-    rubric = [{**c, "id": c.get("id") or f"d{i + 1}"} for i, c in enumerate(rubric) if isinstance(c, dict)]
-    return RunData(
-        path=d,
-        summary=summary,
-        examples=_typed(Example, _rows(d / "examples.jsonl"), d / "examples.jsonl"),
-        responses=_typed(Response, _rows(d / "responses.jsonl"), d / "responses.jsonl"),
-        judgments=_typed(Judgment, _criterion_rows(d / "judgments.jsonl"), d / "judgments.jsonl"),
-        default_rubric=tuple(_typed(Criterion, rubric, d / "config.yaml")),
-        bootstrap_samples=int(run.get("bootstrap_samples") or 1000),
-        seed=int(run.get("seed") or 0),
-    )
 
 
 def _criteria(run: RunData, exs: Sequence[Example]) -> dict[str, tuple[Criterion, ...]]:

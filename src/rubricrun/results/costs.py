@@ -9,6 +9,8 @@ from ..config import Price
 from ..providers.pricing import call_cost
 from .summary_types import CostSummary, ModelCost
 
+_COUNTS = ("calls", "cached", "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "cached_completion_tokens")
+
 
 def cost_report(
     by_model: Mapping[tuple[str, str], Mapping[str, int]],
@@ -31,12 +33,7 @@ def cost_report(
         rows[f"{role}:{model}"] = ModelCost(
             role=role,
             model=model,
-            calls=c["calls"],
-            cached=c["cached"],
-            prompt_tokens=c["prompt_tokens"],
-            completion_tokens=c["completion_tokens"],
-            cached_prompt_tokens=c["cached_prompt_tokens"],
-            cached_completion_tokens=c["cached_completion_tokens"],
+            **{k: c[k] for k in _COUNTS},
             usd=None if paid is None else round(paid, 6),
             saved_usd=None if cached is None else round(cached, 6),
             provider_usd=round(provider_usd[(role, model)], 6) if (role, model) in provider_usd else None,

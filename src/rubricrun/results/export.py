@@ -1,57 +1,11 @@
-"""Judged run data -> training rows (SFT, DPO, KTO, pointwise reward, VellumForge2 "hybrid"), plus a JSONL writer.
+"""Judged run data -> training rows (SFT, DPO, KTO, pointwise reward, VellumForge2 "hybrid", prompt-only), written
+as JSONL under the run's export/ folder.
 
 Column forms follow TRL's dataset formats (https://huggingface.co/docs/trl/dataset_formats), conversational flavour:
-a prompt is the example's messages as given (a list of {"role", "content"}, multi-turn allowed; a candidate's own
-system prompt is *not* added), and a completion is a one-message list [{"role": "assistant", "content": text}].
-
-- ``sft``: conversational prompt-completion: ``prompt``, ``completion``, plus ``messages`` (= prompt + completion, the
-  conversational language-modeling form) and ``score``. TRL's SFTTrainer takes the prompt-completion route whenever a
-  ``prompt`` column exists (loss on the completion only); keep only ``messages`` to train on the whole conversation.
-- ``dpo``: conversational preference with explicit prompt: ``prompt``, ``chosen``, ``rejected`` (each a one-message
-  assistant list), ``chosen_score``, ``rejected_score``, ``margin``. This is also the file for TRL's RewardTrainer,
-  which trains on preference pairs (chosen/rejected), not on pointwise scores.
-- ``kto``: conversational unpaired preference: ``prompt``, ``completion``, ``label`` (bool: score >= kto_threshold),
-  ``score``.
-- ``reward``: pointwise rows ``prompt``, ``response`` (a one-message assistant list, like ``completion``), ``score``,
-  ``criteria`` ([{criterion_id, weight, verdict, explanation}]). No TRL trainer reads this file as is: it is for
-  regression-style reward models and for auditing; use ``dpo`` with RewardTrainer.
-- ``hybrid``: VellumForge2's one-to-many schema with plain-string prompt/chosen/rejected (the prompt is the last user
-  message's content) and per-criterion {"score": 1|0 (met or not), "reasoning": explanation}.
-- ``prompts``: conversational prompt-only rows, ``prompt`` (the example's messages) and ``provenance``, one per example
-  whatever its responses: the dataset TRL's GRPOTrainer and OnlineDPOTrainer read (they generate their own
-  completions).
-
-Every row but a prompt-only one carries the response's quality ``flags`` (``chosen_flags`` / ``rejected_flags`` for
-pairs: truncated, empty, refusal, final_answer_marker, chars, tokens). Every row carries ``provenance``:
-{example_id, dataset, response_ids, judgment_ids, models, candidates, cache_keys} (``models`` / ``candidates`` are those of the responses, ``cache_keys`` the Response.key then Judgment.key values).
-
-Selection rules:
-- A response counts only if its status is "ok", its text is not blank, it has a score (``cfg.score`` picks
-  Score.normalized or Score.clipped; None means unscored) and none of its judgments is "error" (a partially judged
-  response's score rests on part of its rubric). Responses flagged ``truncated`` or ``refusal`` are never exported
-  as an SFT completion, a chosen side or a KTO desirable (label True) row; they may be a rejected side, a KTO
-  undesirable row and a pointwise reward row.
-- Pairs (dpo, hybrid), per example: chosen from the chosen pool (all usable responses that are neither truncated nor
-  refusals, or only ``chosen_candidate``'s among them), rejected from the rejected pool (all usable responses, or only ``rejected_candidate``'s;
-  when only one of the two candidates is named the other pool is "every other candidate"). The pair is the one with
-  the largest margin (chosen_score - rejected_score) whose two texts differ (compared with surrounding whitespace
-  stripped); ties go to the best chosen then the worst rejected, each ordered by score then response id. The pair is
-  written only if margin >= min_margin and margin > 0 (ties are always skipped).
-- Pairs by candidate (``pair_by: candidate``, or ``auto`` in a run without judges that names both candidates), as
-  VellumForge2 builds them from a strong and a weak model: per example, chosen_candidate's first usable response
-  that is neither truncated nor a refusal against rejected_candidate's first usable response whose text differs
-  (responses by id). No score is needed: a response counts when its status is "ok", its text is not blank and none
-  of its judgments (if any) is "error". ``chosen_score`` / ``rejected_score`` / ``margin`` are the judged scores
-  when there are some, else null; min_margin does not apply.
-- A generation run (no judges, issue 23): ``sft`` takes every ok, non-blank response that is neither truncated nor
-  a refusal, with ``score`` null (an MC or QA row's judge-free score still applies its sft_threshold); ``prompts``
-  and ``dpo`` by candidate need no score; kto, reward, hybrid and score-paired dpo have nothing to go on.
-- Thresholds and min_margin are compared after rounding the difference to 9 decimals, so float noise
-  (0.7 - 0.6 = 0.09999999999999998) does not decide an edge case.
-- Order is deterministic: examples in input order, responses within an example by response id.
-
-Stats: pointwise formats count responses (considered == written + every skipped_*); pair formats count examples
-(same identity), and report responses left out of the pools as responses_<reason>.
+a prompt is the example's messages as given (a candidate's own system prompt is not added) and a completion a
+one-message assistant list. docs/export.md lists each format's columns and the selection rules this module keeps:
+which responses count, how pairs are picked (by score or by candidate), the thresholds (compared after rounding to
+9 decimals, `_at_least`), the deterministic order, and the counts each format reports.
 """
 
 from __future__ import annotations

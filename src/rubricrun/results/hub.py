@@ -23,9 +23,9 @@ from typing import Any
 
 import yaml
 
-from .. import redact
 from ..config import Config
 from ..errors import InputError, RubricrunError
+from ..providers import redact
 from .export import FORMATS
 
 _SECRET_SUFFIXES = ("_KEY", "_TOKEN")

@@ -17,7 +17,7 @@ import csv
 import io
 import random
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from ..judging.prompt import content_text
 from ..tasks import registry
 from ..types import Criterion, Example, Response
 from . import artifacts
-from .compare import RunData, load_run
+from .artifacts import RunData, load_run
 
 SHEET_SIZE = 50  # examples per dataset
 COLUMNS = (
@@ -77,7 +77,7 @@ def sheet_rows(run: RunData, *, size: int, seed: int) -> list[dict[str, Any]]:
             by_dataset[ex.dataset].append(ex)
     rng = random.Random(seed)
     picked = {name: rng.sample(exs, min(size, len(exs))) for name, exs in by_dataset.items()}
-    scales = {name: _scale(run, name) for name in by_dataset}
+    scales = {name: label_scale(run.summary, name) for name in by_dataset}
     out = []
     for k in range(max((len(p) for p in picked.values()), default=0)):
         for name, exs in picked.items():
@@ -88,9 +88,10 @@ def sheet_rows(run: RunData, *, size: int, seed: int) -> list[dict[str, Any]]:
     return out
 
 
-def _scale(run: RunData, dataset: str) -> str:
-    """What the dataset's labels give: a graded scale's name, else `binary` (met / not met)."""
-    metric = (run.summary["datasets"].get(dataset) or {}).get("metric")
+def label_scale(summary: Mapping[str, Any], dataset: str) -> str:
+    """What the dataset's labels give, from summary.json's data: a graded scale's name, else `binary` (met / not
+    met). The viewer asks the same when a person labels."""
+    metric = ((summary.get("datasets") or {}).get(dataset) or {}).get("metric")
     scale = registry.METRICS[metric].scale if metric in registry.METRICS else "binary"
     return scale if scale in SCALES else "binary"
 

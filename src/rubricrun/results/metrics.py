@@ -13,10 +13,10 @@ metric's default: `Metric.on_error`).
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from statistics import fmean
 from typing import Any
 
 from ..config import Config, dataset_name
@@ -54,10 +54,6 @@ def verdicts_for(
 # Aggregation helpers
 
 
-def _mean(values: Sequence[float]) -> float:
-    return math.fsum(values) / len(values)
-
-
 def _boot_std(values: Sequence[float], n_boot: int, seed: int, clip: Callable[[float], float]) -> float | None:
     """Std (ddof 0, as np.std) of the clipped means of `n_boot` resamples, drawn as stats.mean_ci draws them
     (stats.resample_means), so the std and the CI describe the same resamples."""
@@ -81,20 +77,17 @@ def _group(by_group: Mapping[str, Sequence[float]], n_boot: int, seed: int, clip
     out = {}
     for g in sorted(by_group):
         vals = by_group[g]
-        out[g] = {"score": clip(_mean(vals)), "std": _boot_std(vals, n_boot, seed, clip), "n": len(vals)}
+        out[g] = {"score": clip(fmean(vals)), "std": _boot_std(vals, n_boot, seed, clip), "n": len(vals)}
     return out
 
 
-def _example_means(rows: Mapping[str, list[dict[str, float]]]) -> dict[str, dict[str, float]]:
-    """{example: [per-response {key: value}]} -> {example: {key: mean over the responses that have key}}."""
-    out: dict[str, dict[str, float]] = {}
-    for eid, dicts in rows.items():
-        acc: dict[str, list[float]] = defaultdict(list)
-        for d in dicts:
-            for k, v in d.items():
-                acc[k].append(v)
-        out[eid] = {k: _mean(v) for k, v in acc.items()}
-    return out
+def _mean_values(rows: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Per-response {key: value} -> {key: mean over the responses that have key}."""
+    acc: dict[str, list[float]] = defaultdict(list)
+    for d in rows:
+        for k, v in d.items():
+            acc[k].append(v)
+    return {k: fmean(v) for k, v in acc.items()}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -102,13 +95,13 @@ def _example_means(rows: Mapping[str, list[dict[str, float]]]) -> dict[str, dict
 
 
 def expected_criteria(
-    ex: Example, judgments: Sequence[Judgment], criteria: Mapping[str, Sequence[Criterion]] | None = None
+    ex: Example, judgments: Sequence[Judgment], criteria: Sequence[Criterion] | None = None
 ) -> tuple[Criterion, ...]:
-    """What a response to `ex` is scored on: `criteria[ex.id]` (the caller's criteria_for) if given; else the
-    example's rubric; else `correct` for multiple choice / QA; else the criteria its judgments name (a config
-    default rubric), with their judged weights."""
-    if criteria is not None and ex.id in criteria:
-        return tuple(criteria[ex.id])
+    """What a response to `ex` is scored on: `criteria` (the caller's criteria_for) if given; else the example's
+    rubric; else `correct` for multiple choice / QA; else the criteria its judgments name (a config default
+    rubric), with their judged weights."""
+    if criteria is not None:
+        return tuple(criteria)
     if ex.rubric:
         return ex.rubric
     if ex.kind != "open":
@@ -167,23 +160,12 @@ class DatasetAcc:
     """dataset_result fed one example at a time (with its responses and judgments); result() aggregates. Per
     example it keeps the example's id and, per candidate, the example's values (results/accum.py)."""
 
-    def __init__(
-        self,
-        name: str,
-        metric: str,
-        *,
-        on_error: str,
-        n_boot: int,
-        seed: int,
-        samples_per_prompt: Mapping[str, int] | None = None,
-        ids: ExampleIds | None = None,
-    ) -> None:
-        self.spec = registry.metric(metric)  # raises ValueError for an unknown one
-        self.name, self.metric, self.on_error, self.n_boot, self.seed = name, metric, on_error, n_boot, seed
-        self.samples = samples_per_prompt
-        self.ids = ExampleIds() if ids is None else ids  # a store shared with the caller's (summary.SummaryAcc)
+    def __init__(self, acc: AccSpec) -> None:
+        self.spec, self.name, self.metric, self.on_error = acc.metric, acc.name, acc.metric.name, acc.on_error
+        self.n_boot, self.seed, self.samples = acc.n_boot, acc.seed, acc.samples
+        self.ids = ExampleIds() if acc.ids is None else acc.ids  # a store shared with the caller's (SummaryAcc)
         self.turns = self.unscorable = 0
-        self.cands: dict[str, _CandidateAcc] = {c: _CandidateAcc() for c in samples_per_prompt or ()}
+        self.cands: dict[str, _CandidateAcc] = {c: _CandidateAcc() for c in acc.samples or ()}
 
     def add(
         self,
@@ -198,7 +180,7 @@ class DatasetAcc:
         if pos is None:
             pos = self.ids.add(ex.id)
         self.turns += ex.turns  # a multi-turn example expects a response per turn
-        crit = expected_criteria(ex, judgments, None if criteria is None else {ex.id: criteria})
+        crit = expected_criteria(ex, judgments, criteria)
         self.unscorable += _unscorable(self.spec, ex, crit)
         got: dict[str, dict[str, str]] = defaultdict(dict)
         scores: dict[str, dict[str, float]] = defaultdict(dict)  # graded scales: response -> criterion -> score
@@ -239,7 +221,7 @@ class DatasetAcc:
                 acc.scored += 1
                 rows.append(_conversation_values(ex, r.turn, values))
         if rows:
-            acc.values.add(pos, _example_means({ex.id: rows})[ex.id])
+            acc.values.add(pos, _mean_values(rows))
 
     def result(self) -> DatasetResult:
         out = {}
@@ -393,8 +375,4 @@ def _dataset_acc(
 ) -> DatasetAccumulator:
     """A dataset's accumulator: its metric's own (`Metric.accumulator`), else a DatasetAcc."""
     spec = registry.metric(metric)  # raises ValueError for an unknown one
-    if spec.accumulator is not None:
-        return spec.accumulator(AccSpec(name, spec, on_error, n_boot, seed, samples_per_prompt, ids))
-    return DatasetAcc(
-        name, metric, on_error=on_error, n_boot=n_boot, seed=seed, samples_per_prompt=samples_per_prompt, ids=ids
-    )
+    return (spec.accumulator or DatasetAcc)(AccSpec(name, spec, on_error, n_boot, seed, samples_per_prompt, ids))

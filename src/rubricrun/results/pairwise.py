@@ -13,17 +13,18 @@ bootstrap resample of a small set.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from statistics import fmean
 from typing import Any
 
 import numpy as np
 
 from ..config import Config
-from ..types import Example, PairJudgment, Response
+from ..types import PairJudgment
 from . import stats
 from .length_control import length_controlled
+from .stats import rounded
 from .summary_types import PairOutcome, PairwiseJudging, Rating
 
 Comparison = tuple[str, str, float]  # (a, b, a's score: 1 win, 0.5 tie, 0 loss)
@@ -32,87 +33,14 @@ BT_PRIOR_TIES = 1.0  # virtual ties per pair of candidates in the summary's fit 
 _KINDS = 1024  # at most this many kinds of example: the bootstrap draws counts per kind (`bootstrap_ratings`)
 
 
-def _strongly_connected(names: Sequence[str], beats: Mapping[str, set[str]]) -> bool:
-    """Every candidate reaches every other along "scored against" edges, both ways (Ford's condition for the
-    maximum-likelihood strengths to exist and be finite)."""
-
-    def reach(edges: Mapping[str, set[str]]) -> set[str]:
-        seen, todo = {names[0]}, [names[0]]
-        while todo:
-            for nxt in edges.get(todo.pop(), set()):
-                if nxt not in seen:
-                    seen.add(nxt)
-                    todo.append(nxt)
-        return seen
-
-    back: dict[str, set[str]] = defaultdict(set)
-    for i, js in beats.items():
-        for j in js:
-            back[j].add(i)
-    return len(reach(beats)) == len(names) == len(reach(back))
-
-
-def bradley_terry(
-    comparisons: Sequence[Comparison],
-    names: Sequence[str],
-    *,
-    prior: float = 0.0,
-    max_iter: int = 10_000,
-    tol: float = 1e-10,
-) -> dict[str, float] | None:
-    """Ratings (1000 + 400 log10 strength) of `names` from the comparisons, or None when the maximum-likelihood
-    fit does not exist (a candidate that never scored against the rest, or one that never lost to them).
-    `prior` adds that many virtual ties between every two names."""
-    wins: dict[str, float] = dict.fromkeys(names, 0.0)
-    games: dict[tuple[str, str], float] = defaultdict(float)
-    beats: dict[str, set[str]] = defaultdict(set)
-    for a, b, s in comparisons:
-        wins[a] += s
-        wins[b] += 1.0 - s
-        games[(a, b)] += 1.0
-        games[(b, a)] += 1.0
-        if s > 0:
-            beats[a].add(b)
-        if s < 1:
-            beats[b].add(a)
-    if prior > 0:
-        for i, a in enumerate(names):
-            for b in names[i + 1 :]:
-                wins[a] += prior / 2
-                wins[b] += prior / 2
-                games[(a, b)] += prior
-                games[(b, a)] += prior
-                beats[a].add(b)
-                beats[b].add(a)
-    if len(names) < 2 or not _strongly_connected(names, beats):
-        return None
-    p = dict.fromkeys(names, 1.0)
-    for _ in range(max_iter):
-        new = {
-            i: wins[i] / math.fsum(games[(i, j)] / (p[i] + p[j]) for j in names if j != i and games[(i, j)])
-            for i in names
-        }
-        g = math.exp(math.fsum(math.log(v) for v in new.values()) / len(names))
-        new = {i: v / g for i, v in new.items()}
-        done = max(abs(math.log(new[i] / p[i])) for i in names) < tol
-        p = new
-        if done:
-            break
-    return {i: 1000.0 + 400.0 * math.log10(p[i]) for i in names}
-
-
 def _score(row: PairJudgment) -> float | None:
     """a's score in the comparison: 1 win, 0.5 tie, 0 loss; None for an error."""
     return {row.a: 1.0, "tie": 0.5, row.b: 0.0}.get(row.winner) if row.winner != "error" else None
 
 
-def _r(x: float | None, nd: int = 4) -> float | None:
-    return None if x is None else round(x, nd)
-
-
 def _rate_ci(per_example: Sequence[float], cfg: Config) -> tuple[float | None, tuple[float | None, float | None]]:
     ci = stats.mean_ci(per_example, n_boot=cfg.run.bootstrap_samples, seed=cfg.run.seed)
-    return _r(ci["mean"]), (_r(ci["ci_low"]), _r(ci["ci_high"]))
+    return rounded(ci["mean"]), (rounded(ci["ci_low"]), rounded(ci["ci_high"]))
 
 
 def _length_control(rows: Sequence[PairJudgment], text_len: Mapping[str, int]) -> dict[str, Any]:
@@ -125,12 +53,12 @@ def _length_control(rows: Sequence[PairJudgment], text_len: Mapping[str, int]) -
         [text_len.get(r.response_ids[1], 0) for r in rows],
     )
     return {
-        "lc_win_rate": _r(lc.lc_win_rate),
-        "lc_win_rate_se": _r(lc.lc_se),
+        "lc_win_rate": rounded(lc.lc_win_rate),
+        "lc_win_rate_se": rounded(lc.lc_se),
         "lc_n": lc.n,
         "lc_note": lc.reason,
         "lc_one_side_longer": lc.one_side_longer,
-        "longer_share": _r(lc.longer_share),
+        "longer_share": rounded(lc.longer_share),
         "longer_n": lc.longer_n,
     }
 
@@ -170,13 +98,14 @@ def position_bias(rows: Sequence[PairJudgment]) -> tuple[float | None, int]:
     """Share of decisive single-order verdicts ([[A]] or [[B]], both orders of every row) that picked the answer
     shown first, and how many there were."""
     verdicts = [v for r in rows for v in (r.ab, r.ba) if v in ("A", "B")]
-    return (_r(verdicts.count("A") / len(verdicts)) if verdicts else None), len(verdicts)
+    return (rounded(verdicts.count("A") / len(verdicts)) if verdicts else None), len(verdicts)
 
 
 def fit_strengths(wins: np.ndarray, games: np.ndarray, *, max_iter: int = 10_000, tol: float = 1e-10) -> np.ndarray:
     """Ratings (B, K) of B fits at once: `wins` (B, K) each candidate's score, `games` (B, K, K) the comparisons of
-    each pair (symmetric, zero diagonal). Each row follows `bradley_terry`'s iteration and stops on its own when its
-    strengths move less than `tol` (in log), so a row's fit does not depend on the others. Every row must have a fit
+    each pair (symmetric, zero diagonal). Each row follows Hunter's iteration (the module docstring; the scalar fit
+    tests/oracles.bradley_terry is its reference) and stops on its own when its strengths move less than `tol` (in
+    log), so a row's fit does not depend on the others. Every row must have a fit
     (as with the prior's virtual ties: every wins > 0 and every pair compared)."""
     p = np.ones_like(wins)
     active = np.arange(len(wins))
@@ -213,13 +142,13 @@ def _example_features(groups: Sequence[Sequence[Comparison]], names: Sequence[st
     return np.array(list(kinds), dtype=np.float64).reshape(len(kinds), -1), which
 
 
-def _fit_totals(totals: np.ndarray, k: int) -> np.ndarray:
+def _fit_totals(totals: np.ndarray, k: int, tol: float = 1e-8) -> np.ndarray:
     """Ratings (B, K) from resamples' summed features (`_example_features`), with BT_PRIOR_TIES virtual ties."""
     upper = np.triu_indices(k, 1)
     games = np.zeros((len(totals), k, k))
     games[:, upper[0], upper[1]] = totals[:, k:] + BT_PRIOR_TIES
     games += games.transpose(0, 2, 1)
-    return fit_strengths(totals[:, :k] + BT_PRIOR_TIES * (k - 1) / 2, games, tol=1e-8)
+    return fit_strengths(totals[:, :k] + BT_PRIOR_TIES * (k - 1) / 2, games, tol=tol)
 
 
 def bootstrap_ratings(
@@ -254,39 +183,30 @@ def ratings(cfg: Config, names: Sequence[str], rows: Sequence[PairJudgment]) -> 
         if s is not None:
             by_example[r.example_id].append((r.a, r.b, s))
     groups = list(by_example.values())
-    point = bradley_terry([c for g in groups for c in g], names, prior=BT_PRIOR_TIES)
-    if point is None or not groups:
+    if not groups:
         return {}
+    kinds, which = _example_features(groups, names)
+    totals = np.bincount(which, minlength=len(kinds)) @ kinds  # every example once
+    point = _fit_totals(totals[None, :], len(names), tol=1e-10)[0]
     boots = bootstrap_ratings(groups, names, cfg.run.bootstrap_samples, cfg.run.seed)
     out = {}
     for i, n in enumerate(names):
         lo, hi = stats.percentile_ci(boots[:, i])
-        out[n] = (round(point[n], 1), (round(lo, 1), round(hi, 1)))
+        out[n] = (round(float(point[i]), 1), (round(lo, 1), round(hi, 1)))
     return out
 
 
 def pairwise_results(
-    cfg: Config,
-    examples: Sequence[Example],
-    responses: Sequence[Response],
-    rows: Sequence[PairJudgment],
-    text_len: Mapping[str, int] | None = None,
+    cfg: Config, dataset_of: Mapping[str, str], rows: Sequence[PairJudgment], text_len: Mapping[str, int]
 ) -> dict[str, PairwiseJudging] | None:
-    """summary.json's `pairwise_judging`: one entry per dataset that has comparisons; None when judging.pairwise
-    is not set. `text_len` (response id -> characters of its text) stands in for the responses' texts when the
-    caller kept only the lengths (results/tally.py)."""
+    """summary.json's `pairwise_judging`: one entry per dataset that has comparisons (`dataset_of`: example id ->
+    dataset; `text_len`: response id -> characters of its text); None when judging.pairwise is not set."""
     if cfg.judging.pairwise is None:
         return None
-    dataset_of = {ex.id: ex.dataset for ex in examples}
-    if text_len is None:
-        text_len = {r.id: len(r.text or "") for r in responses}
     by_dataset: dict[str, list[PairJudgment]] = defaultdict(list)
     for r in rows:
         by_dataset[dataset_of.get(r.example_id, "")].append(r)
-    out = {}
-    for name, drows in by_dataset.items():
-        out[name] = _dataset_results(cfg, drows, text_len)
-    return out
+    return {name: _dataset_results(cfg, drows, text_len) for name, drows in by_dataset.items()}
 
 
 def _dataset_results(cfg: Config, rows: Sequence[PairJudgment], text_len: Mapping[str, int]) -> PairwiseJudging:
@@ -298,7 +218,7 @@ def _dataset_results(cfg: Config, rows: Sequence[PairJudgment], text_len: Mappin
         for cand, rid in zip((r.a, r.b), r.response_ids, strict=True):
             lengths[cand][rid] = text_len.get(rid, 0)
     names = [n for n in order if n in lengths]
-    mean_chars = {n: _r(math.fsum(lengths[n].values()) / len(lengths[n]), 1) for n in names}
+    mean_chars = {n: rounded(fmean(lengths[n].values()), 1) for n in names}
     fitted = ratings(cfg, names, rows) if len(names) >= 3 else {}
     bias, decisive = position_bias(rows)
     return PairwiseJudging(

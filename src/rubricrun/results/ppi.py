@@ -16,6 +16,9 @@ lambda is 0: no unlabelled unit (N = 0), or a judge that gives every unit the sa
 
 The label budget is ppi_py's `ppi_mean_power` with the judge's verdicts already paid for (their cost ~0) and every
 unit of the run counted (`n_max`): see `labels_needed`.
+
+Below them, the types summary.json writes an anchored score with (results/anchor.py builds them,
+results/summary_types.py holds them).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
+from msgspec import Struct, field
 
 ALPHA = 0.05  # a 95 % interval
 
@@ -121,3 +125,90 @@ def effective_labels(y: object, se: float) -> int | None:
     narrow as one with standard error `se`: var(y) / se^2, rounded. None when se is 0."""
     (arr,) = _arrays(y)
     return round(float(np.var(arr)) / se**2) if se > 0 else None
+
+
+# ---------------------------------------------------------------------------------------------------
+# summary.json's anchored figures
+
+
+class Estimate(Struct, frozen=True):
+    """A figure with its 95 % interval."""
+
+    estimate: float | None = None
+    ci: tuple[float | None, float | None] = (None, None)
+
+
+class LabelBudget(Struct, frozen=True):
+    """ppi_py's `ppi_mean_power` for this run: the labelled responses an anchored 95 % interval of +/- `half_width`
+    needs (`datasets[].label_half_width`), judged by the labels so far."""
+
+    half_width: float = 0.05
+    labels_needed: int | None = None  # labelled responses in all; None: even labelling every response falls short
+    more: int | None = None  # beyond those labelled now
+
+
+class JudgeOnLabels(Struct, frozen=True):
+    """One judge's verdicts on the human-labelled items (tasks/judge_eval.py, the meta-evaluation's figures)."""
+
+    items: int = 0  # labelled (response, criterion) items the judge gave a verdict on
+    balanced_f1: float | None = None  # HealthBench's, each judge verdict against every human label of the item
+    ci: tuple[float | None, float | None] = (None, None)  # bootstrap over items
+    kappa: float | None = None  # Cohen's kappa against the item's majority human label
+    kappa_ties: int = 0  # items whose raters split evenly: out of kappa
+    leniency: float | None = None  # judge_met - human_met
+    judge_met: float | None = None
+    human_met: float | None = None
+    failures: int = 0  # items whose verdict failed: out of every figure
+
+
+class Anchored(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A score anchored to human labels by prediction-powered inference (results/anchor.py, results/ppi.py): PPI++
+    over responses, the labelled ones with the humans' value and the judge's, the others with the judge's alone;
+    the dataset's own transform (its clip) on the estimate and both ends. `note`: why there is no estimate."""
+
+    estimate: float | None
+    ci: tuple[float | None, float | None]
+    n_labelled: int  # responses labelled in full (every criterion) that the judge-only score counts too
+    n_unlabelled: int  # the other responses the judge-only score counts
+    lam: float | None = field(name="lambda")  # the power-tuned weight, in [0, 1] (`lambda` in the file)
+    classical: Estimate  # the labelled responses alone
+    judge_only: Estimate  # the judge's score as the dataset reports it (its headline and CI)
+    judge_outside: bool  # the judge-only score lies outside the anchored interval
+    effective_labels: int | None  # labelled responses alone that would give an interval as narrow
+    budget: LabelBudget | None = None
+    rating: Estimate | None = None  # graded scales: the estimate on the scale itself
+    judges: dict[str, JudgeOnLabels]
+    note: str | None = None
+
+
+class AnchoredDiff(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """a minus b anchored to human labels: PPI++ over the response pairs (same example, turn and sample) both have,
+    the pairs both labelled with the humans' difference, beside the judge-only paired difference."""
+
+    a: str
+    b: str
+    estimate: float | None
+    ci: tuple[float | None, float | None]
+    n_labelled: int
+    n_unlabelled: int
+    lam: float | None = field(name="lambda")
+    judge_only: Estimate  # the paired bootstrap over examples (the leaderboard's noise test)
+    note: str | None = None
+
+
+class LabelCounts(Struct, frozen=True):
+    """A dataset's labels file, as the run read it: what entered the anchored scores and what was left out."""
+
+    file: str = ""
+    rows: int = 0  # label rows with a verdict
+    blank: int = 0  # rows with no verdict yet (an unfilled sheet row)
+    superseded: int = 0  # rows replaced by a later row of the same rater on the same item
+    items: int = 0  # labelled (response, criterion) items of this run's responses
+    ties: int = 0  # items whose raters split evenly: left out
+    responses: int = 0  # responses labelled in full that enter an anchored score
+    partial: int = 0  # responses with some but not all of their criteria labelled: left out
+    not_scored: int = 0  # responses labelled in full that the judge-only score does not count (failed, errors)
+    unknown_response: int = 0  # items naming a response this dataset does not have
+    unknown_criterion: int = 0  # items naming a criterion its response is not scored on
+    pairs: int = 0  # pairwise comparisons with a human preference
+    unknown_pair: int = 0  # preferences naming a comparison this dataset does not have

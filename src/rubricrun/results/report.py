@@ -19,14 +19,13 @@ import logging
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import jinja2
-import yaml
 from markupsafe import Markup
 from msgspec import Struct
 
@@ -49,6 +48,7 @@ TEMPLATES = Path(__file__).parent / "templates"
 TASK_TEMPLATES = Path(registry.__file__).parent / "templates"
 
 log = logging.getLogger("rubricrun")
+T = TypeVar("T")
 
 
 def _num(x: Any, nd: int = 3) -> Any:
@@ -368,41 +368,29 @@ def write_report(
     return path
 
 
-def sample_safely(batches: Iterable[Batch], limit: int = REPORT_EXAMPLES) -> dict[str, Any] | None:
-    """`sample`, or None (logged) when it fails: the page is a view, and a bug in it must never cost the run its
-    other artifacts."""
+def safely(make: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+    """`make(*args, **kwargs)` (the sample, the page), or None (logged) when it fails: the page is a view, and a bug
+    in it must never cost the run its other artifacts."""
     try:
-        return sample(batches, limit)
+        return make(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001
         log.error("report.html not written: %s: %s", type(exc).__name__, exc)
         return None
 
 
-def write_report_safely(run_dir: Path, summary: Summary, sampled: Mapping[str, Any]) -> None:
-    """report.html from `sample`'s pick of the run's examples with their rows; a failure is logged, not raised."""
-    try:
-        write_report(run_dir, summary, **sampled)
-    except Exception as exc:  # noqa: BLE001
-        log.error("report.html not written: %s: %s", type(exc).__name__, exc)
-
-
 def write_report_from_dir(run_dir: Path, limit: int = REPORT_EXAMPLES) -> Path:
-    """Rebuild report.html from a finished run's files (rows passed as the dicts read back from JSONL)."""
-    run_dir = Path(run_dir)
-    summary = read_summary(json.loads((run_dir / "summary.json").read_text(encoding="utf-8")))
-    rows = {n: artifacts.read_jsonl(run_dir / f"{n}.jsonl") for n in ("examples", "responses", "judgments")}
-    rows["judgments"] = [j for j in rows["judgments"] if j.get("kind") != "pairwise"]  # summarized in summary.json
-    rubric = _default_rubric(run_dir / "config.yaml")
-    by_ex: dict[str, tuple[list, list]] = {ex["id"]: ([], []) for ex in rows["examples"]}
-    for r in rows["responses"]:
-        by_ex.setdefault(r["example_id"], ([], []))[0].append(r)
-    for j in rows["judgments"]:
-        by_ex.setdefault(j["example_id"], ([], []))[1].append(j)
+    """Rebuild report.html from a finished run's files (artifacts.load_run); the per-response scores, which the
+    files do not hold, are rebuilt from the judgments."""
+    run = artifacts.load_run(run_dir)
+    rows: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
+    for r in run.responses:
+        rows[r.example_id][0].append(r)
+    for j in run.judgments:
+        rows[j.example_id][1].append(j)
     batches = (
-        (ex, *by_ex[ex["id"]], {(ex["id"], c["id"]): c for c in rubric if not ex.get("rubric")}, None)
-        for ex in rows["examples"]
+        (ex, *rows[ex.id], {(ex.id, c.id): c for c in run.default_rubric if not ex.rubric}, None) for ex in run.examples
     )
-    return write_report(run_dir, summary, **sample(batches, limit))
+    return write_report(run.path, read_summary(run.summary), **sample(batches, limit))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -497,17 +485,6 @@ class Sampler:
             "scores": scores if any(b[4] is not None for _, b in picked) else None,
             "shown": shown if self.n > self.limit else None,
         }
-
-
-def _default_rubric(config_path: Path) -> list[dict[str, Any]]:
-    """The config's `judging.default_rubric` criteria, for the examples without a rubric of their own: their
-    criterion texts are in the run's config.yaml, not in the rows."""
-    try:
-        cfg = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
-        return []
-    rubric = ((cfg.get("judging") if isinstance(cfg, dict) else None) or {}).get("default_rubric") or []
-    return [c for c in rubric if isinstance(c, dict)]
 
 
 if __name__ == "__main__":  # python -m rubricrun.results.report outputs/<run_id>

@@ -10,7 +10,6 @@ Criteria judged `error` are left out of the numerator and the denominators, coun
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 
 from ..types import Criterion, Judgment, Response, Score
@@ -31,8 +30,6 @@ def score_response(criteria: Sequence[Criterion], verdicts: Sequence[str]) -> Sc
         raise ValueError("one verdict per criterion")
     points = pos = neg = 0.0
     met = not_met = errors = 0
-    groups: dict[str, list[tuple[float, bool]]] = defaultdict(list)
-    tag_groups: dict[str, list[tuple[float, bool]]] = defaultdict(list)
     for c, v in zip(criteria, verdicts, strict=True):
         if v == "error":
             errors += 1
@@ -46,10 +43,6 @@ def score_response(criteria: Sequence[Criterion], verdicts: Sequence[str]) -> Sc
             neg += c.weight
         if is_met:
             points += c.weight
-        if c.category:
-            groups[c.category].append((c.weight, is_met))
-        for t in c.tags:
-            tag_groups[t].append((c.weight, is_met))
     scored = met + not_met
     return Score(
         points=points,
@@ -58,21 +51,7 @@ def score_response(criteria: Sequence[Criterion], verdicts: Sequence[str]) -> Sc
         met=met,
         not_met=not_met,
         errors=errors,
-        by_category=_breakdown(groups) if groups else {},  # (most rubrics have neither)
-        by_tag=_breakdown(tag_groups) if tag_groups else {},
     )
-
-
-def _breakdown(groups: dict[str, list[tuple[float, bool]]]) -> dict[str, float]:
-    out = {}
-    for name, items in sorted(groups.items()):
-        pts = sum(w for w, m in items if m)
-        pos = sum(w for w, _ in items if w > 0)
-        neg = sum(w for w, _ in items if w < 0)
-        value = _normalized(pts, pos, neg)
-        if value is not None:
-            out[name] = value
-    return out
 
 
 def score_all(

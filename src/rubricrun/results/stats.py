@@ -13,9 +13,9 @@ Bootstrap conventions (shared by `mean_ci` and `paired_diff`):
 - percentile method: the CI bounds are the (1-level)/2 and (1+level)/2 quantiles of the `n_boot` resampled means,
   using linear interpolation between order statistics (the "type 7" quantile, `statistics.quantiles`' inclusive
   method);
-- the mean is computed with `math.fsum`; a resample's mean is the mean plus the mean of its deviations from it
-  (numpy's pairwise sum), or with few values its counts times the values (exact fractions for 0/1 scores); a
-  constant sample gives a CI exactly equal to its mean.
+- the mean is `statistics.fmean` (math.fsum over the count); a resample's mean is the mean plus the mean of its
+  deviations from it (numpy's pairwise sum), or with few values its counts times the values (exact fractions for
+  0/1 scores); a constant sample gives a CI exactly equal to its mean.
 With very few examples the percentile bootstrap is over-confident (its CIs are too narrow); read small-n CIs with care.
 """
 
@@ -27,6 +27,7 @@ import statistics
 from array import array
 from collections import Counter, OrderedDict
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from statistics import fmean
 from typing import Any
 
 import numpy as np
@@ -46,9 +47,9 @@ def _check_boot_args(n_boot: int, level: float) -> None:
         raise ValueError(f"level must be in (0, 1), got {level}")
 
 
-def _mean(values: Sequence[float]) -> float:
-    """Mean of a non-empty sequence, summed exactly with math.fsum."""
-    return math.fsum(values) / len(values)
+def rounded(x: float | None, nd: int = 4) -> float | None:
+    """`x` to `nd` decimals as summary.json writes its rates; None as it is."""
+    return None if x is None else round(x, nd)
 
 
 def _quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -102,7 +103,7 @@ def resample_means(values: Sequence[float], n_boot: int, seed: int, chunk: int =
     if hit is not None:
         _cache.move_to_end(key)
         return hit
-    mean = _mean(memoryview(vals))
+    mean = fmean(memoryview(vals))
     few = _few_values(vals)
     if vals.min() == vals.max():  # a constant sample: every resample is the sample, its mean exactly
         out = np.full(n_boot, mean)
@@ -178,7 +179,7 @@ def mean_ci(values: Sequence[float], *, n_boot: int = 1000, seed: int = 0, level
     if n == 0:
         return {"mean": None, "ci_low": None, "ci_high": None, "se": None, "se_boot": None, "n": 0}
     listed = memoryview(vals)  # the mean and se from the standard library, on Python floats, with no list of them
-    mean = _mean(listed)
+    mean = fmean(listed)
     if n == 1:
         return {"mean": mean, "ci_low": mean, "ci_high": mean, "se": None, "se_boot": None, "n": 1}
     boots = np.sort(resample_means(vals, n_boot, seed)).tolist()
@@ -236,7 +237,7 @@ def paired_diff(
     }
     if n == 0:
         return out
-    mean_diff = _mean(memoryview(diffs))
+    mean_diff = fmean(memoryview(diffs))
     if n == 1:
         out.update(mean_diff=mean_diff, ci_low=mean_diff, ci_high=mean_diff)
         return out

@@ -5,52 +5,36 @@ function of the run's rows. Its types are in results/summary_types.py."""
 from __future__ import annotations
 
 import logging
-import math
-from array import array
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any
-
-from msgspec.structs import replace
+from statistics import fmean
 
 from ..config import Config
-from ..data.labels import label_paths, load_labels
-from ..errors import InputError
-from ..judging.graded import SCALES
 from ..tasks import registry
 from ..tasks.spec import DatasetResult
 from ..types import Criterion, Example, Judgment, PairJudgment, Response
 from . import agreement, metrics, stats
-from .accum import ByExample, ExampleIds
-from .anchor import AnchorAcc
+from .accum import ByExample, ExampleIds, PerExample, paired
+from .anchor import anchor_results, anchored_line, anchors_for, labels_line, paired_line
 from .charts import histogram_bins
 from .pairwise import pairwise_results
+from .stats import rounded
 from .summary_types import (
     Agreement,
-    Anchored,
-    AnchoredDiff,
-    CriterionAgreement,
     DatasetCandidate,
     DatasetRankRow,
     DatasetSummary,
-    JudgePairAgreement,
     JudgeRates,
     JudgeSummary,
-    LabelCounts,
     MacroScore,
     Overall,
-    PairwiseJudging,
     Summary,
     summary_data,
 )
 
 log = logging.getLogger("rubricrun")
-
-
-def _r(x: float | None, nd: int = 4) -> float | None:
-    return None if x is None else round(x, nd)
 
 
 class SummaryAcc:
@@ -66,7 +50,7 @@ class SummaryAcc:
         self.datasets = metrics.dataset_accs(cfg, counts, self.ids)
         self.category = Categories()  # each example's string `category`, where it has one
         self.judges = _JudgeAcc()
-        self.anchors = _anchors(cfg, self.datasets)  # datasets with human labels (`datasets[].labels`)
+        self.anchors = anchors_for(cfg, self.datasets)  # datasets with human labels (`datasets[].labels`)
 
     def add(
         self,
@@ -97,17 +81,17 @@ class SummaryAcc:
         self,
         run_id: str,
         pairs: Sequence[PairJudgment] = (),
-        pair_examples: Sequence[Example] = (),
+        dataset_of: Mapping[str, str] | None = None,
         text_len: Mapping[str, int] | None = None,
     ) -> Summary:
-        """The summary; `pairs` with the examples they compare (their ids and datasets) and the compared responses'
-        text lengths, for results/pairwise.py."""
+        """The summary; `pairs` with the datasets of the examples they compare (example id -> dataset) and the
+        compared responses' text lengths, for results/pairwise.py."""
         cfg, names = self.cfg, self.names
         results = {name: d.result() for name, d in self.datasets.items()}
         datasets = {name: _dataset(cfg, r, self.category) for name, r in results.items()}
-        pairwise = pairwise_results(cfg, pair_examples, (), pairs, text_len or {})
+        pairwise = pairwise_results(cfg, dataset_of or {}, pairs, text_len or {})
         if self.anchors:
-            _anchor(cfg, self.anchors, results, datasets, pairwise, pairs, pair_examples)
+            anchor_results(cfg, self.anchors, results, datasets, pairwise, pairs, dataset_of or {})
         return Summary(
             run_id=run_id,
             pass_threshold=cfg.judging.pass_threshold,
@@ -117,52 +101,6 @@ class SummaryAcc:
             judges=self.judges.summary(),
             pairwise_judging=pairwise,
         )
-
-
-def _anchors(cfg: Config, datasets: Mapping[str, Any]) -> dict[str, AnchorAcc]:
-    """An AnchorAcc per dataset with a labels file whose rows are candidates' responses (a judge meta-evaluation's
-    rows carry their own labels: preflight refuses a labels file there). A labels file that became unreadable
-    since preflight checked it leaves the run without anchored scores, logged: the rows are written already."""
-    paths = label_paths(cfg)
-    labelled = {n: d for n, d in datasets.items() if n in paths and isinstance(d, metrics.DatasetAcc)}
-    if not labelled:
-        return {}
-    try:
-        files = load_labels(cfg, {n: SCALES.get(d.spec.scale) for n, d in labelled.items()})
-    except InputError as exc:
-        log.error("no scores anchored to human labels: %s", exc)
-        return {}
-    names, n_boot, seed = [c.name for c in cfg.candidates], cfg.run.bootstrap_samples, cfg.run.seed
-    return {
-        n: AnchorAcc(f, labelled[n].spec, labelled[n].on_error, names, n_boot=n_boot, seed=seed)
-        for n, f in files.items()
-    }
-
-
-def _anchor(
-    cfg: Config,
-    anchors: Mapping[str, AnchorAcc],
-    results: Mapping[str, DatasetResult],
-    datasets: dict[str, DatasetSummary],
-    pairwise: dict[str, PairwiseJudging] | None,
-    pairs: Sequence[PairJudgment],
-    pair_examples: Sequence[Example],
-) -> None:
-    """Each labelled dataset's anchored scores into `datasets` (and its pairwise outcomes into `pairwise`)."""
-    dataset_of = {ex.id: ex.dataset for ex in pair_examples}
-    paths = label_paths(cfg)
-    for name, acc in anchors.items():
-        if name not in results:
-            continue
-        pj = (pairwise or {}).get(name)
-        rows = [p for p in pairs if dataset_of.get(p.example_id) == name] if pj else []
-        half_width = cfg.datasets[paths[name][0]].label_half_width
-        per_cand, diffs, counts, outcomes = acc.result(results[name], half_width, pj.pairs if pj else (), rows)
-        d = datasets[name]
-        cands = {c: replace(dc, ppi=per_cand.get(c)) for c, dc in d.candidates.items()}
-        datasets[name] = replace(d, candidates=cands, labels=counts, ppi_paired=diffs or None)
-        if pairwise is not None and pj is not None:
-            pairwise[name] = replace(pj, pairs=outcomes)
 
 
 def _dataset(cfg: Config, result: DatasetResult, category: Categories) -> DatasetSummary:
@@ -176,14 +114,7 @@ def _dataset(cfg: Config, result: DatasetResult, category: Categories) -> Datase
     board = tuple(DatasetRankRow(**row) for row in stats.rank(cis, separated))
     rows = {
         n: DatasetCandidate(
-            score=c.score,
-            ci=c.ci,
-            std=c.std,
-            n=c.n,
-            coverage=c.coverage,
-            partial=c.partial,
-            scored=c.scored,
-            expected=c.expected,
+            **{f: getattr(c, f) for f in _AS_THEY_ARE},
             histogram=tuple(histogram_bins(c.per_example.values())) if per_example else (),
             by_example_category=_category_means(c.per_example, category) if per_example else {},
             extra=dict(c.extra),
@@ -192,6 +123,9 @@ def _dataset(cfg: Config, result: DatasetResult, category: Categories) -> Datase
     }
     extra = dict(result.extra) or None
     return DatasetSummary(result.metric, result.on_error, rows, board, extra)
+
+
+_AS_THEY_ARE = ("score", "ci", "std", "n", "coverage", "partial", "scored", "expected")  # CandidateResult's fields
 
 
 def _separated(cfg: Config, cands: Mapping[str, metrics.CandidateResult]) -> set[frozenset[str]]:
@@ -212,42 +146,28 @@ def _separated(cfg: Config, cands: Mapping[str, metrics.CandidateResult]) -> set
     return out
 
 
-class Categories:
-    """Each example's string `category` by its position in SummaryAcc's id store: a code per position (an array,
-    made when the first example with a category comes) and the category names."""
+def _category_means(per_example: ByExample, categories: Categories) -> dict[str, float]:
+    """Mean per-example score per example category (rows without a string `category` are left out)."""
+    codes = categories.codes.column("", per_example.ids)
+    if not len(codes):  # no example has one
+        return {}
+    names = list(categories.names)  # in code order
+    groups: dict[str, list[float]] = defaultdict(list)
+    for code, v in zip(*(a.tolist() for a in paired(codes, per_example)), strict=True):
+        groups[names[int(code)]].append(v)
+    return {cat: fmean(vs) for cat, vs in sorted(groups.items())}
 
-    __slots__ = ("codes", "names", "_index")
+
+class Categories:
+    """Each example's string `category`: its code (results/accum.py, by the example's position in SummaryAcc's id
+    store) and the names of the codes."""
 
     def __init__(self) -> None:
-        self.codes: array | None = None
-        self.names: list[str] = []
-        self._index: dict[str, int] = {}
+        self.codes = PerExample()
+        self.names: dict[str, int] = {}
 
     def set(self, pos: int, category: str) -> None:
-        code = self._index.setdefault(category, len(self._index))
-        if code == len(self.names):
-            self.names.append(category)
-        if self.codes is None:
-            self.codes = array("i")
-        if len(self.codes) <= pos:
-            self.codes.extend(array("i", [-1]) * (pos + 1 - len(self.codes)))
-        self.codes[pos] = code
-
-    def of(self, pos: int) -> str | None:
-        codes = self.codes
-        return self.names[codes[pos]] if codes is not None and pos < len(codes) and codes[pos] >= 0 else None
-
-
-def _category_means(per_example: ByExample, category: Categories) -> dict[str, float]:
-    """Mean per-example score per example category (rows without a string `category` are left out)."""
-    groups: dict[str, list[float]] = defaultdict(list)
-    if category.codes is None:  # no example has one
-        return {}
-    for pos, v in zip(per_example.pos, per_example.vals, strict=True):
-        cat = category.of(pos)
-        if cat is not None:
-            groups[cat].append(v)
-    return {cat: math.fsum(vs) / len(vs) for cat, vs in sorted(groups.items())}
+        self.codes.add(pos, {"": self.names.setdefault(category, len(self.names))})
 
 
 def _overall(datasets: Mapping[str, DatasetSummary], names: Sequence[str]) -> Overall | None:
@@ -261,7 +181,7 @@ def _overall(datasets: Mapping[str, DatasetSummary], names: Sequence[str]) -> Ov
     for name in names:
         got = [d.candidates[name].score for d in datasets.values() if name in d.candidates]
         values = [v for v in got if v is not None]
-        score = math.fsum(values) / len(values) if values and len(values) == len(datasets) else None
+        score = fmean(values) if values and len(values) == len(datasets) else None
         out[name] = MacroScore(score=score, datasets=len(values))
     return Overall(datasets=tuple(datasets), candidates=out)
 
@@ -305,7 +225,7 @@ class _JudgeAcc:
 
     def summary(self) -> JudgeSummary:
         per = {
-            name: JudgeRates(met_rate=_r(stats.rate(c.met, c.judged)), judged=c.judged, errors=c.errors)
+            name: JudgeRates(met_rate=rounded(stats.rate(c.met, c.judged)), judged=c.judged, errors=c.errors)
             for name, c in sorted(self.per_judge.items())
         }
         units = self.voted.units
@@ -313,23 +233,13 @@ class _JudgeAcc:
             return JudgeSummary(per_judge=per)
         overall = Agreement(
             criteria_with_votes=units.total(),
-            percent_agreement=_r(stats.percent_agreement_counts(units)),
-            fleiss_kappa=_r(stats.fleiss_kappa_counts(units)),
-            krippendorff_alpha=_r(stats.krippendorff_alpha_counts(units)),
+            percent_agreement=rounded(stats.percent_agreement_counts(units)),
+            fleiss_kappa=rounded(stats.fleiss_kappa_counts(units)),
+            krippendorff_alpha=rounded(stats.krippendorff_alpha_counts(units)),
             ties_to_error=self.voted.ties_to_error,
-            **_agreement_detail(self.voted),
+            **self.voted.report(),
         )
         return JudgeSummary(per_judge=per, agreement=overall)
-
-
-def _agreement_detail(counts: agreement.AgreementCounts) -> dict[str, Any]:
-    """results/agreement.py's report as summary types."""
-    report = counts.report()
-    return {
-        "pairs": tuple(JudgePairAgreement(**row) for row in report["pairs"]),
-        "criteria": tuple(CriterionAgreement(**row) for row in report["criteria"]),
-        "most_disagreed": tuple(CriterionAgreement(**row) for row in report["most_disagreed"]),
-    }
 
 
 def _fmt(x: float | None) -> str:
@@ -384,55 +294,6 @@ def log_summary(summary: Summary) -> None:
         if d.labels is not None:
             log.info("%-20s %s", name, labels_line(d.labels))
     _log_pairwise(summary)
-
-
-_LEFT_OUT = ("ties", "partial", "not_scored", "unknown_response", "unknown_criterion", "unknown_pair", "blank")
-
-
-def labels_line(c: LabelCounts) -> str:
-    """What a labels file held and what of it was left out (counted, never fatal)."""
-    left = [f"{getattr(c, k)} {k.replace('_', ' ')}" for k in _LEFT_OUT if getattr(c, k)]
-    pairs = f", {c.pairs} comparisons" if c.pairs else ""
-    return (
-        f"labels {c.file}: {c.rows} verdicts, {c.responses} responses labelled in full{pairs}"
-        f"{'; left out: ' + ', '.join(left) if left else ''}"
-    )
-
-
-def _ci(ci: Sequence[float | None], fmt: Any = _fmt) -> str:
-    return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
-
-
-def anchored_line(a: Anchored, units: str = "responses") -> str:
-    """One candidate's score (or comparison's win rate) anchored to human labels, as the console says it."""
-    j = a.judge_only
-    judge = f"judge-only {_fmt(j.estimate)} {_ci(j.ci)}"
-    if a.estimate is None:
-        return f"human-anchored: none ({a.note}); {judge}"
-    worth = "–" if a.effective_labels is None else a.effective_labels
-    out = (
-        f"human-anchored {_fmt(a.estimate)} {_ci(a.ci)} on {a.n_labelled} labelled of "
-        f"{a.n_labelled + a.n_unlabelled} {units} (lambda {_fmt(a.lam)}, as narrow as {worth} labels alone); {judge}"
-    )
-    if a.judge_outside:
-        out += ", outside the anchored interval"
-    b = a.budget
-    if b is not None:
-        more = f"{b.more} more labels" if b.more is not None else f"more labels than there are {units}"
-        out += f"; +/-{b.half_width:g} needs {more}"
-    return out + (f" ({a.note})" if a.note else "")
-
-
-def paired_line(d: AnchoredDiff) -> str:
-    """Two candidates' anchored difference beside the judge-only one."""
-    sign = lambda x: "–" if x is None else f"{x:+.4f}"  # noqa: E731
-    judge = f"judge-only {sign(d.judge_only.estimate)} {_ci(d.judge_only.ci, sign)}"
-    if d.estimate is None:
-        return f"{d.a} - {d.b} human-anchored: none ({d.note}); {judge}"
-    return (
-        f"{d.a} - {d.b} human-anchored {sign(d.estimate)} {_ci(d.ci, sign)} on {d.n_labelled} labelled pairs of "
-        f"{d.n_labelled + d.n_unlabelled}; {judge}" + (f" ({d.note})" if d.note else "")
-    )
 
 
 def _log_pairwise(summary: Summary) -> None:

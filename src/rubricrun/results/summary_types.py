@@ -5,10 +5,11 @@ the run-level sections (judges, pairwise judging, calls, costs, budget, synthesi
 Field order is the key order in the file; the codec (codec.py) writes and reads them, through `summary_data` and
 `read_summary` below. A type declared `omit_defaults` has two kinds of field: those without a default are always
 written, and those with one (None) are written only when set (summary.json has always left out keys it had nothing
-for). The other types give every field a default. A summary of an older version reads (`read_summary`: a missing key
-takes its default, an unknown one such as the pooled `candidates` of releases before issue 21 is ignored). One irregularity:
-a dataset candidate's `extra` (its metric's own figures) sits beside its fields in the file (`summary_data`). One
-key is not its field's name: an anchored score's `lambda` (a Python keyword) is the field `lam`.
+for). The other types give every field a default, which a summary of an older version that lacks the key reads
+(an unknown key, such as the pooled `candidates` of releases before issue 21, is ignored). Irregularities, kept by
+`summary_data`: a dataset candidate's `extra` (its metric's own figures) sits beside its fields in the file, and a
+candidate's or pair outcome's `ppi` is left out when None. One key is not its field's name: an anchored score's
+`lambda` (a Python keyword) is the field `lam`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from msgspec import Struct, field
 
 from .. import codec
+from .ppi import Anchored, AnchoredDiff, LabelCounts
 
 
 class JudgeRates(Struct, frozen=True):
@@ -112,106 +114,23 @@ class ExecutorSummary(Struct, frozen=True):
     workers: int = 1
 
 
-class Estimate(Struct, frozen=True):
-    """A figure with its 95 % interval."""
-
-    estimate: float | None = None
-    ci: tuple[float | None, float | None] = (None, None)
-
-
-class LabelBudget(Struct, frozen=True):
-    """ppi_py's `ppi_mean_power` for this run: the labelled responses an anchored 95 % interval of +/- `half_width`
-    needs (`datasets[].label_half_width`), judged by the labels so far."""
-
-    half_width: float = 0.05
-    labels_needed: int | None = None  # labelled responses in all; None: even labelling every response falls short
-    more: int | None = None  # beyond those labelled now
-
-
-class JudgeOnLabels(Struct, frozen=True):
-    """One judge's verdicts on the human-labelled items (tasks/judge_eval.py, the meta-evaluation's figures)."""
-
-    items: int = 0  # labelled (response, criterion) items the judge gave a verdict on
-    balanced_f1: float | None = None  # HealthBench's, each judge verdict against every human label of the item
-    ci: tuple[float | None, float | None] = (None, None)  # bootstrap over items
-    kappa: float | None = None  # Cohen's kappa against the item's majority human label
-    kappa_ties: int = 0  # items whose raters split evenly: out of kappa
-    leniency: float | None = None  # judge_met - human_met
-    judge_met: float | None = None
-    human_met: float | None = None
-    failures: int = 0  # items whose verdict failed: out of every figure
-
-
-class Anchored(Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """A score anchored to human labels by prediction-powered inference (results/anchor.py, results/ppi.py): PPI++
-    over responses, the labelled ones with the humans' value and the judge's, the others with the judge's alone;
-    the dataset's own transform (its clip) on the estimate and both ends. `note`: why there is no estimate."""
-
-    estimate: float | None
-    ci: tuple[float | None, float | None]
-    n_labelled: int  # responses labelled in full (every criterion) that the judge-only score counts too
-    n_unlabelled: int  # the other responses the judge-only score counts
-    lam: float | None = field(name="lambda")  # the power-tuned weight, in [0, 1] (`lambda` in the file)
-    classical: Estimate  # the labelled responses alone
-    judge_only: Estimate  # the judge's score as the dataset reports it (its headline and CI)
-    judge_outside: bool  # the judge-only score lies outside the anchored interval
-    effective_labels: int | None  # labelled responses alone that would give an interval as narrow
-    budget: LabelBudget | None = None
-    rating: Estimate | None = None  # graded scales: the estimate on the scale itself
-    judges: dict[str, JudgeOnLabels]
-    note: str | None = None
-
-
-class AnchoredDiff(Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """a minus b anchored to human labels: PPI++ over the response pairs (same example, turn and sample) both have,
-    the pairs both labelled with the humans' difference, beside the judge-only paired difference."""
-
-    a: str
-    b: str
-    estimate: float | None
-    ci: tuple[float | None, float | None]
-    n_labelled: int
-    n_unlabelled: int
-    lam: float | None = field(name="lambda")
-    judge_only: Estimate  # the paired bootstrap over examples (the leaderboard's noise test)
-    note: str | None = None
-
-
-class LabelCounts(Struct, frozen=True):
-    """A dataset's labels file, as the run read it: what entered the anchored scores and what was left out."""
-
-    file: str = ""
-    rows: int = 0  # label rows with a verdict
-    blank: int = 0  # rows with no verdict yet (an unfilled sheet row)
-    superseded: int = 0  # rows replaced by a later row of the same rater on the same item
-    items: int = 0  # labelled (response, criterion) items of this run's responses
-    ties: int = 0  # items whose raters split evenly: left out
-    responses: int = 0  # responses labelled in full that enter an anchored score
-    partial: int = 0  # responses with some but not all of their criteria labelled: left out
-    not_scored: int = 0  # responses labelled in full that the judge-only score does not count (failed, errors)
-    unknown_response: int = 0  # items naming a response this dataset does not have
-    unknown_criterion: int = 0  # items naming a criterion its response is not scored on
-    pairs: int = 0  # pairwise comparisons with a human preference
-    unknown_pair: int = 0  # preferences naming a comparison this dataset does not have
-
-
-class DatasetCandidate(Struct, frozen=True, kw_only=True, omit_defaults=True):
+class DatasetCandidate(Struct, frozen=True, kw_only=True):
     """One candidate's headline on one dataset (results/metrics.py CandidateResult). `extra` holds the metric's
     own fields (mean_normalized, by_tag, by_category, by_field, ...): in the file they sit beside the others.
-    `ppi`: the score anchored to human labels, with `datasets[].labels` (left out without)."""
+    `ppi`: the score anchored to human labels, with `datasets[].labels` (left out without: `summary_data`)."""
 
-    score: float | None
-    ci: tuple[float | None, float | None]
-    std: float | None  # std of the bootstrap headlines
-    n: int  # examples scored
-    coverage: float | None  # share of expected responses fully judged
-    partial: int  # responses with a criterion not judged
-    scored: int  # responses in the score
-    expected: int  # responses the run should have produced
-    histogram: tuple[int, ...]  # per-example scores in 10 equal bins over [0, 1] (outside values: edge bins)
-    by_example_category: dict[str, float]  # mean per-example score per row category
+    score: float | None = None
+    ci: tuple[float | None, float | None] = (None, None)
+    std: float | None = None  # std of the bootstrap headlines
+    n: int = 0  # examples scored
+    coverage: float | None = None  # share of expected responses fully judged
+    partial: int = 0  # responses with a criterion not judged
+    scored: int = 0  # responses in the score
+    expected: int = 0  # responses the run should have produced
+    histogram: tuple[int, ...] = ()  # per-example scores in 10 equal bins over [0, 1] (outside values: edge bins)
+    by_example_category: dict[str, float] = field(default_factory=dict)  # mean per-example score per row category
     ppi: Anchored | None = None
-    extra: dict[str, Any]
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class DatasetRankRow(Struct, frozen=True):
@@ -237,34 +156,34 @@ class DatasetSummary(Struct, frozen=True, omit_defaults=True):
     ppi_paired: tuple[AnchoredDiff, ...] | None = None  # every two candidates, anchored to the labels
 
 
-class PairOutcome(Struct, frozen=True, kw_only=True, omit_defaults=True):
+class PairOutcome(Struct, frozen=True, kw_only=True):
     """a against b on one dataset: rates over the examples both were compared on, each with a percentile
     bootstrap CI over examples (an example with several turns counts the mean of its turns). `ppi` is left out
-    without human preferences."""
+    without human preferences (`summary_data`)."""
 
-    a: str
-    b: str
-    n: int  # examples compared (comparisons that did not end in error)
-    comparisons: int
-    wins: int  # a won both orders
-    ties: int  # [[C]], or the verdict flipped with the order
-    losses: int
-    errors: int
-    win_rate: float | None
-    win_ci: tuple[float | None, float | None]
-    tie_rate: float | None
-    tie_ci: tuple[float | None, float | None]
-    loss_rate: float | None
-    loss_ci: tuple[float | None, float | None]
+    a: str = ""
+    b: str = ""
+    n: int = 0  # examples compared (comparisons that did not end in error)
+    comparisons: int = 0
+    wins: int = 0  # a won both orders
+    ties: int = 0  # [[C]], or the verdict flipped with the order
+    losses: int = 0
+    errors: int = 0
+    win_rate: float | None = None
+    win_ci: tuple[float | None, float | None] = (None, None)
+    tie_rate: float | None = None
+    tie_ci: tuple[float | None, float | None] = (None, None)
+    loss_rate: float | None = None
+    loss_ci: tuple[float | None, float | None] = (None, None)
     # AlpacaEval 2's length-controlled win rate (results/length_control.py), fitted per comparison on a's
     # preference (win 1, tie 0.5, loss 0) and the answers' length difference in characters, at zero difference.
-    lc_win_rate: float | None
-    lc_win_rate_se: float | None  # delta-method (sandwich) standard error
-    lc_n: int  # comparisons in the fit (errors left out)
-    lc_note: str | None  # why lc_win_rate is None
-    lc_one_side_longer: bool  # a never shorter (or never longer): lc_win_rate extrapolates to equal lengths
-    longer_share: float | None  # share of decisive verdicts between unequal lengths won by the longer answer
-    longer_n: int  # those verdicts
+    lc_win_rate: float | None = None
+    lc_win_rate_se: float | None = None  # delta-method (sandwich) standard error
+    lc_n: int = 0  # comparisons in the fit (errors left out)
+    lc_note: str | None = None  # why lc_win_rate is None
+    lc_one_side_longer: bool = False  # a never shorter (or never longer): lc_win_rate extrapolates to equal lengths
+    longer_share: float | None = None  # share of decisive verdicts between unequal lengths won by the longer answer
+    longer_n: int = 0  # those verdicts
     ppi: Anchored | None = None  # win_rate anchored to human preferences (`pair_id` labels)
 
 
@@ -326,77 +245,37 @@ class Summary(Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 def summary_data(obj: Summary | DatasetSummary) -> dict[str, Any]:
-    """summary.json's data (or one dataset's entry in it): each candidate's `extra` beside its other fields."""
+    """summary.json's data (or one dataset's entry in it): each candidate's `extra` beside its other fields, and a
+    candidate's or a pair outcome's `ppi` left out when it has none (msgspec omits only whole types' defaults)."""
     data = codec.to_data(obj)
-    for d in data["datasets"].values() if isinstance(obj, Summary) else (data,):
+    summary = isinstance(obj, Summary)
+    for d in data["datasets"].values() if summary else (data,):
         for c in d["candidates"].values():
+            _drop_none(c, "ppi")
             c.update(c.pop("extra"))
+    for pj in (data.get("pairwise_judging") or {}).values() if summary else ():
+        for p in pj["pairs"]:
+            _drop_none(p, "ppi")
     return data
+
+
+def _drop_none(d: dict[str, Any], key: str) -> None:
+    if d[key] is None:
+        del d[key]
 
 
 def read_summary(data: Mapping[str, Any]) -> Summary:
     """summary.json's data as a Summary (DecodeError when it is not one): the keys of a candidate that are not its
-    fields are its `extra`; a key that a summary of an older version may lack reads as it did then (_OLDER)."""
+    fields are its `extra`. A key that a summary of an older version (or a hand-made one) lacks takes its field's
+    default; the few always written that have none read as below."""
     own = set(DatasetCandidate.__struct_fields__)
     datasets = {}
     for name, d in (data.get("datasets") or {}).items():
         cands = {
-            n: {
-                **_OLDER["candidate"],
-                **{k: v for k, v in c.items() if k in own},
-                "extra": {k: v for k, v in c.items() if k not in own},
-            }
+            n: {**{k: v for k, v in c.items() if k in own}, "extra": {k: v for k, v in c.items() if k not in own}}
             for n, c in (d.get("candidates") or {}).items()
         }
-        datasets[name] = {**_OLDER["datasets"], **d, "candidates": cands}
-    judges = {**_OLDER["judges"], **(data.get("judges") or {})}
-    out = {**_OLDER["summary"], **data, "datasets": datasets, "judges": judges}
-    if pj := data.get("pairwise_judging"):
-        out["pairwise_judging"] = {
-            name: {**p, "pairs": [{**_OLDER["pair"], **o} for o in p.get("pairs") or ()]} for name, p in pj.items()
-        }
+        datasets[name] = {"metric": "rubric", "on_error": "exclude", "leaderboard": [], **d, "candidates": cands}
+    judges = {"per_judge": {}, **(data.get("judges") or {})}
+    out = {"run_id": "", "pass_threshold": None, "examples": 0, **data, "datasets": datasets, "judges": judges}
     return codec.convert(out, Summary)
-
-
-# The keys always written that a summary of an older version (or a hand-made one) may lack, with the values they read
-# as: a candidate's and a pair outcome's are all of them (each had a default before they were written always).
-_OLDER: dict[str, dict[str, Any]] = {
-    "summary": {"run_id": "", "pass_threshold": None, "examples": 0},
-    "datasets": {"metric": "rubric", "on_error": "exclude", "leaderboard": []},
-    "judges": {"per_judge": {}},
-    "candidate": {
-        "score": None,
-        "ci": [None, None],
-        "std": None,
-        "n": 0,
-        "coverage": None,
-        "partial": 0,
-        "scored": 0,
-        "expected": 0,
-        "histogram": [],
-        "by_example_category": {},
-    },
-    "pair": {
-        "a": "",
-        "b": "",
-        "n": 0,
-        "comparisons": 0,
-        "wins": 0,
-        "ties": 0,
-        "losses": 0,
-        "errors": 0,
-        "win_rate": None,
-        "win_ci": [None, None],
-        "tie_rate": None,
-        "tie_ci": [None, None],
-        "loss_rate": None,
-        "loss_ci": [None, None],
-        "lc_win_rate": None,
-        "lc_win_rate_se": None,
-        "lc_n": 0,
-        "lc_note": None,
-        "lc_one_side_longer": False,
-        "longer_share": None,
-        "longer_n": 0,
-    },
-}

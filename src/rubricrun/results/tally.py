@@ -1,20 +1,14 @@
 """What a run's results need, fed one example at a time in input order: the summary, the export and the report.
 
-The runner hands every finished example (artifacts.Finished: its rows and their lines in the row files) to its
-tally's `take`, in input order, and asks for the summary, the export files and report.html at the end: `RunTally` is
-that interface, kept by `Tally` here and by the tally in a second process (engine/tally_process.py) alike. Memory per
-example stays small whatever the texts and the dataset's size (.agent/plans/009-limits.md, item 3):
-- the full rows are spooled, example by example, as MessagePack (codec.pack), to the run's spool (data/spool.py,
-  gone when the tally is);
-- `add` keeps only counters: how many examples of each dataset call for each metric (the dataset's metric is a
-  majority vote, decided before the summary's pass), and for pairwise judging the pairwise rows, their examples'
-  ids and datasets and the compared responses' text lengths;
-- `summary()` reads the spool once, one example at a time, through summary.SummaryAcc; it keeps per example a few
-  floats in typed arrays and the example's id (results/accum.py);
-- the export and the report read the spool back one example at a time.
-When the counts of metrics are known before the run (preflight counted them: `metric_counts`), `add` feeds the
-SummaryAcc and the report's sampler itself, and the rows are spooled only if an export will read them (`spool`):
-a warm rerun then spools and re-reads nothing (plan 012).
+The runner hands every finished example (artifacts.Finished) to its tally's `take` and asks for the summary, the
+export files and report.html at the end: `RunTally` is that interface, kept by `Tally` here and by the tally in a
+second process (engine/tally_process.py) alike. Memory per example stays small whatever the texts and the dataset's
+size (.agent/plans/009-limits.md, item 3): with each dataset's metric counts known from preflight (`metric_counts`),
+`add` feeds the summary (summary.SummaryAcc, a few floats per example: results/accum.py) and the report's sampler
+as it goes, and spools the full rows (codec.pack, data/spool.py) only if an export will read them back (`spool`; a
+warm rerun spools nothing, plan 012). A synthesized dataset's metrics are known only at the end: its rows are
+spooled and summarized from the spool. For pairwise judging `add` keeps the pairwise rows, the datasets of their
+examples and the compared responses' text lengths.
 """
 
 from __future__ import annotations
@@ -30,34 +24,16 @@ from msgspec.structs import replace
 from ..config import Config
 from ..data.spool import Spool
 from ..tasks import registry
-from ..types import Criterion, Example, Judgment, PairJudgment, Response, Turn
+from ..types import Criterion, Example, Judgment, PairJudgment, Response
 from .artifacts import Finished
 from .export import export_batches
-from .report import REPORT_EXAMPLES, Sampler, sample_safely, write_report_safely
+from .report import REPORT_EXAMPLES, Sampler, safely, sample, write_report
 from .scoring import score_all
 from .summary import SummaryAcc
 from .summary_types import Summary
 
-_NO_TURN = Turn(message={})
 _Rows = tuple[Example, tuple[Response, ...], tuple[Judgment, ...], tuple[PairJudgment, ...]]  # one spooled example
 log = logging.getLogger("rubricrun")
-_NONE: dict[str, Any] = {}  # the one empty dict of every slim example that has nothing there (only read)
-
-
-def _slim_example(ex: Example) -> Example:
-    """What results/pairwise.py reads of an example that has pairwise rows: its id and dataset."""
-    return replace(
-        ex,
-        source="",
-        messages=(),
-        reference=None,
-        choices=None,
-        answer=None,
-        rubric=(),
-        metadata=_NONE,
-        later_turns=(),
-        prefilled=_NONE,
-    )
 
 
 class RunTally(Protocol):
@@ -99,12 +75,11 @@ class Tally:
         self.cfg, self.run_id, self.report_examples = cfg, run_id, report_examples
         self.metric_counts: dict[str, Counter] = {}  # dataset -> metric -> examples calling for it
         self.pairs: list[PairJudgment] = []
-        self.pair_examples: list[Example] = []
+        self.pair_datasets: dict[str, str] = {}  # example id -> dataset, of the examples pairwise rows compare
         self.text_len: dict[str, int] = {}  # response id -> len(text), for the responses pairwise rows compare
         self.n_responses = 0
         self.any_ok = False
         self.first_error: str | None = None
-        self._sampled: dict[str, Any] | None = None  # the report's examples, picked by `summary`
         # Fed as the run goes (the module docstring): the counts decide each dataset's metric before any example.
         self._given = metric_counts
         self._acc = SummaryAcc(cfg, metric_counts) if metric_counts is not None else None
@@ -143,7 +118,7 @@ class Tally:
         counts[registry.metric_of(example)] += 1
         if pairs:
             self.pairs.extend(replace(p, keys=("", "")) for p in pairs)
-            self.pair_examples.append(_slim_example(example))
+            self.pair_datasets[example.id] = example.dataset
             compared = {rid for p in pairs for rid in p.response_ids}
             self.text_len.update((r.id, len(r.text or "")) for r in responses if r.id in compared)
 
@@ -177,29 +152,18 @@ class Tally:
                 yield ex, rs, js, score_all(rs, js, registry.criteria_for(ex, self.cfg))
 
     def summary(self) -> Summary:
-        """summary.SummaryAcc fed from the spool one example at a time: equal to the summary of the rows given as
-        lists (tests/oracles.build_summary, tests/test_tally.py); what it keeps per example is a few numbers
-        (results/accum.py). The same read of the spool picks the report's examples (report.sample), kept for
-        `report`. Fed as the run went: no read at all."""
-        if self._acc is not None:
-            if self.metric_counts != self._given:  # the data files changed under the run
-                log.warning("the datasets' rows changed since preflight: metrics decided on preflight's counts")
-            self._sampled = self._picker.result() if self._picker is not None else None
-            return self._acc.summary(self.run_id, self.pairs, self.pair_examples, self.text_len)
-        acc = SummaryAcc(self.cfg, self.metric_counts)
-        self._sampled = sample_safely(self._fed(acc), self.report_examples)
-        if self._sampled is None:  # the sample failed part way (logged): the summary must not miss any example
-            acc = SummaryAcc(self.cfg, self.metric_counts)
-            for _ in self._fed(acc, scored=False):
-                pass
-        return acc.summary(self.run_id, self.pairs, self.pair_examples, self.text_len)
-
-    def _fed(self, acc: SummaryAcc, *, scored: bool = True) -> Iterator[Any]:
-        """The spool's examples, each added to `acc` as it is read, as report batches (scored when `scored`)."""
-        for ex, rs, js, _ in self.rows():
-            rubric, crit = self._criteria(ex)
-            acc.add(ex.id, ex, rs, js, crit, rubric)
-            yield self._batch(ex, rs, js, rubric, crit) if scored else None
+        """The summary of every example: fed as the run went (no read at all), else (a synthesized dataset, whose
+        metrics are known only now) summary.SummaryAcc fed from the spool one example at a time, equal to the
+        summary of the rows given as lists (tests/oracles.build_summary, tests/test_tally.py): what it keeps per
+        example is a few numbers (results/accum.py)."""
+        if self._acc is None:
+            self._acc = SummaryAcc(self.cfg, self.metric_counts)
+            for ex, rs, js, _ in self.rows():
+                rubric, crit = self._criteria(ex)
+                self._acc.add(ex.id, ex, rs, js, crit, rubric)
+        elif self.metric_counts != self._given:  # the data files changed under the run
+            log.warning("the datasets' rows changed since preflight: metrics decided on preflight's counts")
+        return self._acc.summary(self.run_id, self.pairs, self.pair_datasets, self.text_len)
 
     def _batch(
         self, ex: Example, rs: Sequence[Response], js: Sequence[Judgment], rubric: Sequence, crit: dict
@@ -212,13 +176,13 @@ class Tally:
         return export_batches(self.cfg, run_dir, formats, self._scored)
 
     def report(self, run_dir: Path, summary: Summary) -> None:
-        """report.html, from the sample `summary` picked (a sample of its own when summary did not run)."""
-        sampled = self._sampled
+        """report.html, from the examples the sampler picked as the run went, else from a read of the spool."""
+        sampled = self._picker.result() if self._picker is not None else None
         if sampled is None and self._spool is not None:
             batches = (self._batch(ex, rs, js, *self._criteria(ex)) for ex, rs, js, _ in self.rows())
-            sampled = sample_safely(batches, self.report_examples)
+            sampled = safely(sample, batches, self.report_examples)
         if sampled is not None:
-            write_report_safely(run_dir, summary, sampled)
+            safely(write_report, run_dir, summary, **sampled)
 
     def close(self) -> None:
         if self._spool is not None:

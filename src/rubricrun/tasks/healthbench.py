@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Collection, Sequence
+from statistics import fmean
 from typing import Any
 
 from ..data.schemas import Built, Fail, Row, _messages, _required, rubric_of, type_name
 from ..types import Criterion, Example
-from .spec import Agg, Marks, Metric, Task, Values, Vector
+from .spec import Agg, Marks, Metric, Task, Values
 
 SOURCE = "openai/simple-evals healthbench_eval.py (calculate_score, _compute_clipped_stats)"
 
@@ -53,7 +54,7 @@ def aggregate(agg: Agg) -> dict[str, Any]:
     """The unclipped mean beside the clipped headline, and every tag's clipped score (grade_sample's metrics)."""
     headline = agg.headline
     return {
-        "mean_unclipped": math.fsum(headline) / len(headline) if len(headline) else None,
+        "mean_unclipped": fmean(headline) if len(headline) else None,
         "by_tag": agg.groups("tag:", clip01),
     }
 
@@ -88,48 +89,6 @@ def _build(r: Row, fail: Fail) -> Built:
     )
 
 
-def _criterion(cid: str, weight: float, *tags: str) -> Criterion:
-    return Criterion(id=cid, text=cid, weight=weight, tags=("level:example", *tags))
-
-
-_BURN = (
-    _criterion("c1", 7, "axis:accuracy"),
-    _criterion("c2", 5, "axis:completeness"),
-    _criterion("c3", -6, "axis:accuracy"),
-    _criterion("c4", 2, "axis:communication_quality"),
-)
-_TAGGED = Example(
-    id="hb/burn",
-    dataset="hb",
-    source="vector",
-    messages=({"role": "user", "content": "q"},),
-    metadata={"format": "healthbench", "example_tags": ["theme:emergency_referrals"]},
-)
-# calculate_score by hand on data/healthbench_sample.jsonl's rubrics (tests/test_metrics.py's HealthBench cases).
-VECTORS = (
-    Vector(
-        "burn: c1 and the c3 penalty met",
-        _BURN,
-        (True, False, True, False),
-        {
-            "score": 1 / 14,  # (7 - 6) / (7 + 5 + 2)
-            "tag:theme:emergency_referrals": 1 / 14,  # an example tag carries the overall score
-            "tag:level:example": 1 / 14,
-            "tag:axis:accuracy": 1 / 7,  # (7 - 6) / 7
-            "tag:axis:completeness": 0.0,
-            "tag:axis:communication_quality": 0.0,
-        },
-        _TAGGED,
-    ),
-    Vector(
-        "fever: a negative score, unclipped per response",
-        (_criterion("c1", 6), _criterion("c2", 7), _criterion("c3", -9)),
-        (True, False, True),
-        {"score": -3 / 13},
-    ),
-    Vector("only a penalty: no positive points, unscorable", (_criterion("p", -3),), (True,), {"score": None}),
-)
-
 METRIC = Metric(
     name="healthbench",
     scale="binary",
@@ -137,7 +96,6 @@ METRIC = Metric(
     values=_values,
     clip=clip01,
     aggregate=aggregate,
-    vectors=VECTORS,
 )
 
 TASK = Task(

@@ -12,15 +12,13 @@ nothing here reads it.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ..config import Config, ModelConfig
 from ..data.meta_rows import META_FIELDS, meta_row
-from ..data.schemas import Built, Fail, Row
+from ..data.schemas import Built, Fail, Row, content_id
 from ..types import Criterion, Example, Judgment, Response
 from .judge_eval import Agreement, JudgeEval, human_baseline, judge_meta_eval
 from .judge_eval import Metric as Figure
@@ -53,10 +51,10 @@ def _build(row: Row, fail: Fail) -> Built:
     m = meta_row(native, fields=fields, fail=fail)
     r = Row(native, fields)
     named = r.get("completion_id") is not None
-    completion_id = m.completion_id if named else _hash(m.messages, m.completion)
+    completion_id = m.completion_id if named else content_id([m.messages, m.completion])
     return Built(
         messages=list(m.messages),
-        id=f"{completion_id}/{_hash(m.criterion)}",
+        id=f"{completion_id}/{content_id([m.criterion])}",
         id_key=r.key("completion_id") if named else None,  # a duplicate is named by it
         rubric=(Criterion(id="c1", text=m.criterion, weight=1.0, category=m.category or None),),
         prefilled={COMPLETION.response_column: m.completion},
@@ -68,11 +66,6 @@ def _build(row: Row, fail: Fail) -> Built:
             "rater_ids": list(m.rater_ids),
         },
     )
-
-
-def _hash(*parts: Any) -> str:
-    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
 
 
 class MetaEvalAcc:

@@ -18,14 +18,13 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from ..data.answers_file import answer_id
-from ..data.schemas import Built, Fail, Row, _required, text_value, type_name
+from ..data.schemas import Built, Fail, Row, _required, native_id, text_value, type_name
 from ..judging.graded import ParsedScore, verdict_for
 from ..judging.prompt import content_text, defuse_markers
 from ..judging.protocol import JudgeInput, JudgeProtocol
 from ..types import Criterion, Example, Turn
 from .rubric import RUBRIC
-from .spec import Agg, Marks, Metric, Task, Values, Vector
+from .spec import Agg, Marks, Metric, Task, Values
 
 SOURCE = "lm-sys/FastChat fastchat/llm_judge (judge_prompts.jsonl, run_judge_single, show_result.py)"
 
@@ -243,26 +242,11 @@ def read_answers(row: Mapping[str, Any], fail: Fail) -> list[tuple[tuple[str, in
     turns = choices[0].get("turns")
     if not isinstance(turns, list) or not all(isinstance(t, str) for t in turns):
         fail("choices[0].turns", f"expected a list of strings, got {type_name(turns)}")
-    id_ = answer_id(row["question_id"], "question_id", fail)
+    id_ = str(native_id(row["question_id"], "question_id", fail))
     return [((id_, k), t) for k, t in enumerate(turns, 1)]
 
 
-_MATH = Example(
-    id="mt/102",
-    dataset="mt",
-    source="vector",
-    messages=({"role": "user", "content": "q"},),
-    metadata={"format": "mtbench", "category": "math"},
-)
-# One rating per response, as its share of the 1-10 scale (the driver adds the `rating:` keys on the scale).
-VECTORS = (
-    Vector(
-        "a rating of 8", (RATING_CRITERION,), (7 / 9,), {"score": 7 / 9, "turn:1": 7 / 9, "category:math": 7 / 9}, _MATH
-    ),
-    Vector("a rating of 1, no category", (RATING_CRITERION,), (0.0,), {"score": 0.0, "turn:1": 0.0}),
-)
-
-METRIC = Metric(name="mt_bench", scale="1-10", source=SOURCE, values=_values, aggregate=aggregate, vectors=VECTORS)
+METRIC = Metric(name="mt_bench", scale="1-10", source=SOURCE, values=_values, aggregate=aggregate)
 
 TASK = Task(
     name="mtbench",

@@ -11,7 +11,7 @@ from ..data.schemas import Built, Fail, Row, _required, type_name
 from ..judging.auto import AUTO_CRITERION
 from ..types import Criterion, Example
 from .rubric import RUBRIC
-from .spec import Marks, Metric, Task, Values, Vector
+from .spec import Marks, Metric, Task, Values
 
 
 def _accuracy(ex: Example, criteria: Sequence[Criterion], met: Marks, turn: int) -> Values:
@@ -112,19 +112,11 @@ def _mc_letter(answer: Any, choices: list[str], key: str, fail: Fail) -> str:
     fail(key, f"expected a 0-based index or a letter A-{last}, got {answer!r}")
 
 
-_MC = (AUTO_CRITERION,)
-VECTORS = (
-    Vector("the extracted letter is the answer", _MC, (True,), {"score": 1.0}),
-    Vector("another letter", _MC, (False,), {"score": 0.0}),
-    Vector("no `correct` criterion: not scored", (Criterion("c", "judged"),), (True,), {"score": None}),
-)
-
 ACCURACY = Metric(
     name="accuracy",
     scale="auto",
     source="exact match of the extracted letter or final answer (judging/auto.py)",
     values=_accuracy,
-    vectors=VECTORS,
 )
 
 TASK = Task(

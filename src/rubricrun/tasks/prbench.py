@@ -8,7 +8,6 @@ averaged as `mean_normalized` beside it. PRBench's grader counts a reply it cann
 
 from __future__ import annotations
 
-import math
 import re
 import statistics
 from collections.abc import Collection, Sequence
@@ -17,7 +16,7 @@ from typing import Any
 from ..data.schemas import Built, Fail, Row, _number, rubric_of, type_name
 from ..types import Criterion, Example
 from .rubric import by_category, rubric_points
-from .spec import Agg, Marks, Metric, Task, Values, Vector
+from .spec import Agg, Marks, Metric, Task, Values
 
 SOURCE = "scaleapi/PRBench evals.py (get_clipped_points, get_normalized_points, mean_clipped)"
 _PROMPT = re.compile(r"prompt_(\d+)$")
@@ -56,8 +55,8 @@ def aggregate(agg: Agg) -> dict[str, Any]:
     for f, d in agg.groups("field_normalized:").items():
         by_field[f]["mean_normalized"] = d["score"]
     return {
-        "mean_normalized": math.fsum(normalized) / len(normalized) if len(normalized) else None,
-        "mean_clipped_unfloored": math.fsum(points) / len(points) if len(points) else None,
+        "mean_normalized": statistics.fmean(normalized) if len(normalized) else None,
+        "mean_clipped_unfloored": statistics.fmean(points) if len(points) else None,
         "std_clipped": statistics.pstdev(points) if len(points) else None,
         "std_normalized": statistics.pstdev(normalized) if len(normalized) else None,
         "by_category": agg.groups("category:", floor0),
@@ -154,44 +153,6 @@ def criterion_reader(item: dict[str, Any], k: str, fail: Fail) -> tuple[str, flo
     return text, weight, tags, category
 
 
-_FIN = (
-    Criterion("r1", "r1", 10, category="Financial Accuracy"),
-    Criterion("r2", "r2", 5, category="Process Transparency"),
-    Criterion("r3", "r3", 2, category="Supplemental Insight"),
-    Criterion("r4", "r4", -5, category="Financial Accuracy"),
-)
-_FINANCE = Example(
-    id="pr/fin",
-    dataset="pr",
-    source="vector",
-    messages=({"role": "user", "content": "q"},),
-    metadata={"format": "prbench", "field": "Finance"},
-)
-# get_clipped_points and get_normalized_points by hand (tests/test_metrics.py's PRBench cases).
-VECTORS = (
-    Vector(
-        "fin: r1 and the r3 bonus met",
-        _FIN,
-        (True, False, True, False),
-        {
-            "score": 12 / 17,  # (10 + 2) / (10 + 5 + 2)
-            "normalized": 17 / 22,  # (12 + 5) / (17 + 5)
-            "field:Finance": 12 / 17,
-            "field_normalized:Finance": 17 / 22,
-            "category:Financial Accuracy": 1.0,  # 10 / 10
-            "category:Process Transparency": 0.0,
-            "category:Supplemental Insight": 1.0,
-        },
-        _FINANCE,
-    ),
-    Vector(
-        "law: only the penalty met, no per-response clip",
-        (Criterion("r1", "r1", 9), Criterion("r2", "r2", 4), Criterion("r3", "r3", -8)),
-        (False, False, True),
-        {"score": -8 / 13, "normalized": 0.0},  # (-8 + 8) / (13 + 8)
-    ),
-)
-
 METRIC = Metric(
     name="prbench",
     scale="binary",
@@ -200,7 +161,6 @@ METRIC = Metric(
     clip=floor0,
     aggregate=aggregate,
     on_error="not_met",  # PRBench's grader counts a reply it cannot read as not met
-    vectors=VECTORS,
 )
 
 TASK = Task(

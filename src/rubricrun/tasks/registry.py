@@ -4,7 +4,7 @@ metric driver a `Metric`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ..config import Config, ModelConfig
 from ..judging import rubric as judging_rubric
@@ -42,13 +42,6 @@ _PROTOCOLS: dict[str, JudgeProtocol] = {
 }
 # responses_from rows of a task's own shape (data.answers_file.load_answers' readers).
 ANSWER_READERS = tuple((t.answers_shape, t.answers) for t in TASKS if t.answers is not None)
-_PER_TASK_JUDGES = any(t.judges_per_criterion is not None or t.on_tie is not None for t in TASKS)
-
-
-def task(name: str) -> Task:
-    if name not in _TASKS:
-        raise ValueError(f"unknown format {name!r} (expected one of {', '.join(FORMATS)})")
-    return _TASKS[name]
 
 
 def task_of(ex: Example) -> Task | None:
@@ -135,25 +128,19 @@ def judge_items(
     views: Mapping[str, Example] | None = None,
 ) -> list[judging_rubric.JudgeItem]:
     """judging.rubric.judge_items with each task's judges per criterion and tie rule."""
-    per_criterion: Callable[[Example], int] | None = None
-    on_tie: Callable[[Example], str] | None = None
-    if _PER_TASK_JUDGES:
-        per_criterion = lambda ex: _judges(cfg, ex)  # noqa: E731
-        on_tie = lambda ex: _on_tie(cfg, ex)  # noqa: E731
+
+    def per_criterion(ex: Example) -> int:
+        t = task_of(ex)
+        return t.judges_per_criterion(cfg) if t and t.judges_per_criterion else cfg.judging.judges_per_criterion
+
+    def on_tie(ex: Example) -> str:
+        t = task_of(ex)
+        return t.on_tie if t and t.on_tie else cfg.judging.on_tie
+
     rating = protocol_for(cfg.judging.scale).rating_criterion
     return judging_rubric.judge_items(
         cfg, examples, responses, views, per_criterion=per_criterion, rating=rating, on_tie=on_tie
     )
-
-
-def _judges(cfg: Config, ex: Example) -> int:
-    t = task_of(ex)
-    return t.judges_per_criterion(cfg) if t and t.judges_per_criterion else cfg.judging.judges_per_criterion
-
-
-def _on_tie(cfg: Config, ex: Example) -> str:
-    t = task_of(ex)
-    return t.on_tie if t and t.on_tie else cfg.judging.on_tie
 
 
 def candidates_for(cfg: Config, ex: Example) -> tuple[ModelConfig, ...]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..data.schemas import Built, Fail, Row, _messages, text_value
 from ..types import Criterion, Example
-from .spec import Agg, Marks, Metric, Task, Values, Vector
+from .spec import Agg, Marks, Metric, Task, Values
 
 SOURCE = "rubricrun results/scoring.py (PRBench-style normalization, .agent/plans/007-faithful-scores.md)"
 
@@ -95,38 +95,11 @@ def _build(r: Row, fail: Fail) -> Built:
     return Built(messages=messages, messages_key=mkey, answer=answer)
 
 
-_WEIGHTED = (
-    Criterion("a", "a", 2.0, category="style"),
-    Criterion("b", "b", 1.0, category="facts"),
-    Criterion("pen", "a penalty", -1.0, category="facts"),
-)
-VECTORS = (
-    # (points - N) / (P - N): (2 - (-1)) / (3 - (-1)) = 3/4; facts: (0 - (-1)) / (1 - (-1)) = 1/2.
-    Vector(
-        "a met, b not, no penalty",
-        _WEIGHTED,
-        (True, False, False),
-        {"score": 0.75, "category:style": 1.0, "category:facts": 0.5},
-    ),
-    Vector("only the penalty met", _WEIGHTED, (False, False, True), {"score": 0.0, "category:facts": 0.0}),
-    Vector("no weight at all: unscorable", (Criterion("z", "z", 0.0),), (True,), {"score": None}),
-)
-GRADED_VECTORS = (
-    # shares x of each criterion's weight: (2 * 0.5 + 1 * 1 - 1 * 0.25 - (-1)) / 4 = 2.75 / 4.
-    Vector(
-        "halves and quarters",
-        _WEIGHTED,
-        (0.5, 1.0, 0.25),
-        {"score": 2.75 / 4, "category:style": 0.5, "category:facts": (1.0 - 0.25 + 1) / 2},
-    ),
-)
-
-
 def aggregate(agg: Agg) -> dict[str, Any]:
     return {"by_category": agg.groups("category:")}
 
 
-RUBRIC = Metric(name="rubric", scale="binary", source=SOURCE, values=_values, aggregate=aggregate, vectors=VECTORS)
+RUBRIC = Metric(name="rubric", scale="binary", source=SOURCE, values=_values, aggregate=aggregate)
 # Graded metrics: normalized values lie in [0, 1] by construction (scores are checked on their scale).
 RUBRIC_GRADED = Metric(
     name="rubric_graded",
@@ -134,7 +107,6 @@ RUBRIC_GRADED = Metric(
     source=SOURCE,
     values=_graded_values,
     aggregate=lambda agg: agg.rated(("category",)),  # the result on the 1-5 scale, by criterion category
-    vectors=GRADED_VECTORS,
 )
 
 TASK = Task(name="generic", title="rubric", detect=_detect, build=_build, metric=RUBRIC)

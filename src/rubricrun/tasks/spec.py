@@ -1,6 +1,7 @@
 """What a benchmark module declares: its `Task` (how its rows are read, what its responses are judged on, which
 metric its rows call for) and its `Metric` (per-response values, the official aggregate, its clip, defaults, the
-source it reproduces and that source's test vectors, what its report section and console lines show).
+source it reproduces, what its report section and console lines show). The source's test vectors are in
+tests/vectors.py.
 
 Everything here is data and signatures; the code that reads it is the loader (`data.loaders`, through
 `data.schemas.RowSchema`), the judging (`judging.rubric.Judging`, through `judging.protocol.JudgeProtocol`), the
@@ -34,18 +35,6 @@ class Agg(Protocol):
     def groups(self, prefix: str, clip: Clip = float) -> dict[str, dict[str, Any]]: ...  # {g: {score, std, n}}
 
     def rated(self, kinds: Sequence[str]) -> dict[str, Any]: ...  # graded: scale, rating, rating_ci, by_<kind>
-
-
-@dataclass(frozen=True)
-class Vector:
-    """One test vector from the source a metric reproduces: `values(example, criteria, marks, 1)` gives `expected`
-    (a key mapped to None must be absent)."""
-
-    name: str
-    criteria: tuple[Criterion, ...]
-    marks: tuple[bool | float, ...]
-    expected: Mapping[str, float | None]
-    example: Example | None = None  # when values() reads the example (tags, field, category)
 
 
 @dataclass(frozen=True)
@@ -132,7 +121,6 @@ class Metric:
     clip: Clip = float  # the headline's (and its CI's) clip
     aggregate: Callable[[Agg], dict[str, Any]] = _no_aggregate  # the metric's extra fields, in order
     on_error: Literal["exclude", "not_met"] = "exclude"  # judging.on_error default
-    vectors: tuple[Vector, ...] = ()
     accumulator: Callable[[AccSpec], DatasetAccumulator] | None = None  # None: results' per-candidate one
     section: Section = Section()
 

@@ -1,11 +1,11 @@
 """Every credential the process can send, and the one function that takes them out of any text (issue 28).
 
-`use(secrets)` sets what the process can send (config.load_config calls it with `config.secrets_of`): each secret is a
-value and a label that names it without showing it (`$OPENAI_API_KEY`, `candidates[0].api_base`). Beside them, every
-environment variable whose name ends like a credential's (`..._API_KEY`, `..._TOKEN`, `..._SECRET`, ...) and whose
-value has LONG characters or more is a secret too (`env_secrets`). `redact(text)` replaces them with `***`, and so does
-it with the user and password of any URL (`http://user:pass@host`) and a key-like query parameter's value
-(`?api-key=...`, `&token=...`).
+`use(secrets)` sets what the process can send: the CLI calls it with `secrets_of(cfg)` once the config is loaded, as
+do a run's start (engine/runner.py) and a Dask worker (providers/dask_executor.py). Each secret is a value and a
+label that names it without showing it (`$OPENAI_API_KEY`, `candidates[0].api_base`). Beside them, every environment
+variable whose name ends like a credential's (`..._API_KEY`, `..._TOKEN`, ...) and whose value has LONG characters or
+more is a secret too (`env_secrets`). `redact(text)` replaces them with `***`, and so does it with the user and
+password of any URL (`http://user:pass@host`) and a key-like query parameter's value (`?api-key=...`).
 
 A secret of LONG characters or more is replaced wherever it occurs; a shorter one only where it stands alone (not
 inside a longer run of letters, digits, `_` or `-`), so a four-letter key is masked in `Bearer abcd` and
@@ -18,6 +18,10 @@ import os
 import re
 import threading
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 MASK = "***"
 LONG = 8  # characters from which a secret is replaced wherever it occurs, inside a longer word too
@@ -143,16 +147,71 @@ def redact(text: str, extra: Iterable[str] = ()) -> str:
 
 
 def found_in(data: bytes) -> str | None:
-    """The label of a secret in use that `data` holds (raw, as a short secret is matched by `redact`), else None."""
-    with _lock:
-        items = sorted(_secrets.items(), key=lambda kv: -len(kv[0]))
-    for value, label in items:
-        needle = value.encode()
-        if needle not in data:
-            continue
-        if len(value) >= LONG:
-            return label
-        word = _WORD.encode()
-        if re.search(rb"(?<![" + word + rb"])" + re.escape(needle) + rb"(?![" + word + rb"])", data):
-            return label
-    return None
+    """The label of a secret in use that `data` holds (matched as `redact` matches it), else None."""
+    pattern = _pattern
+    found = pattern.search(data.decode("utf-8", "surrogateescape")) if pattern is not None else None
+    return _secrets.get(found.group(0)) if found else None
+
+
+# --------------------------------------------------------------------------------------------------
+# The config's secrets
+
+_SECRET_WORDS = ("api_key", "apikey", "token", "secret", "password", "authorization", "cookie")
+
+
+def _secret_key(key: str) -> bool:
+    lk = key.lower().replace("-", "_")
+    return any(w in lk for w in _SECRET_WORDS) and not lk.endswith("_env")
+
+
+def redacted_config(cfg: Config) -> dict[str, Any]:
+    """The resolved config as plain data, for the run folder's config.yaml. Holds env var names, never keys: a
+    value under a secret-looking key is `***`, and so is every secret in use and a URL's user and password or
+    key-like query parameter anywhere else."""
+    return _masked(cfg.data())
+
+
+def _masked(value: Any, key: str = "") -> Any:
+    if isinstance(value, dict):
+        return {k: _masked(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v, key) for v in value]
+    if isinstance(value, str):
+        return MASK if _secret_key(key) else redact(value)
+    return value
+
+
+def secrets_of(cfg: Config) -> list[tuple[str, str]]:
+    """(value, label) of every credential the config's calls can send: the keys its api_key_env variables hold, the
+    variables LiteLLM reads by itself for each entry's provider (provider_variables), the credentials written into
+    an api_base, and the values under a secret-looking key of its params (`extra_headers.Authorization`)."""
+    out: list[tuple[str, str]] = []
+    for key, m in cfg.entries():
+        routes = [(key, m.model, m.api_base, m.api_key_env, m.params)]
+        routes += [
+            (f"{key}.models[{j}]", w.model, w.api_base or m.api_base, w.api_key_env or m.api_key_env, {})
+            for j, w in enumerate(m.models)
+        ]
+        routes += [
+            (f"{key}.deployments[{j}]", d.model, d.api_base, d.api_key_env, d.params)
+            for j, d in enumerate(m.deployments)
+        ]
+        for where, model, api_base, key_env, params in routes:
+            names = [key_env] if key_env else []
+            names += provider_variables(model.split("/", 1)[0]) if "/" in model else []
+            out += [(os.environ[n], f"${n}") for n in names if os.environ.get(n)]
+            out += [(v, f"{where}.api_base") for v in url_secrets(api_base or "")]
+            out += [(v, f"{where}.params") for v in _param_secrets(params)]
+    return out
+
+
+def _param_secrets(value: Any, key: str = "") -> list[str]:
+    """The strings under a secret-looking key of a params mapping, at any depth (a header's `Bearer <key>`: both)."""
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in _param_secrets(v, str(k))]
+    if isinstance(value, list):
+        return [s for v in value for s in _param_secrets(v, key)]
+    if isinstance(value, str) and value and _secret_key(key):
+        scheme, _, rest = value.partition(" ")
+        return [value, rest] if rest and scheme.lower() in ("bearer", "basic", "token") else [value]
+    return []
