@@ -2,20 +2,22 @@
 
 The run's process keeps everything that holds state (cache, budget, retry, rate limits, trace, rows) and builds
 and paces each request as with threads; `DaskAttempts.generate` then hands the attempt to a worker instead of making
-it. Attempts waiting to go are sent in batches, one Dask task per batch (a task costs the client and the scheduler
-about 1-3 ms, so one task per attempt would cap the run's process at a few hundred attempts/s: the figures are in
-.agent/plans/020-dask-engine.md). On the worker the batch's attempts run at once on the worker's own threads
-(`attempt_batch`: LiteLLM, through a litellm.Router for entries with `deployments:`), and the task returns each
-attempt's reply or error, with the rate-limit pause its headers asked for, to the run's process, which retries,
-caches and writes exactly as with threads.
+it. One Dask actor a worker (`Mailbox`) and one thread a worker in the run's process (a lane) carry the attempts:
+each exchange, a direct call from the client to the worker (no scheduler, no task), hands over the attempts queued
+and takes back those finished since the last one, both ways as one MessagePack blob. On the worker the attempts run
+at once on its own threads (LiteLLM, through a litellm.Router for entries with `deployments:`), and each comes back
+with its reply or error, and the rate-limit pause its headers asked for, to the run's process, which retries,
+caches and writes exactly as with threads. An exchange costs the run's process about a millisecond whatever it
+carries, so a lane exchanges at most once every PACE (5-100 ms, set by the load): the figures are in
+.agent/plans/020-dask-engine.md.
 
 Secrets: a worker redacts its errors as the run's process does (redact.py, from the config and the worker's own
 environment: `AttemptPlugin.setup`), and the run's process redacts what comes back once more with what it knows.
 
-A worker lost mid-run (killed, preempted): Dask runs its batches again on another worker, so only the attempts in
-flight on it may be paid twice; a batch Dask gives up on (KilledWorker) comes back as retryable errors. The embedded
-llama.cpp model (`local/...`) runs in the run's process, where it is loaded once; provider batch jobs (batch.py)
-never come here.
+A worker lost mid-run (killed, preempted), or one that does not answer an exchange within executor.timeout_s: the
+attempts out there come back as retryable errors and are made again on the others (a new worker gets a lane when
+the watcher sees it), so only those may be paid twice. The embedded llama.cpp model (`local/...`) runs in the run's
+process, where it is loaded once; provider batch jobs (batch.py) never come here.
 """
 
 from __future__ import annotations
