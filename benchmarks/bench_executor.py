@@ -141,9 +141,12 @@ def run_side(
         run_dir = wd / "outputs" / "x"
         times = paid_times(run_dir)
         s = json.loads((run_dir / "summary.json").read_text())
-        workers = {e["worker"] for e in read_jsonl(run_dir / "trace.jsonl") if e.get("worker")}
+        trace = read_jsonl(run_dir / "trace.jsonl")
+        workers = {e["worker"] for e in trace if e.get("worker")}
+        for e in [e for e in trace if e["status"] != "ok"][:3]:  # a failed attempt says why (and how long it took)
+            print(f"    {label}: failed attempt after {e['latency_ms']:.0f} ms: {e.get('error')}", flush=True)
         log = (run_dir / "run.log").read_text()
-        batch = re.search(r"dask: \d+ attempts sent in \d+ tasks \(([\d.]+) a task\)", log)
+        batch = re.search(r"dask: \d+ attempts sent in \d+ exchanges \(([\d.]+) an exchange\)", log)
         up = re.search(r"dask: \d+ workers up in ([\d.]+) s", log)
     return {
         "batch": float(batch.group(1)) if batch else None,
@@ -257,7 +260,7 @@ def _ceiling(engine: str, workers: int, calls: int, criteria: int, conc: int) ->
             executor: Any = DaskExecutor.open(cfg, make=Instant, warm=lambda: None)
             executor.warm()  # the cluster up before the clock starts
         else:
-            executor = Threads(make=Instant)
+            executor = Threads(make=Instant, warm=lambda: None)
         r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         try:
             out = execute(cfg, "ceil", executor=executor)
@@ -268,74 +271,6 @@ def _ceiling(engine: str, workers: int, calls: int, criteria: int, conc: int) ->
         cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     return {"rate": steady_rate(times), "wall": wall, "made": len(times), "cpu_ms": 1000 * cpu / max(1, len(times)),
             "rc": out.exit_code}  # fmt: skip
-
-
-def _request(i: int) -> Any:
-    from rubricrun.types import LLMRequest
-
-    prompt = f"Write two sentences about topic number {i} for a throughput benchmark."
-    return LLMRequest(model="openai/bench", messages=({"role": "user", "content": prompt},), params={"max_tokens": 64},
-                      api_base="http://127.0.0.1:9/v1", api_key_env=KEY_ENV, role="candidate", limiter="candidate:c")  # fmt: skip
-
-
-def _attempt_one(request: Any) -> Any:
-    """One Dask task per attempt (the first option): the attempt itself, on a worker thread."""
-    return Instant().generate(request)
-
-
-class _Actor:
-    """An actor per worker (the third option): each call one attempt."""
-
-    def attempt(self, request: Any) -> Any:
-        return Instant().generate(request)
-
-
-def _options(workers: int, threads: int, attempts: int) -> list[dict[str, Any]]:
-    """In this process: the three ways to hand attempts to Dask workers that answer at once, each driven by `threads`
-    threads that wait for their attempt as the run's threads do; attempts/s and this process's CPU an attempt."""
-    sys.path.insert(0, str(REPO / "src"))
-    import logging
-
-    from distributed import Client, LocalCluster
-
-    from rubricrun.config import Config
-    from rubricrun.providers.dask_executor import AttemptPlugin, DaskAttempts
-
-    logging.getLogger("distributed").setLevel(logging.ERROR)
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=threads, processes=True, host="127.0.0.1",
-                           dashboard_address=None, silence_logs=logging.ERROR)  # fmt: skip
-    client = Client(cluster)  # the default client: actor handles find their loop through it
-    client.register_plugin(AttemptPlugin("opt", Config(), Instant, lambda: None, own=True), name="opt")  # type: ignore[arg-type]
-    requests = [_request(i) for i in range(attempts)]
-    out = []
-
-    def measure(label: str, one: Any, n: int) -> None:
-        r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(one, requests[:n]))
-        wall, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
-        cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-        out.append({"option": label, "rate": n / wall, "cpu_us": 1e6 * cpu / n})
-        print(f"  {label:<34} {n / wall:8.0f} attempts/s  run-process CPU {1e6 * cpu / n:7.0f} us an attempt",
-              flush=True)  # fmt: skip
-
-    try:
-        measure("warm-up (task per attempt)", lambda r: client.submit(_attempt_one, r, pure=False).result(), 200)
-        measure("one task per attempt", lambda r: client.submit(_attempt_one, r, pure=False).result(), attempts // 4)
-        actors = [client.submit(_Actor, actor=True, workers=[w]).result() for w in client.scheduler_info()["workers"]]
-        measure("an actor per worker", lambda r: actors[hash(r.messages[0]["content"]) % len(actors)]
-                .attempt(r).result(), attempts // 4)  # fmt: skip
-        for batch, linger in ((8, 0.002), (64, 0.002), (64, 0.02)):
-            att = DaskAttempts(lambda *a: None, Instant())  # type: ignore[arg-type]
-            att.max_batch, att.linger_s = batch, linger
-            att.start(client, "opt")
-            measure(f"batches <= {batch}, linger {1000 * linger:g} ms", att.generate, attempts)
-            print(f"    (mean batch {attempts / max(1, att.sent):.1f})")
-            att.close()
-    finally:
-        client.close()
-        cluster.close()
-    return out
 
 
 def ceiling_side(engine: str, workers: int, calls: int, criteria: int, conc: int) -> dict[str, Any]:
@@ -370,7 +305,6 @@ def main() -> int:
     ap.add_argument("--bare-threads", type=int, default=64)
     ap.add_argument("--ceiling-calls", type=int, default=20000)
     ap.add_argument("--ceiling-workers", type=int, default=0, help="ceiling: workers (default: the largest W)")
-    ap.add_argument("--options", action="store_true", help="only: the three ways to hand attempts to workers")
     ap.add_argument("--skip", default="", help="comma-separated sides to leave out: threads, dask, bare, ceiling")
     ap.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ceiling", choices=["dask", "threads"], help=argparse.SUPPRESS)
@@ -386,11 +320,6 @@ def main() -> int:
         print(json.dumps(_ceiling(args.ceiling, w, args.calls, args.criteria, args.per_worker)))
         return 0
 
-    if args.options:
-        w = args.ceiling_workers or 2
-        banner(f"executor options: {w} workers answering at once, {args.threads} waiting threads")
-        _options(w, args.threads, args.ceiling_calls)
-        return 0
     counts = [int(w) for w in args.workers.split(",") if w]
     skip = set(args.skip.split(","))
     n_max = max(counts)
@@ -412,8 +341,8 @@ def main() -> int:
                 ex = {"engine": "dask", "workers": w}
                 r = results[f"dask {w}"] = run_side(f"dask{w}", servers.base_url, args.calls, args.criteria, ex,
                                                     args.per_worker)  # fmt: skip
-                _line(f"dask {w}", r, base, f"  ({r['workers_seen']} workers in the trace, {r['batch']} attempts a "
-                                            f"task, cluster up in {r['up_s']} s)")  # fmt: skip
+                _line(f"dask {w}", r, base, f"  ({r['workers_seen']} workers in the trace, {r['batch']} attempts an "
+                                            f"exchange, cluster up in {r['up_s']} s)")  # fmt: skip
         if "bare" not in skip:
             for procs in sorted({1, n_max}):
                 r = results[f"bare {procs}"] = bare_side(servers.base_url, args.calls, procs, args.bare_threads)

@@ -1,8 +1,10 @@
-"""The cache layer's one-call-per-key promise when a miss and another thread's store interleave."""
+"""The cache layer's one-call-per-key promise when two threads ask for one key and the first one's miss is being paid
+for."""
 
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 from conftest import KEY_ENV
@@ -15,25 +17,25 @@ from rubricrun.types import LLMRequest
 
 
 class _MissThenWait(ResponseCache):
-    """The real disk cache, except that thread "late" reads its miss, then waits until the other thread has paid
-    for the call and stored it before going on: the interleaving that made a run pay twice for one key."""
+    """The real disk cache, except that thread "first" reads its miss, then waits until the other thread has asked
+    for the same key before going on to pay: the interleaving that could make a run pay twice for one key."""
 
     def __init__(self, directory: Path) -> None:
         super().__init__(directory)
-        self.late_missed = threading.Event()
-        self.early_done = threading.Event()
+        self.first_missed = threading.Event()
+        self.second_asked = threading.Event()
         self._held = False
 
     def get(self, key: str):  # type: ignore[no-untyped-def]
         row = super().get(key)
-        if threading.current_thread().name == "late" and not self._held:
+        if threading.current_thread().name == "first" and not self._held:
             self._held = True
-            self.late_missed.set()
-            self.early_done.wait(30)
+            self.first_missed.set()
+            self.second_asked.wait(30)
         return row
 
 
-def test_a_miss_overtaken_by_another_threads_store_reads_the_stored_reply(
+def test_a_key_asked_for_while_its_miss_is_being_paid_for_reads_the_stored_reply(
     tmp_path: Path, server: FakeOpenAIServer, monkeypatch
 ) -> None:
     monkeypatch.setenv(KEY_ENV, "sk-test")
@@ -47,12 +49,16 @@ def test_a_miss_overtaken_by_another_threads_store_reads_the_stored_reply(
     def ask(name: str) -> None:
         replies[name] = stack.generate(request)
 
-    late = threading.Thread(target=ask, args=("late",), name="late")
-    late.start()
-    assert cache.late_missed.wait(30)
-    ask("early")  # pays for the call and stores it while "late" sits between its miss and taking over
-    cache.early_done.set()
-    late.join(30)
+    first = threading.Thread(target=ask, args=("first",), name="first")
+    first.start()
+    assert cache.first_missed.wait(30)
+    second = threading.Thread(target=ask, args=("second",), name="second")
+    second.start()  # asks while "first" sits between its miss and its call
+    time.sleep(0.3)
+    assert "second" not in replies  # it waits for the call "first" makes, rather than making its own
+    cache.second_asked.set()
+    first.join(30)
+    second.join(30)
     assert server.count(status=200) == 1  # paid once, not twice
-    assert replies["late"].text == replies["early"].text and replies["late"].cache_hit
+    assert replies["second"].text == replies["first"].text and replies["second"].cache_hit
     cache.close()

@@ -163,7 +163,9 @@ def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> RunTally:
     # rows are then spooled only for an export (results/tally.py).
     counts = prepared.metric_counts
     make = partial(Tally, cfg, run.run_id, metric_counts=counts, spool=bool(run.formats))
-    tally = open_tally(make, live=counts is not None, large=prepared.large)
+    # With the dask engine the run's process is what bounds its speed: its tally goes to a second core at any size.
+    large = prepared.large or run.executor.engine == "dask"
+    tally = open_tally(make, live=counts is not None, large=large)
     sink = artifacts.RowFiles(run.run_dir, tally.take)
     synthesis = Synthesis(cfg, stack, run.stop) if cfg.synthesize is not None else None
     try:

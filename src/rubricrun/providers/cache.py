@@ -237,27 +237,19 @@ class CachingProvider(BaseProvider):
         if attempt is not None:
             return self._cached_only(attempt, request)
         key = cache_key(request)
-        while True:
+        while True:  # own the key (one asker at a time), then look: a miss is read once, by its owner
+            with self._lock:
+                event = self._inflight.get(key)
+                if event is None:
+                    event = self._inflight[key] = threading.Event()
+                    break
+            event.wait()  # an owner before us finished (or failed): look again
+        try:
             hit = self.cache.get(key)
             if hit is not None:
                 if self._ask(key, paid=False):
                     self._trace_hit(request, key, hit)
                 return hit
-            with self._lock:
-                event = self._inflight.get(key)
-                owner = event is None
-                if owner:
-                    event = self._inflight[key] = threading.Event()
-            if owner:
-                if self.cache.get(key) is None:
-                    break
-                # An owner before us stored the reply between our miss above and our taking over: read it as a hit.
-                with self._lock:
-                    self._inflight.pop(key, None)
-                event.set()
-                continue
-            event.wait()  # the owner finished (or failed): look again
-        try:
             response = self.inner.generate(request)
             self.cache.set(key, response)
             self._ask(key, paid=True)

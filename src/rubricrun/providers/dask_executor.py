@@ -2,20 +2,22 @@
 
 The run's process keeps everything that holds state (cache, budget, retry, rate limits, trace, rows) and builds
 and paces each request as with threads; `DaskAttempts.generate` then hands the attempt to a worker instead of making
-it. Attempts waiting to go are sent in batches, one Dask task per batch (a task costs the client and the scheduler
-about 1-3 ms, so one task per attempt would cap the run's process at a few hundred attempts/s: the figures are in
-.agent/plans/020-dask-engine.md). On the worker the batch's attempts run at once on the worker's own threads
-(`attempt_batch`: LiteLLM, through a litellm.Router for entries with `deployments:`), and the task returns each
-attempt's reply or error, with the rate-limit pause its headers asked for, to the run's process, which retries,
-caches and writes exactly as with threads.
+it. One Dask actor a worker (`Mailbox`) and one thread a worker in the run's process (a lane) carry the attempts:
+each exchange, a direct call from the client to the worker (no scheduler, no task), hands over the attempts queued
+and takes back those finished since the last one, both ways as one MessagePack blob. On the worker the attempts run
+at once on its own threads (LiteLLM, through a litellm.Router for entries with `deployments:`), and each comes back
+with its reply or error, and the rate-limit pause its headers asked for, to the run's process, which retries,
+caches and writes exactly as with threads. An exchange costs the run's process about a millisecond whatever it
+carries, so a lane exchanges at most once every PACE (5-100 ms, set by the load): the figures are in
+.agent/plans/020-dask-engine.md.
 
 Secrets: a worker redacts its errors as the run's process does (redact.py, from the config and the worker's own
 environment: `AttemptPlugin.setup`), and the run's process redacts what comes back once more with what it knows.
 
-A worker lost mid-run (killed, preempted): Dask runs its batches again on another worker, so only the attempts in
-flight on it may be paid twice; a batch Dask gives up on (KilledWorker) comes back as retryable errors. The embedded
-llama.cpp model (`local/...`) runs in the run's process, where it is loaded once; provider batch jobs (batch.py)
-never come here.
+A worker lost mid-run (killed, preempted), or one that does not answer an exchange within executor.timeout_s: the
+attempts out there come back as retryable errors and are made again on the others (a new worker gets a lane when
+the watcher sees it), so only those may be paid twice. The embedded llama.cpp model (`local/...`) runs in the run's
+process, where it is loaded once; provider batch jobs (batch.py) never come here.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import itertools
 import json
 import logging
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -38,23 +41,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from distributed import Client, WorkerPlugin, as_completed, get_worker, secede
+from distributed import Client, WorkerPlugin, get_worker
 
+from .. import codec
 from ..config import Config, scheduler_address_error
 from ..errors import Cancelled, InputError, ProviderError
 from ..types import LLMRequest, LLMResponse
 from . import redact
 from .base import BaseProvider
 from .executor import MakeProvider, RateLimitHook, local_provider
-from .litellm import LiteLLMProvider, classify_error, import_litellm
+from .litellm import LiteLLMProvider, classify_error, import_litellm, worker_name
 
 log = logging.getLogger("rubricrun")
 
 ADDRESS_ENV = "DASK_SCHEDULER_ADDRESS"
-MAX_BATCH = 64  # attempts per task at most
-LINGER_S = 0.02  # how long a batch waits for more attempts before it goes (none when it is full)
+PACE_MIN_S, PACE_MAX_S = 0.005, 0.1  # the least time between two exchanges with a worker, as the load sets it
+BATCH = 32  # attempts (sent and received) an exchange carries when the load allows: Dask's cost is per exchange
+IDLE_MAX_S = 0.2  # attempts out and none coming back: the looks for their outcomes slow down to this
+MAX_SEND = 512  # attempts sent in one exchange at most
 ATTEMPT_THREADS = 2048  # threads a worker may run attempts on (the run's process bounds what is in flight)
-WATCH_S = 2.0  # how often the run looks at which workers are there (a line in the log when one leaves)
+WATCH_S = 2.0  # how often the run looks at which workers are there (a line in the log when one leaves or joins)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -98,13 +104,38 @@ def _attempt_pool() -> ThreadPoolExecutor:
         return _pool
 
 
-def attempt_batch(plugin: str, requests: list[LLMRequest]) -> list[Outcome]:
-    """A Dask task: make the batch's attempts at once, on this worker's attempt threads; their outcomes in order."""
-    provider = get_worker().plugins[plugin].provider
-    pool = _attempt_pool()
-    futures = [pool.submit(_attempt, provider, r) for r in requests]
-    secede()  # the wait holds none of the worker's task slots: its other batches start meanwhile
-    return [f.result() for f in futures]
+_Sent = list[tuple[int, LLMRequest]]  # attempts handed to a worker, each with its number
+_Finished = list[tuple[int, LLMResponse | None, bytes | None, float]]  # number, reply or pickled error, pause
+
+
+class Mailbox:
+    """A Dask actor, one per run on each worker: the run's process calls `exchange` on it directly (no scheduler
+    in between). Each call hands over attempts, which start at once on this worker's attempt threads, and takes
+    back the outcomes finished since the last call. Called with `separate_thread=False`, it runs on the worker's
+    event loop and returns at once: it never waits for an attempt, nor holds the worker's actor thread. Both ways
+    the attempts travel as one MessagePack blob (codec.pack): Dask would pickle a list item by item."""
+
+    name = ""  # "host:pid", as the trace names this process (declared here: an actor handle reads what the class has)
+
+    def __init__(self, plugin: str) -> None:
+        self.provider = get_worker().plugins[plugin].provider
+        self.name = worker_name()
+        self._finished: _Finished = []
+        self._lock = threading.Lock()
+
+    def exchange(self, sent: bytes) -> bytes:
+        pool = _attempt_pool()
+        for n, request in codec.unpack(sent, _Sent):
+            pool.submit(self._attempt, n, request)
+        with self._lock:
+            finished, self._finished = self._finished, []
+        return codec.pack(finished)
+
+    def _attempt(self, n: int, request: LLMRequest) -> None:
+        outcome = _attempt(self.provider, request)
+        error = pickle.dumps(outcome.error) if outcome.error is not None else None
+        with self._lock:
+            self._finished.append((n, outcome.response, error, outcome.pause_s))
 
 
 class AttemptPlugin(WorkerPlugin):
@@ -138,10 +169,10 @@ def _missing_env(names: list[str]) -> list[str]:
 class _Slot:
     """One attempt handed to the cluster: the calling thread waits on `done` for its outcome."""
 
-    __slots__ = ("request", "done", "outcome")
+    __slots__ = ("n", "request", "done", "outcome")
 
-    def __init__(self, request: LLMRequest) -> None:
-        self.request = request
+    def __init__(self, n: int, request: LLMRequest) -> None:
+        self.n, self.request = n, request
         self.done = threading.Event()
         self.outcome: Outcome | None = None
 
@@ -150,42 +181,49 @@ class _Slot:
         self.done.set()
 
 
+class _Lane:
+    """The run's line to one worker: its Mailbox, and the attempts sent there whose outcome has not come back."""
+
+    def __init__(self, worker: str, mailbox: Any, future: Any) -> None:
+        self.worker, self.mailbox, self.future = worker, mailbox, future
+        self.name: str = mailbox.name  # "host:pid", as the trace names the worker (asked once)
+        self.inflight: dict[int, _Slot] = {}
+        self.last = 0.0  # when the last exchange began (monotonic)
+
+
 class DaskAttempts(BaseProvider):
     """The bottom of the run's stack with the dask engine: `generate` queues the attempt and waits for its outcome.
-    A dispatcher thread sends what is queued as one task (up to MAX_BATCH attempts, after at most LINGER_S for more
-    to join); a collector thread hands each finished task's outcomes to the threads waiting for them. `start` is
-    called once the cluster is up (the executor's `warm`, before the first attempt)."""
-
-    max_batch, linger_s = MAX_BATCH, LINGER_S
+    One thread per worker (a lane) exchanges with that worker's Mailbox: it sends the worker its share of what is
+    queued and takes back what finished there. A lane with nothing out exchanges as soon as an attempt is queued;
+    while attempts are out, at most once every PACE_S (so a busy lane sends and takes many at once, and the run's
+    process spends a bounded time on Dask whatever the rate). `start` is called once the cluster is up (the
+    executor's `warm`, before the first attempt); a watcher thread then follows the workers that leave and join."""
 
     def __init__(self, on_rate_limit: RateLimitHook, local: BaseProvider) -> None:
         self.on_rate_limit, self.local = on_rate_limit, local
-        self.sent = self.attempts = 0  # tasks sent, and the attempts in them
+        self.exchanges = self.attempts = 0  # exchanges that sent attempts, and the attempts they sent
         self.client: Client | None = None
         self.plugin = ""
         self._queue: deque[_Slot] = deque()
         self._wake = threading.Event()  # something was queued (or the attempts are closing)
-        self._landing = threading.Event()  # a task was sent: the collector has work
+        self._numbers = itertools.count()
+        self._lanes: dict[str, _Lane] = {}  # worker address -> its lane
+        self._lanes_lock = threading.Lock()
+        self._known: set[str] = set()  # the workers at the last look
         self._closed = False
-        self._lock = threading.Lock()  # guards _batches
-        self._batches: dict[str, list[_Slot]] = {}  # task key -> its slots, until it lands
-        self._keys = (f"rubricrun-attempts-{uuid.uuid4().hex[:8]}-{n}" for n in itertools.count())
-        self._done: Any = None  # distributed.as_completed over the tasks sent
-        self._watched = 0.0  # when the workers were last looked at
-        self._workers: set[str] | None = None
+        self._timeout_s = 60.0
 
-    def start(self, client: Client, plugin: str) -> None:
-        self.client, self.plugin = client, plugin
-        self._done = as_completed(loop=client.loop, with_results=True, raise_errors=False)
-        for target, name in ((self._dispatch, "dispatch"), (self._collect, "collect")):
-            threading.Thread(target=target, name=f"rubricrun.dask-{name}", daemon=True).start()
+    def start(self, client: Client, plugin: str, timeout_s: float) -> None:
+        self.client, self.plugin, self._timeout_s = client, plugin, timeout_s
+        self._watch(log_changes=False)
+        threading.Thread(target=self._watcher, name="rubricrun.dask-watch", daemon=True).start()
 
     def generate(self, request: LLMRequest) -> LLMResponse:
         if request.model.startswith("local/"):  # the embedded model is loaded here, once: it stays here
             return self.local.generate(request)
         if self._closed:
             raise Cancelled("run is stopping")
-        slot = _Slot(request)
+        slot = _Slot(next(self._numbers), request)
         self._queue.append(slot)
         self._wake.set()
         if self._closed:  # closed meanwhile: nothing will send it
@@ -200,117 +238,152 @@ class DaskAttempts(BaseProvider):
         assert outcome.response is not None
         return outcome.response
 
-    # -- the dispatcher -------------------------------------------------------------------------------------
+    # -- the lanes ------------------------------------------------------------------------------------------
 
-    def _dispatch(self) -> None:
-        queue = self._queue
-        while True:
-            self._wake.wait(WATCH_S)
-            self._wake.clear()
-            self._watch()
-            while queue and not self._closed:
-                if len(queue) < self.max_batch:
-                    time.sleep(self.linger_s)  # let a burst gather into one task
-                batch: list[_Slot] = []
-                while queue and len(batch) < self.max_batch:
-                    try:
-                        batch.append(queue.popleft())
-                    except IndexError:  # a close drained it meanwhile
-                        break
-                if batch:
-                    self._send(batch)
-            if self._closed:
-                return
-
-    def _watch(self) -> None:
-        """Every WATCH_S at most: a line in the log when a worker left or joined (Dask runs the tasks of a lost
-        worker again on the others; a nanny starts a new worker in place of one that died)."""
-        now = time.monotonic()
-        if now - self._watched < WATCH_S or self.client is None:
-            return
-        self._watched = now
-        try:
-            workers = set(self.client.scheduler_info(n_workers=-1)["workers"])
-        except Exception:  # noqa: BLE001 - the scheduler is busy or gone: the tasks say so themselves
-            return
-        if self._workers is not None:
-            for w in sorted(self._workers - workers):
-                log.warning("dask: worker %s left; its attempts in flight are made again by the others", w)
-            for w in sorted(workers - self._workers):
-                log.info("dask: worker %s joined", w)
-        self._workers = workers
-
-    def _send(self, batch: list[_Slot]) -> None:
-        assert self.client is not None
-        self.sent += 1
-        self.attempts += len(batch)
-        key = next(self._keys)
-        with self._lock:
-            self._batches[key] = batch
-        try:
-            future = self.client.submit(
-                attempt_batch, self.plugin, [s.request for s in batch], key=key, pure=False, retries=0
-            )
-        except Exception as exc:  # noqa: BLE001 - the client is closing or gone: the attempts were not made
-            self._land_error(key, exc)
-            return
-        self._done.add(future)
-        self._landing.set()
-
-    # -- the collector --------------------------------------------------------------------------------------
-
-    def _collect(self) -> None:
+    def _run_lane(self, lane: _Lane) -> None:
+        pace = PACE_MIN_S  # the least time between two exchanges: adapts so that one carries about BATCH attempts
+        idle = pace  # how long to wait for outcomes when nothing is queued: grows while none come back
+        peak = 1  # the most attempts this lane has had out at once (a lane with few out cannot fill a batch)
         while not self._closed:
-            self._landing.wait(0.5)
-            self._landing.clear()
-            for landed in self._done.batches():
-                for future, result in landed:
-                    if future.status == "finished":
-                        self._land(future.key, result)
-                    else:  # erred (a lost worker: KilledWorker) or cancelled
-                        self._land_error(future.key, result[1] if isinstance(result, tuple) else result)
-                if self._closed:
-                    return
+            wait = lane.last + pace - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            if not self._queue:
+                self._wake.clear()  # before looking at the queue again: an attempt queued now sets it
+                wait = lane.last + idle - time.monotonic() if lane.inflight else WATCH_S
+                if not self._queue and not self._wake.wait(max(wait, 0)) and not lane.inflight:
+                    continue
+            batch = self._share(lane)
+            if not batch and not lane.inflight:
+                continue
+            out, held = len(lane.inflight) - len(batch), len(lane.inflight)  # held: out there, or going now
+            peak = max(peak, held)
+            lane.last = time.monotonic()
+            sent = codec.pack([(s.n, s.request) for s in batch])
+            try:
+                got = lane.mailbox.exchange(sent, separate_thread=False).result(timeout=self._timeout_s)
+                finished = codec.unpack(got, _Finished)
+            except BaseException as exc:  # noqa: BLE001 - the worker is gone, or did not answer in time
+                self._lost(lane, batch, exc)
+                return
+            if batch:
+                self.exchanges += 1
+                self.attempts += len(batch)
+            for n, response, error, pause_s in finished:
+                slot = lane.inflight.pop(n, None)
+                if slot is not None:  # the worker's pickled error: what Dask itself would have sent
+                    slot.land(Outcome(response, pickle.loads(error) if error else None, pause_s))  # noqa: S301
+            # Every attempt out came back while nearly all of this lane's were with the cluster: the run waits for
+            # the lane itself, so exchange sooner. Else few attempts an exchange: wait longer between two (Dask's
+            # cost is per exchange, and the run's threads are busy meanwhile); many: sooner.
+            carried, goal = len(batch) + len(finished), min(BATCH, peak)
+            if (len(finished) >= out and 4 * held >= 3 * peak) or carried >= 2 * goal:
+                pace = max(pace / 1.25, PACE_MIN_S)
+            elif carried < goal:
+                pace = min(pace * 1.25, PACE_MAX_S)
+            idle = pace if carried else min(2 * idle, IDLE_MAX_S)
 
-    def _land(self, key: str, outcomes: list[Outcome]) -> None:
-        with self._lock:
-            slots = self._batches.pop(key, [])
-        for slot, outcome in zip(slots, outcomes, strict=True):
-            slot.land(outcome)
+    def _share(self, lane: _Lane) -> list[_Slot]:
+        """This lane's share of the queue: what brings its attempts out to the average over the lanes (at least one
+        when it has none out), at most MAX_SEND."""
+        queue = self._queue
+        lanes = list(self._lanes.values())
+        out = sum(len(x.inflight) for x in lanes)
+        take = min(MAX_SEND, -(-(len(queue) + out) // max(1, len(lanes))) - len(lane.inflight))
+        batch: list[_Slot] = []
+        while len(batch) < max(take, 0 if lane.inflight else 1):
+            try:
+                slot = queue.popleft()
+            except IndexError:
+                break
+            lane.inflight[slot.n] = slot
+            batch.append(slot)
+        return batch
 
-    def _land_error(self, key: str, exc: BaseException) -> None:
-        """A task that did not come back: each of its attempts gets a retryable error (or, stopping, Cancelled)."""
-        with self._lock:
-            slots = self._batches.pop(key, [])
-        if not slots:
-            return
+    def _lost(self, lane: _Lane, batch: list[_Slot], exc: BaseException) -> None:
+        """A lane whose exchange failed (its worker was lost, or did not answer within executor.timeout_s): its
+        attempts out there come back as retryable errors (made again on the others), and the lane ends."""
+        with self._lanes_lock:
+            if self._lanes.get(lane.worker) is lane:
+                del self._lanes[lane.worker]
+        slots = list(lane.inflight.values())
+        lane.inflight.clear()
         if self._closed:
             for slot in slots:
                 slot.land(Outcome(None, Cancelled("run is stopping")))
             return
         why = redact.redact(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-        log.warning("dask: a task of %d attempts did not come back (%s); they are retried", len(slots), why)
+        log.warning(
+            "dask: worker %s did not answer (%s): its %d attempts in flight are retried", lane.worker, why, len(slots)
+        )
         for slot in slots:
             err = ProviderError(
-                f"dask: the attempt did not come back ({why})", model=slot.request.model, retryable=True
+                f"dask: the attempt did not come back from {lane.worker} ({why})",
+                model=slot.request.model,
+                retryable=True,
+                worker=lane.name,
             )
             slot.land(Outcome(None, err))
+        self._wake.set()  # what it would have taken is for the others now
+
+    # -- the workers ----------------------------------------------------------------------------------------
+
+    def _watcher(self) -> None:
+        while not self._closed:
+            time.sleep(WATCH_S)
+            if not self._closed:
+                self._watch(log_changes=True)
+
+    def _watch(self, *, log_changes: bool) -> None:
+        """A lane for every worker that has none (at the start; a worker that joined, e.g. one a nanny started in
+        place of one that died), and a line in the log when a worker left or joined."""
+        assert self.client is not None
+        try:
+            workers = set(self.client.scheduler_info(n_workers=-1)["workers"])
+        except Exception:  # noqa: BLE001 - the scheduler is busy or gone: the lanes say so themselves
+            return
+        if log_changes:
+            for w in sorted(self._known - workers):
+                log.warning("dask: worker %s left; its attempts in flight are made again by the others", w)
+            for w in sorted(workers - self._known):
+                log.info("dask: worker %s joined", w)
+        self._known = workers
+        for w in sorted(workers - set(self._lanes)):
+            try:
+                with self.client.as_current():  # the actor handle finds the client through it
+                    future = self.client.submit(
+                        Mailbox, self.plugin, actor=True, workers=[w], allow_other_workers=False, pure=False
+                    )
+                    lane = _Lane(w, future.result(timeout=self._timeout_s), future)
+            except Exception as exc:  # noqa: BLE001 - the worker left meanwhile: the next look tries again
+                log.warning("dask: no mailbox on worker %s (%s)", w, redact.redact(f"{type(exc).__name__}: {exc}"))
+                continue
+            with self._lanes_lock:
+                if self._closed:
+                    return
+                self._lanes[w] = lane
+            threading.Thread(target=self._run_lane, args=(lane,), name=f"rubricrun.dask-lane-{w}", daemon=True).start()
 
     def close(self) -> None:
         """No new attempt starts; the threads still waiting get Cancelled (not done: a rerun picks them up)."""
-        if self.sent and not self._closed:
-            log.info("dask: %d attempts sent in %d tasks (%.1f a task)", self.attempts, self.sent,
-                     self.attempts / self.sent)  # fmt: skip
+        if self.exchanges and not self._closed:
+            log.info("dask: %d attempts sent in %d exchanges (%.1f an exchange)", self.attempts, self.exchanges,
+                     self.attempts / self.exchanges)  # fmt: skip
         self._closed = True
         self._wake.set()
-        self._landing.set()
-        with self._lock:
-            pending = dict(self._batches)
-            self._batches.clear()
+        with self._lanes_lock:
+            lanes = list(self._lanes.values())
+            self._lanes.clear()
         self._cancel_queued()
-        for slots in pending.values():
-            for slot in slots:
+        for lane in lanes:
+            for slot in list(lane.inflight.values()):
                 slot.land(Outcome(None, Cancelled("run is stopping")))
+            lane.inflight.clear()
+        if self.client is not None and lanes:
+            try:  # the mailboxes end with their futures (a cluster at an address keeps nothing of the run)
+                self.client.cancel([lane.future for lane in lanes])
+            except Exception:  # noqa: BLE001, S110 - the client is closing or gone
+                pass
 
     def _cancel_queued(self) -> None:
         while True:
@@ -396,7 +469,7 @@ class DaskExecutor:
         self._attempts = DaskAttempts(on_rate_limit, local_provider(cfg, self.make))  # `local/` models: here
         with self._lock:
             if self._ready:
-                self._attempts.start(self.client, self.plugin)  # type: ignore[arg-type]
+                self._attempts.start(self.client, self.plugin, self.cfg.executor.timeout_s)  # type: ignore[arg-type]
         return self._attempts
 
     def warm(self) -> None:
@@ -431,7 +504,7 @@ class DaskExecutor:
         # walk it again (its full collections were up to half this process's CPU per attempt: plan 020).
         gc.freeze()
         if self._attempts is not None:
-            self._attempts.start(self.client, self.plugin)
+            self._attempts.start(self.client, self.plugin, self.cfg.executor.timeout_s)
         self._ready = True
 
     def close(self) -> None:

@@ -61,8 +61,8 @@ class Threads:
     engine = "threads"
     workers = 1
 
-    def __init__(self, make: MakeProvider = LiteLLMProvider) -> None:
-        self.make = make
+    def __init__(self, make: MakeProvider = LiteLLMProvider, warm: Callable[[], object] = import_litellm) -> None:
+        self.make, self._warm = make, warm
 
     def attempts(self, cfg: Config, on_rate_limit: RateLimitHook) -> BaseProvider:
         provider = self.make()
@@ -70,7 +70,7 @@ class Threads:
         return RouterProvider(provider, cfg) if routes_somewhere(cfg) else provider
 
     def warm(self) -> None:
-        import_litellm()
+        self._warm()
 
     def close(self) -> None:
         pass
