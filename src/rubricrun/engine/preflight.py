@@ -148,15 +148,6 @@ def _first_source(cfg: Config, max_examples: int | None, ex: Example, upto: int)
     return None
 
 
-def model_entries(cfg: Config) -> list[tuple[str, Any]]:
-    """(config key, entry) for every candidate and judge, keyed as the config spells them."""
-    out: list[tuple[str, Any]] = [(f"candidates[{i}]", m) for i, m in enumerate(cfg.candidates)]
-    out += [(f"judges[{i}]", m) for i, m in enumerate(cfg.judges)]
-    if cfg.judge is not None:
-        out.append(("judge", cfg.judge))
-    return out
-
-
 class Scorable:
     """check_scorable over a stream: a dataset none of whose examples can get a score is refused before any call
     is paid for, when the config has judges: every candidate call would be spent on responses nothing judges (e.g.
@@ -216,7 +207,7 @@ def check_labels(cfg: Config, counts: dict[str, Counter[str]]) -> None:
 
 def check_keys(cfg: Config) -> None:
     """Every api_key_env named in the config is set: detected before any call is paid for."""
-    for key, m in model_entries(cfg):
+    for key, m in cfg.entries():
         envs = [(f"{key}.api_key_env", m.api_key_env)] + [(f"{key}.api_key_env", w.api_key_env) for w in m.models]
         envs += [(f"{key}.deployments[{j}].api_key_env", d.api_key_env) for j, d in enumerate(m.deployments)]
         for k, env in envs:
@@ -230,7 +221,7 @@ def check_prices(cfg: Config) -> None:
     if cfg.run.budget_usd is None:
         return
     prices = price_table(cfg)
-    for key, m in model_entries(cfg):
+    for key, m in cfg.entries():
         models = [(f"{key}.model", m.model), (f"{key}.deployments", m.routed)]
         models += [(f"{key}.models[{j}].model", w.model) for j, w in enumerate(m.models)]
         for k, model in models:

@@ -33,10 +33,6 @@ def open_cache(cfg: Config) -> ResponseCache | None:
     return ResponseCache(cfg.cache.dir) if cfg.cache.enabled else None
 
 
-def _smallest(values: list[float]) -> float | None:
-    return min(values) if values else None
-
-
 def account_limits(cfg: Config) -> dict[Route, tuple[float | None, float | None]]:
     """(rpm, tpm) of every provider account the config routes to. Two entries that set different limits for one
     account get the smallest (logged once per account and limit)."""
@@ -58,7 +54,7 @@ def account_limits(cfg: Config) -> dict[Route, tuple[float | None, float | None]
                     "%s (api_base %s, key %s): entries set different %s (%s); using the smallest, %g",
                     route.model, redact(route.api_base or ""), route.api_key_env, name, given, min(by_value),
                 )  # fmt: skip
-        out[route] = (_smallest(list(limits["rpm"])), _smallest(list(limits["tpm"])))
+        out[route] = (min(limits["rpm"], default=None), min(limits["tpm"], default=None))
     return out
 
 
