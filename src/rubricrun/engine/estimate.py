@@ -1,20 +1,11 @@
 """--validate: what a run would call and what it would cost at most, counted without calling anything (`count_calls`).
 
-The stages of a run (stages.py) driven inline on the calling thread over a dry provider, which
-answers each call from the cache, else with a placeholder, and counts and prices it; it never stores. So the calls
-counted are the ones the run's own code builds: cached tie-breaks and re-asks of unreadable judge replies included.
-
-An uncached reply is unknown, so what follows from it is counted as the run makes it when the reply is readable and
-votes agree (a placeholder of max_tokens for a candidate, a readable verdict for a judge), and bounded besides: each
-uncached judge or pairwise vote asked again once, and each criterion with an even number of voters and an uncached
-vote given a tie-break when `judging.on_tie: judge` (the `*_at_most` counts of count_calls). A generation whose
-reply no call reads (stages.reply_feeds_calls) is not run: the cache is asked only whether it holds the reply
-(ResponseCache.fresh_many, a chunk of examples at a time), which keeps 1,000,000 judge-free rows fast.
-
-A candidate's samples past the first EXACT_SAMPLES of an example are counted by arithmetic, not one by one: their
-requests differ only by the sample index, so one of them is run through the stages, as not cached, and its counts are
-added once per sample (`InlineDriver._times`). Time and memory stay bounded whatever `samples_per_prompt` says; those
-samples count as not cached (the cost bound stays a bound; `candidate_cached` counts the first EXACT_SAMPLES).
+The run's own stages (stages.py) driven inline over a dry provider, which answers each call from the cache, else with
+a placeholder, and counts and prices it; it never stores. An uncached reply is unknown, so what follows from it is
+counted as when replies are readable and votes agree, and bounded besides (the `*_at_most` counts: each uncached vote
+asked again once, each possible tie broken). A generation whose reply no call reads is only looked up in the cache
+(ResponseCache.fresh_many), which keeps 1,000,000 judge-free rows fast. A candidate's samples past EXACT_SAMPLES of an
+example are counted by arithmetic from one of them (`InlineDriver._times`), as not cached.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """LiteLLM's arguments as llama-cpp-python takes them: messages as plain-text chat turns, sampling parameters,
-and an OpenAI-style response_format as llama-cpp-python's json_object (with its schema)."""
+and an OpenAI-style response_format as llama-cpp-python's json_object (with its schema). `extra_body` keys count as
+parameters; no max_tokens means "until the context is full"."""
 
 from __future__ import annotations
 
