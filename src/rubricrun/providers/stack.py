@@ -19,7 +19,7 @@ from .budget import Budget
 from .cache import CachingProvider, ResponseCache
 from .executor import Executor, Threads
 from .pricing import price_table
-from .ratelimit import AccountLimiter, ThrottledProvider, TokenBucket
+from .ratelimit import AccountLimiter, ThrottledProvider
 from .redact import redact
 from .retry import RetryingProvider
 from .router import group_limits
@@ -75,7 +75,7 @@ def build_stack(
         for route, (rpm, tpm) in account_limits(cfg).items()
         if rpm or tpm
     }
-    judge_bucket = TokenBucket(cfg.run.judge_rate_limit_rpm) if cfg.run.judge_rate_limit_rpm else None
+    judge_bucket = AccountLimiter(cfg.run.judge_rate_limit_rpm) if cfg.run.judge_rate_limit_rpm else None
     executor = executor or Threads()
     # Entries with `deployments:` go through their litellm.Router (made by the executor where the attempts are
     # made); the throttle here paces each as one account. Rate-limit headers of a reply pause its account.
