@@ -228,11 +228,9 @@ class InlineDriver:
 
 
 class ProcessDriver(second_process.Child):
-    """An InlineDriver in a second process (second_process.py), for a large `--validate`: preflight's examples are sent a
-    chunk at a time (pickled) and counted there while preflight parses the next chunk, on the other core; `result`
-    waits for the count. The child counts the examples in the order preflight read them, so every count and every
-    sum of the cost bound is the one an InlineDriver here makes (tests/test_validate.py). An error of the count is
-    raised by `result`, after preflight: a bad row is reported before it, as the run reports it."""
+    """An InlineDriver in a second process, for a large `--validate`: it counts preflight's examples, in the order read,
+    while preflight parses the next chunk, so every count and sum is the one an InlineDriver here makes
+    (tests/test_validate.py). An error of the count is raised by `result`, after preflight's own."""
 
     def __init__(self, cfg: Config, open_counts: Callable[[Config], Counts], chunk: int) -> None:
         super().__init__(_count, (cfg, open_counts, chunk), "rubricrun-count", _COUNT_ENDED, rows=chunk)
@@ -291,11 +289,8 @@ def _counted_chunks(conn: Any, driver: InlineDriver) -> BaseException | None:
 
 
 def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
-    """--validate: how many calls the run would make (synthesis, candidates, judges), how many are already cached,
-    and an upper bound on the cost of the rest (every reply at its max_tokens, every uncached vote asked again, every
-    possible tie broken). Counted by the run's own stages over a dry provider (engine/estimate.py). Calls nothing, stores
-    nothing. `judge_calls` counts the calls when uncached replies are readable and votes agree;
-    `judge_calls_at_most` (and `pairwise_calls_at_most`) when they are not."""
+    """--validate: the calls the run would make (synthesis, candidates, judges), how many are cached, and an upper
+    bound on the cost of the rest (see the module's docstring). Calls nothing, stores nothing."""
     if cfg.synthesize is None and second_process.wanted(large_run(cfg, max_examples)):
         return _count_in_child(cfg, max_examples)
     driver = InlineDriver(cfg, lambda: _open_counts(cfg), COUNT_CHUNK)
@@ -314,8 +309,7 @@ def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
 
 
 def _count_in_child(cfg: Config, max_examples: int | None) -> dict[str, Any]:
-    """count_calls with the count on the other core (estimate.ProcessDriver): preflight parses here, the stages count
-    there, a chunk behind. Without synthesis (whose count needs the cache here first)."""
+    """count_calls with the count on the other core (ProcessDriver). Without synthesis (its count needs the cache)."""
     driver = ProcessDriver(cfg, _open_counts, COUNT_CHUNK)
     try:
         prepared = preflight(cfg, max_examples, visit=driver.add)

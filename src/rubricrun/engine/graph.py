@@ -1,13 +1,10 @@
-"""The stage graph: each call of a run starts as soon as what it needs has landed. A conversation's next turn
-follows its previous answer, an answer's judge calls follow it, an example's pairwise comparisons follow its
-last answer, and synthesized prompts flow into generation as synthesis makes them. Plain threads: candidate
-calls run on one pool (run.concurrency), judge and pairwise calls on another (run.judge_parallel_workers); with the
-dask executor both are that many per worker (each worker makes the attempts one process would make).
+"""The stage graph: each call of a run starts as soon as what it needs has landed (stages.py says what follows what).
+Candidate calls run on one thread pool (run.concurrency), judge and pairwise calls on another
+(run.judge_parallel_workers); with the dask executor both are that many per worker.
 
-The unit of work is one example (every candidate x sample x turn, their judge calls, its comparisons). Units
-are admitted from the example iterator, in input order, into a bounded window, so memory does not grow with
-the dataset; a finished unit leaves through a reorder buffer (the window's head) to the sink, in input order.
-So rows are written in input order whatever order calls finish in. Design and reasons: ExecPlan 009.
+The unit of work is one example. Units are admitted in input order into a bounded window (memory does not grow with
+the dataset) and leave from its head to the sink, so rows are written in input order whatever order calls finish in.
+Design and reasons: ExecPlan 009.
 """
 
 from __future__ import annotations

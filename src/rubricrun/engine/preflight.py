@@ -121,9 +121,9 @@ def validate_examples(
     elsewhere: list[Example] = []  # examples whose id hash was seen in an earlier dataset
     count = 0
     for i, _, examples in _datasets(cfg, max_examples, skipped, elsewhere=elsewhere):
-        scorable = Scorable(cfg)
+        start, scorable = count, False
         for ex in examples:
-            scorable.add(ex)
+            scorable = scorable or _scorable(cfg, ex)
             while elsewhere:
                 if (first := _first_source(cfg, max_examples, other := elsewhere.pop(), i)) is not None:
                     raise InputError(f"example id '{other.id}' also at {first}", file=other.source, key="id")
@@ -133,7 +133,7 @@ def validate_examples(
                 metrics.setdefault(ex.dataset, Counter())[registry.metric_of(ex)] += 1
             if visit is not None:
                 visit(ex)
-        scorable.check(i)
+        _check_scorable(cfg, i, count - start, scorable)
     return count, skipped
 
 
@@ -148,29 +148,18 @@ def _first_source(cfg: Config, max_examples: int | None, ex: Example, upto: int)
     return None
 
 
-class Scorable:
-    """check_scorable over a stream: a dataset none of whose examples can get a score is refused before any call
-    is paid for, when the config has judges: every candidate call would be spent on responses nothing judges (e.g.
-    MT-Bench rows without `judging.default_rubric`). A config without judges asked for no judging: it passes."""
-
-    def __init__(self, cfg: Config) -> None:
-        self.cfg, self.n, self.any_scorable = cfg, 0, False
-
-    def add(self, ex: Example) -> None:
-        self.n += 1
-        if not self.any_scorable:
-            self.any_scorable = _scorable(self.cfg, ex)
-
-    def check(self, i: int) -> None:
-        cfg = self.cfg
-        if not self.n or generation_only(cfg) or self.any_scorable:
-            return
-        raise cfg.fail(
-            f"datasets[{i}]",
-            f"{source_label(cfg.datasets[i])}: nothing can score its {self.n} examples: no rubric in the rows, no "
-            "judging.default_rubric and no answer to match (add judging.default_rubric, or a rubric or answer to the "
-            "rows; or remove judges: to only collect responses)",
-        )
+def _check_scorable(cfg: Config, i: int, n: int, any_scorable: bool) -> None:
+    """A dataset none of whose `n` examples can get a score is refused before any call is paid for, when the config
+    has judges: every candidate call would be spent on responses nothing judges (e.g. MT-Bench rows without
+    `judging.default_rubric`). A config without judges asked for no judging: it passes."""
+    if not n or generation_only(cfg) or any_scorable:
+        return
+    raise cfg.fail(
+        f"datasets[{i}]",
+        f"{source_label(cfg.datasets[i])}: nothing can score its {n} examples: no rubric in the rows, no "
+        "judging.default_rubric and no answer to match (add judging.default_rubric, or a rubric or answer to the "
+        "rows; or remove judges: to only collect responses)",
+    )
 
 
 def _scorable(cfg: Config, ex: Example) -> bool:
