@@ -1,18 +1,13 @@
 """Provider batch jobs for entries with `batch: true`: their calls are collected, sent as batch jobs through
 LiteLLM's files and batches API, and their replies land in the same cache as online calls.
 
-The run goes in passes (runner.py). In a pass, `DeferringProvider` (right under the cache, so a cache hit never
-reaches it) records each uncached request of a batch entry and raises `Deferred` (a NotDone: the task gets no row
-in this pass). After the pass `Batcher.settle()` submits what was recorded (one job per model and account, split by
-`batch.max_requests` / `batch.max_bytes`), polls until every job ends, writes each reply into the cache and traces
-it; the next pass finds those replies in the cache and goes one step further (their judges, the next turns).
-
-Every job is written to `batches.json` in the run folder before each step that creates something at the provider
-(the intent, then the uploaded file's id, then the batch id), so a rerun of the run id after Ctrl+C or kill -9
-polls the jobs it finds there and never submits a request whose key is in one of them again: a job killed after
-its batch was created but before its id was written is found again by its input file (`list_batches`).
-A request that a batch failed or let expire is sent online (`batch.on_failed: online`) or in a new job (`batch`,
-up to `batch.max_batch_attempts` jobs); either way each failure is traced.
+The run goes in passes (runner.py). In a pass, `DeferringProvider` (right under the cache) records each uncached
+request of a batch entry and raises `Deferred` (the task gets no row in this pass); `Batcher.settle()` then submits
+them (one job per model and account, split by `batch.max_requests` / `batch.max_bytes`), polls until every job ends
+and writes each reply into the cache, where the next pass finds it. Each job is written to `batches.json` before each
+step that creates something at the provider, so a rerun after Ctrl+C or kill -9 polls the jobs it finds there and
+never submits a request twice (a batch created but not written down is found by its input file). A request a batch
+failed or let expire is sent online or in a new job (`batch.on_failed`); either way each failure is traced.
 """
 
 from __future__ import annotations

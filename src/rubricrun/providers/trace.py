@@ -1,14 +1,9 @@
 """trace.jsonl: one event per model call attempt, written by one writer thread.
 
-Any thread's `emit` appends a TraceEvent to a queue (one C call under the GIL: no lock, no I/O on the caller's
-thread); the writer writes the queued events as JSON lines (codec.lines) at least every FLUSH_S, and `close` (every end of a run: done, Ctrl+C, a stop, an
-error) drains the rest. After kill -9 the trace misses at most the last FLUSH_S of events; the cache and the rows
-never miss anything, since they do not go through here.
-
-The file is appended across invocations and bounded: a line that kill -9 cut short is cut off before the next
-append, and a file that reaches MAX_BYTES is moved to `trace.1.jsonl` (the older ones to `trace.2.jsonl`, ... up to
-BACKUPS; the oldest is deleted), at an invocation's start or between two writes. The run folder's lock
-(results/artifacts.RunLock) keeps any other process out of it meanwhile.
+Any thread's `emit` appends to a queue (one C call under the GIL: no lock, no I/O on the caller's thread); the writer
+writes the queue out at least every FLUSH_S, and `close` drains the rest, so kill -9 costs the trace at most FLUSH_S
+of events (the cache and the rows do not go through here). The file is appended across invocations: a line kill -9
+cut short is cut off first, and past MAX_BYTES it is rotated to `trace.1.jsonl` ... `trace.{BACKUPS}.jsonl`.
 """
 
 from __future__ import annotations
