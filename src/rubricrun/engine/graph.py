@@ -273,8 +273,7 @@ class Synthesis:
         self._lock = threading.Lock()  # guards log, bar and left
         self._bar = Progress("synthesize", 1 + cfg.synthesize.num_subtopics, cfg.run.progress)  # a step an ask
         self._left = False  # the thread was left behind: what it does now is not recorded
-        self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._pending: deque[Example] = deque()
+        self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()  # examples, then _END
         self._error: BaseException | None = None
         self._stopped_at: float | None = None
         self._thread = threading.Thread(target=self._run, args=(cfg, stack), name=THREAD_PREFIX + "synthesis")
@@ -295,16 +294,16 @@ class Synthesis:
                 return
             self.log.append(codec.to_data(entry))
             self._bar.update()
-        if new:
-            self._q.put(list(new))
+        for ex in new:
+            self._q.put(ex)
 
     def __iter__(self) -> Iterator[Example | None]:
         return self
 
     def __next__(self) -> Example | None:  # a class, not a generator: Ctrl+C raised in here does not end it
-        batch = self._next_batch()
-        if batch is not _END:
-            return batch
+        got = self._next()
+        if got is not _END:
+            return got
         with self._lock:
             self._left = self._thread.is_alive()
             self._bar.close()
@@ -313,9 +312,7 @@ class Synthesis:
             raise self._error
         raise StopIteration
 
-    def _next_batch(self) -> Any:
-        if self._pending:
-            return self._pending.popleft()
+    def _next(self) -> Any:
         try:
             got = self._q.get(timeout=0.1)
         except queue.Empty:
@@ -326,9 +323,7 @@ class Synthesis:
             return None
         if got is _END:
             self._q.put(_END)  # every later call ends too
-            return _END
-        self._pending.extend(got)
-        return self._pending.popleft() if self._pending else None
+        return got
 
 
 def examples_of(prepared: Iterable[Example], synthesis: Synthesis | None) -> Iterator[Example | None]:
