@@ -203,9 +203,8 @@ class ThrottledProvider(BaseProvider):
             lim.acquire(reserved, self.stop)
         else:
             lim.wait_pause(self.stop)
-        used = (
-            reserved  # a failed request keeps its charge (it may have been counted), and so does a reply without usage
-        )
+        # A failed request keeps its charge (it may have been counted), and so does a reply without usage.
+        used = reserved
         try:
             resp = self.inner.generate(request)
             used = resp.usage.prompt_tokens + resp.usage.completion_tokens or reserved
