@@ -42,11 +42,6 @@ class Sink(Protocol):
     ) -> None: ...
 
 
-def window_size(cfg: Config, workers: int = 1) -> int:
-    """Examples in flight at most: enough that one slow example does not starve the pools."""
-    return max(64, 8 * (cfg.run.concurrency + cfg.run.judge_parallel_workers) * workers)
-
-
 class Graph:
     """Runs the examples of one run through the stack; `run` returns whether Ctrl+C (or a stop) cut it short."""
 
@@ -83,7 +78,8 @@ class Graph:
         self.expected = 0  # candidate turns the run expects (a conversation ended by a failed turn expects no more)
         self.ended: dict[int, list[int]] = {}  # turn -> [conversations ended there, later turns not asked]
         self.wake: queue.SimpleQueue[Unit | None] = queue.SimpleQueue()
-        self.size = window_size(cfg, n)
+        # Examples in flight at most: enough that one slow example does not starve the pools.
+        self.size = max(64, 8 * (run.concurrency + run.judge_parallel_workers) * n)
 
     # -- the conductor (the calling thread) --------------------------------------------------------------
 

@@ -45,9 +45,7 @@ def open_tally(make: Callable[[], RunTally], *, live: bool, large: bool) -> RunT
 
 
 class TallyProcess(second_process.Child):
-    """The tally `make` builds, in a child process, with the runner's side of it (results/tally.RunTally): `take`
-    during the run; `summary`, `export`, `report`, `n_responses`, `any_ok` and `first_error` after it, answered by the
-    child's tally."""
+    """The tally `make` builds, in a child process, behind the runner's side of results/tally.RunTally."""
 
     def __init__(self, make: Callable[[], RunTally]) -> None:
         super().__init__(serve, (make,), "rubricrun-tally", _ENDED, rows=_BATCH_ROWS, chars=_BATCH_CHARS)
@@ -127,8 +125,7 @@ class _Kept(logging.Handler):
 
 
 def serve(conn: Any, make: Callable[[], RunTally]) -> None:
-    """The child: the tally `make` builds, fed with the rows the runner sends, answering its questions until the pipe
-    closes."""
+    """The child: the tally `make` builds, fed the runner's rows, answering its questions until the pipe closes."""
     second_process.detach()
     kept = _Kept()
     logger = logging.getLogger("rubricrun")
@@ -161,8 +158,7 @@ def serve(conn: Any, make: Callable[[], RunTally]) -> None:
 
 
 def _read(conn: Any, inbox: queue.Queue[Any]) -> None:
-    """Reads the runner's messages ahead of the tally (up to _AHEAD), so that the runner's send of a batch never
-    waits for the tally's work on the one before."""
+    """Reads the runner's messages ahead of the tally (up to _AHEAD): a send never waits for the batch before."""
     try:
         while True:
             inbox.put(conn.recv())
