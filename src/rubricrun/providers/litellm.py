@@ -51,24 +51,10 @@ _FATAL_NAMES = {
 }
 
 
-def _this_process() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-_worker = _this_process()  # what the trace calls this process when it makes an attempt ("host:pid")
-
-
-def _forked() -> None:
-    global _worker
-    _worker = _this_process()
-
-
-os.register_at_fork(after_in_child=_forked)
-
-
 def worker_name() -> str:
-    """This process as the trace names the maker of an attempt: "host:pid" (a Dask worker's, or the run's own)."""
-    return _worker
+    """This process as the trace names the maker of an attempt: "host:pid" (a Dask worker's, or the run's own). Asked
+    each time (about a microsecond, on paid calls only), so a forked process names itself."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 # Failures raised before any request is sent, which LiteLLM nevertheless maps to a 500.
@@ -302,7 +288,7 @@ class LiteLLMProvider(BaseProvider):
             raw = litellm.completion(**kwargs)
         except Exception as exc:  # noqa: BLE001 - every provider failure becomes a ProviderError
             err = classify_error(exc, request.model, (key,) if key else ())
-            err.worker = _worker
+            err.worker = worker_name()
             raise err from None
         finally:
             if quiet is not None:
@@ -340,7 +326,7 @@ def to_response(raw: Any, request: LLMRequest, latency_ms: float) -> LLMResponse
         cache_hit=False,
         latency_ms=latency_ms,
         reasoning=reasoning,
-        worker=_worker,
+        worker=worker_name(),
     )
 
 
