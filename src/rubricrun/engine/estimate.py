@@ -143,6 +143,10 @@ class InlineDriver:
             self.stages = Stages(self.cfg, self.stacks[0], self.submit, lambda turn, cut: None, dry)
         return self.counts
 
+    def close(self) -> None:
+        if self.counts is not None and self.counts.cache is not None:
+            self.counts.cache.close()
+
     def add(self, ex: Example) -> None:
         self.examples.append(ex)
         if len(self.examples) >= self.chunk:
@@ -248,40 +252,32 @@ _COUNT_ENDED = "the call count's process ended (exit code {code}); nothing was c
 
 
 def _count(conn: Any, cfg: Config, open_counts: Callable[[Config], Counts], chunk: int) -> None:
-    """The child of a ProcessDriver: an InlineDriver fed the chunks until None, then its (n, Counts) sent back."""
+    """The child of a ProcessDriver: an InlineDriver fed the chunks until None, then its (n, Counts) sent back, or the
+    first error, kept until then (the sender waits for no answer)."""
     second_process.detach()
     driver = InlineDriver(cfg, lambda: open_counts(cfg), chunk)
+    failed: BaseException | None = None
     with second_process.serving():
         try:
             conn.send(("ok", "up"))
-            failed = _counted_chunks(conn, driver)
+            while (msg := conn.recv()) is not None:
+                if failed is None:
+                    try:
+                        for ex in msg:
+                            driver.add(ex)
+                    except Exception as exc:  # noqa: BLE001 - answered once every chunk is read
+                        failed = exc
+            try:
+                if failed is None:
+                    driver.flush()
+                    conn.send(("ok", (driver.n, replace(driver.start(), cache=None))))
+            except Exception as exc:  # noqa: BLE001 - answered here
+                failed = exc
             if failed is not None:
                 second_process.send_error(conn, failed)
-            else:
-                assert driver.counts is not None
-                conn.send(("ok", (driver.n, replace(driver.counts, cache=None))))
         finally:
-            if driver.counts is not None and driver.counts.cache is not None:
-                driver.counts.cache.close()
+            driver.close()
             conn.close()
-
-
-def _counted_chunks(conn: Any, driver: InlineDriver) -> BaseException | None:
-    """Every chunk until None, counted; the first error, kept until then (the sender waits for no answer)."""
-    failed: BaseException | None = None
-    while (msg := conn.recv()) is not None:
-        if failed is None:
-            try:
-                for ex in msg:
-                    driver.add(ex)
-            except Exception as exc:  # noqa: BLE001 - answered once every chunk is read
-                failed = exc
-    if failed is None:
-        try:
-            driver.flush()
-        except Exception as exc:  # noqa: BLE001 - answered by the caller
-            failed = exc
-    return failed
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -303,8 +299,7 @@ def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
             driver.add(ex)
         driver.flush()
     finally:
-        if driver.counts is not None and driver.counts.cache is not None:
-            driver.counts.cache.close()
+        driver.close()
     return _counted(cfg, driver.n, len(prepared.skipped), synthesis, counts)
 
 
