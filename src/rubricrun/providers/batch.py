@@ -17,11 +17,11 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config import Config
+from ..config import Config, Price
 from ..errors import Deferred, InputError, ProviderError
 from ..types import LLMRequest, LLMResponse, Usage
 from .base import BaseProvider
@@ -84,8 +84,9 @@ def line_body(request: LLMRequest) -> dict[str, Any]:
     return body
 
 
-def reply_of(body: dict[str, Any], model: str, cost: Callable[[Usage], float | None]) -> LLMResponse:
-    """An output line's chat completion as the LLMResponse the online path would have returned."""
+def reply_of(body: dict[str, Any], model: str, prices: Mapping[str, Price]) -> LLMResponse:
+    """An output line's chat completion as the LLMResponse the online path would have returned, its cost at `prices`
+    (price_table gives batch entries their batch price)."""
     choice = body["choices"][0]
     message = choice.get("message") or {}
     u = body.get("usage") or {}
@@ -100,7 +101,7 @@ def reply_of(body: dict[str, Any], model: str, cost: Callable[[Usage], float | N
         finish_reason=choice.get("finish_reason"),
         usage=usage,
         model=body.get("model") or model,
-        cost_usd=cost(usage),
+        cost_usd=call_cost(model, usage.prompt_tokens, usage.completion_tokens, prices),
         reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
     )
 
@@ -364,7 +365,7 @@ class Batcher:
         status, body = resp.get("status_code"), resp.get("body") or {}
         if status == 200 and body.get("choices"):
             assert self.caching is not None
-            reply = reply_of(body, job["model"], lambda u: self._cost(job["model"], u))
+            reply = reply_of(body, job["model"], self.budget.prices if self.budget else {})
             job["cost"] = job.get("cost", 0.0) + (reply.cost_usd or 0.0)
             self.caching.deliver(key, reply)
             self.failed.pop(key, None)
@@ -383,7 +384,3 @@ class Batcher:
             role=role, model=job["model"], key=key, cache_hit=False, attempt=1, latency_ms=0.0, status="error",
             error=f"batch {job['batch_id'] or job['id']}: {error}", status_code=status,
         )  # fmt: skip
-
-    def _cost(self, model: str, usage: Usage) -> float | None:
-        """The reply's cost at the batch price (price_table gives batch entries their batch price)."""
-        return call_cost(model, usage.prompt_tokens, usage.completion_tokens, self.budget.prices if self.budget else {})

@@ -187,21 +187,19 @@ def cut_torn_line(path: Path) -> int:
     except FileNotFoundError:
         return 0
     with fh:
-        end = fh.seek(0, 2)
-        pos = end
+        end = pos = fh.seek(0, 2)
+        keep = 0
         while pos > 0:
             step = min(pos, 1 << 16)
             fh.seek(pos - step)
-            block = fh.read(step)
-            if pos == end and block.endswith(b"\n"):
-                return end  # whole lines
-            nl = block.rfind(b"\n")
+            nl = fh.read(step).rfind(b"\n")
             if nl >= 0:
-                fh.truncate(pos - step + nl + 1)
-                return pos - step + nl + 1
+                keep = pos - step + nl + 1
+                break
             pos -= step
-        fh.truncate(0)
-        return 0
+        if keep != end:
+            fh.truncate(keep)
+        return keep
 
 
 def backup(path: Path, n: int) -> Path:
