@@ -38,16 +38,9 @@ class Tracer:
     """The trace's one writer; also counts events, calls and tokens for the summary and costs (read `counts` and
     `by_model` after the calls: reading them writes out what is queued first)."""
 
-    def __init__(
-        self,
-        path: Path,
-        *,
-        invocation: str = "",
-        on_error: Callable[[OSError], None] | None = None,
-        max_bytes: int | None = None,
-    ):
+    def __init__(self, path: Path, *, invocation: str = "", on_error: Callable[[OSError], None] | None = None):
         # Appended, not written atomically: a crash must keep every event written so far.
-        self.path, self.max_bytes = Path(path), MAX_BYTES if max_bytes is None else max_bytes
+        self.path, self.max_bytes = Path(path), MAX_BYTES
         self._size = cut_torn_line(self.path)
         if self._size >= self.max_bytes:
             self._size = rotate(self.path)
