@@ -29,7 +29,6 @@ from ..providers.pricing import price_table, unit_prices
 from ..results.metrics import dataset_metrics
 from ..tasks import registry
 from ..types import Example
-from .calls import synthesis_entry
 
 
 class Examples:
@@ -246,7 +245,6 @@ def preflight(
     if cfg.synthesize is not None:
         from ..data.synth import load_template
 
-        synthesis_entry(cfg)
         load_template(cfg.synthesize.subtopic_template, "subtopics.j2")
         load_template(cfg.synthesize.prompt_template, "prompts.j2")
     metric_counts = None if cfg.synthesize is not None else metrics
