@@ -72,11 +72,8 @@ def _text_content(content: Any) -> str:
 
 def llama_messages(messages: list[Any]) -> list[dict[str, str]]:
     """LiteLLM/OpenAI messages -> the {"role", "content"} dicts a GGUF chat template renders."""
-    out = []
-    for m in messages:
-        d = dict(m) if not isinstance(m, dict) else m
-        out.append({"role": str(d.get("role", "user")), "content": _text_content(d.get("content"))})
-    return out
+    dicts = [m if isinstance(m, dict) else dict(m) for m in messages]
+    return [{"role": str(d.get("role", "user")), "content": _text_content(d.get("content"))} for d in dicts]
 
 
 def llama_kwargs(optional_params: dict[str, Any]) -> dict[str, Any]:
