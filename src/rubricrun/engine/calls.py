@@ -144,7 +144,6 @@ def synthesize(cfg: Config, stack: BaseProvider, on_step: Callable[[Any, list[Ex
 
     scfg = cfg.synthesize
     assert scfg is not None
-    synthesis_entry(cfg)  # an unknown synthesize.model is an InputError before any call
 
     def call(messages: list[dict], attempt: int) -> LLMResponse:
         try:

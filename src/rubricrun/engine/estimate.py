@@ -1,20 +1,11 @@
 """--validate: what a run would call and what it would cost at most, counted without calling anything (`count_calls`).
 
-The stages of a run (stages.py) driven inline on the calling thread over a dry provider, which
-answers each call from the cache, else with a placeholder, and counts and prices it; it never stores. So the calls
-counted are the ones the run's own code builds: cached tie-breaks and re-asks of unreadable judge replies included.
-
-An uncached reply is unknown, so what follows from it is counted as the run makes it when the reply is readable and
-votes agree (a placeholder of max_tokens for a candidate, a readable verdict for a judge), and bounded besides: each
-uncached judge or pairwise vote asked again once, and each criterion with an even number of voters and an uncached
-vote given a tie-break when `judging.on_tie: judge` (the `*_at_most` counts of count_calls). A generation whose
-reply no call reads (stages.reply_feeds_calls) is not run: the cache is asked only whether it holds the reply
-(ResponseCache.fresh_many, a chunk of examples at a time), which keeps 1,000,000 judge-free rows fast.
-
-A candidate's samples past the first EXACT_SAMPLES of an example are counted by arithmetic, not one by one: their
-requests differ only by the sample index, so one of them is run through the stages, as not cached, and its counts are
-added once per sample (`InlineDriver._times`). Time and memory stay bounded whatever `samples_per_prompt` says; those
-samples count as not cached (the cost bound stays a bound; `candidate_cached` counts the first EXACT_SAMPLES).
+The run's own stages (stages.py) driven inline over a dry provider, which answers each call from the cache, else with
+a placeholder, and counts and prices it; it never stores. An uncached reply is unknown, so what follows from it is
+counted as when replies are readable and votes agree, and bounded besides (the `*_at_most` counts: each uncached vote
+asked again once, each possible tie broken). A generation whose reply no call reads is only looked up in the cache
+(ResponseCache.fresh_many), which keeps 1,000,000 judge-free rows fast. A candidate's samples past EXACT_SAMPLES of an
+example are counted by arithmetic from one of them (`InlineDriver._times`), as not cached.
 """
 
 from __future__ import annotations
@@ -152,6 +143,10 @@ class InlineDriver:
             self.stages = Stages(self.cfg, self.stacks[0], self.submit, lambda turn, cut: None, dry)
         return self.counts
 
+    def close(self) -> None:
+        if self.counts is not None and self.counts.cache is not None:
+            self.counts.cache.close()
+
     def add(self, ex: Example) -> None:
         self.examples.append(ex)
         if len(self.examples) >= self.chunk:
@@ -237,11 +232,9 @@ class InlineDriver:
 
 
 class ProcessDriver(second_process.Child):
-    """An InlineDriver in a second process (second_process.py), for a large `--validate`: preflight's examples are sent a
-    chunk at a time (pickled) and counted there while preflight parses the next chunk, on the other core; `result`
-    waits for the count. The child counts the examples in the order preflight read them, so every count and every
-    sum of the cost bound is the one an InlineDriver here makes (tests/test_validate.py). An error of the count is
-    raised by `result`, after preflight: a bad row is reported before it, as the run reports it."""
+    """An InlineDriver in a second process, for a large `--validate`: it counts preflight's examples, in the order read,
+    while preflight parses the next chunk, so every count and sum is the one an InlineDriver here makes
+    (tests/test_validate.py). An error of the count is raised by `result`, after preflight's own."""
 
     def __init__(self, cfg: Config, open_counts: Callable[[Config], Counts], chunk: int) -> None:
         super().__init__(_count, (cfg, open_counts, chunk), "rubricrun-count", _COUNT_ENDED, rows=chunk)
@@ -259,40 +252,32 @@ _COUNT_ENDED = "the call count's process ended (exit code {code}); nothing was c
 
 
 def _count(conn: Any, cfg: Config, open_counts: Callable[[Config], Counts], chunk: int) -> None:
-    """The child of a ProcessDriver: an InlineDriver fed the chunks until None, then its (n, Counts) sent back."""
+    """The child of a ProcessDriver: an InlineDriver fed the chunks until None, then its (n, Counts) sent back, or the
+    first error, kept until then (the sender waits for no answer)."""
     second_process.detach()
     driver = InlineDriver(cfg, lambda: open_counts(cfg), chunk)
+    failed: BaseException | None = None
     with second_process.serving():
         try:
             conn.send(("ok", "up"))
-            failed = _counted_chunks(conn, driver)
+            while (msg := conn.recv()) is not None:
+                if failed is None:
+                    try:
+                        for ex in msg:
+                            driver.add(ex)
+                    except Exception as exc:  # noqa: BLE001 - answered once every chunk is read
+                        failed = exc
+            try:
+                if failed is None:
+                    driver.flush()
+                    conn.send(("ok", (driver.n, replace(driver.start(), cache=None))))
+            except Exception as exc:  # noqa: BLE001 - answered here
+                failed = exc
             if failed is not None:
                 second_process.send_error(conn, failed)
-            else:
-                assert driver.counts is not None
-                conn.send(("ok", (driver.n, replace(driver.counts, cache=None))))
         finally:
-            if driver.counts is not None and driver.counts.cache is not None:
-                driver.counts.cache.close()
+            driver.close()
             conn.close()
-
-
-def _counted_chunks(conn: Any, driver: InlineDriver) -> BaseException | None:
-    """Every chunk until None, counted; the first error, kept until then (the sender waits for no answer)."""
-    failed: BaseException | None = None
-    while (msg := conn.recv()) is not None:
-        if failed is None:
-            try:
-                for ex in msg:
-                    driver.add(ex)
-            except Exception as exc:  # noqa: BLE001 - answered once every chunk is read
-                failed = exc
-    if failed is None:
-        try:
-            driver.flush()
-        except Exception as exc:  # noqa: BLE001 - answered by the caller
-            failed = exc
-    return failed
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -300,11 +285,8 @@ def _counted_chunks(conn: Any, driver: InlineDriver) -> BaseException | None:
 
 
 def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
-    """--validate: how many calls the run would make (synthesis, candidates, judges), how many are already cached,
-    and an upper bound on the cost of the rest (every reply at its max_tokens, every uncached vote asked again, every
-    possible tie broken). Counted by the run's own stages over a dry provider (engine/estimate.py). Calls nothing, stores
-    nothing. `judge_calls` counts the calls when uncached replies are readable and votes agree;
-    `judge_calls_at_most` (and `pairwise_calls_at_most`) when they are not."""
+    """--validate: the calls the run would make (synthesis, candidates, judges), how many are cached, and an upper
+    bound on the cost of the rest (see the module's docstring). Calls nothing, stores nothing."""
     if cfg.synthesize is None and second_process.wanted(large_run(cfg, max_examples)):
         return _count_in_child(cfg, max_examples)
     driver = InlineDriver(cfg, lambda: _open_counts(cfg), COUNT_CHUNK)
@@ -317,14 +299,12 @@ def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
             driver.add(ex)
         driver.flush()
     finally:
-        if driver.counts is not None and driver.counts.cache is not None:
-            driver.counts.cache.close()
+        driver.close()
     return _counted(cfg, driver.n, len(prepared.skipped), synthesis, counts)
 
 
 def _count_in_child(cfg: Config, max_examples: int | None) -> dict[str, Any]:
-    """count_calls with the count on the other core (estimate.ProcessDriver): preflight parses here, the stages count
-    there, a chunk behind. Without synthesis (whose count needs the cache here first)."""
+    """count_calls with the count on the other core (ProcessDriver). Without synthesis (its count needs the cache)."""
     driver = ProcessDriver(cfg, _open_counts, COUNT_CHUNK)
     try:
         prepared = preflight(cfg, max_examples, visit=driver.add)

@@ -1,13 +1,10 @@
-"""The stage graph: each call of a run starts as soon as what it needs has landed. A conversation's next turn
-follows its previous answer, an answer's judge calls follow it, an example's pairwise comparisons follow its
-last answer, and synthesized prompts flow into generation as synthesis makes them. Plain threads: candidate
-calls run on one pool (run.concurrency), judge and pairwise calls on another (run.judge_parallel_workers); with the
-dask executor both are that many per worker (each worker makes the attempts one process would make).
+"""The stage graph: each call of a run starts as soon as what it needs has landed (stages.py says what follows what).
+Candidate calls run on one thread pool (run.concurrency), judge and pairwise calls on another
+(run.judge_parallel_workers); with the dask executor both are that many per worker.
 
-The unit of work is one example (every candidate x sample x turn, their judge calls, its comparisons). Units
-are admitted from the example iterator, in input order, into a bounded window, so memory does not grow with
-the dataset; a finished unit leaves through a reorder buffer (the window's head) to the sink, in input order.
-So rows are written in input order whatever order calls finish in. Design and reasons: ExecPlan 009.
+The unit of work is one example. Units are admitted in input order into a bounded window (memory does not grow with
+the dataset) and leave from its head to the sink, so rows are written in input order whatever order calls finish in.
+Design and reasons: ExecPlan 009.
 """
 
 from __future__ import annotations
@@ -43,11 +40,6 @@ class Sink(Protocol):
     def finish(
         self, example: Example, responses: list[Response], judgments: list[Judgment], pairs: list[PairJudgment]
     ) -> None: ...
-
-
-def window_size(cfg: Config, workers: int = 1) -> int:
-    """Examples in flight at most: enough that one slow example does not starve the pools."""
-    return max(64, 8 * (cfg.run.concurrency + cfg.run.judge_parallel_workers) * workers)
 
 
 class Graph:
@@ -86,7 +78,8 @@ class Graph:
         self.expected = 0  # candidate turns the run expects (a conversation ended by a failed turn expects no more)
         self.ended: dict[int, list[int]] = {}  # turn -> [conversations ended there, later turns not asked]
         self.wake: queue.SimpleQueue[Unit | None] = queue.SimpleQueue()
-        self.size = window_size(cfg, n)
+        # Examples in flight at most: enough that one slow example does not starve the pools.
+        self.size = max(64, 8 * (run.concurrency + run.judge_parallel_workers) * n)
 
     # -- the conductor (the calling thread) --------------------------------------------------------------
 
@@ -276,8 +269,7 @@ class Synthesis:
         self._lock = threading.Lock()  # guards log, bar and left
         self._bar = Progress("synthesize", 1 + cfg.synthesize.num_subtopics, cfg.run.progress)  # a step an ask
         self._left = False  # the thread was left behind: what it does now is not recorded
-        self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._pending: deque[Example] = deque()
+        self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()  # examples, then _END
         self._error: BaseException | None = None
         self._stopped_at: float | None = None
         self._thread = threading.Thread(target=self._run, args=(cfg, stack), name=THREAD_PREFIX + "synthesis")
@@ -298,16 +290,16 @@ class Synthesis:
                 return
             self.log.append(codec.to_data(entry))
             self._bar.update()
-        if new:
-            self._q.put(list(new))
+        for ex in new:
+            self._q.put(ex)
 
     def __iter__(self) -> Iterator[Example | None]:
         return self
 
     def __next__(self) -> Example | None:  # a class, not a generator: Ctrl+C raised in here does not end it
-        batch = self._next_batch()
-        if batch is not _END:
-            return batch
+        got = self._next()
+        if got is not _END:
+            return got
         with self._lock:
             self._left = self._thread.is_alive()
             self._bar.close()
@@ -316,9 +308,7 @@ class Synthesis:
             raise self._error
         raise StopIteration
 
-    def _next_batch(self) -> Any:
-        if self._pending:
-            return self._pending.popleft()
+    def _next(self) -> Any:
         try:
             got = self._q.get(timeout=0.1)
         except queue.Empty:
@@ -329,9 +319,7 @@ class Synthesis:
             return None
         if got is _END:
             self._q.put(_END)  # every later call ends too
-            return _END
-        self._pending.extend(got)
-        return self._pending.popleft() if self._pending else None
+        return got
 
 
 def examples_of(prepared: Iterable[Example], synthesis: Synthesis | None) -> Iterator[Example | None]:

@@ -29,7 +29,6 @@ from ..providers.pricing import price_table, unit_prices
 from ..results.metrics import dataset_metrics
 from ..tasks import registry
 from ..types import Example
-from .calls import synthesis_entry
 
 
 class Examples:
@@ -121,9 +120,9 @@ def validate_examples(
     elsewhere: list[Example] = []  # examples whose id hash was seen in an earlier dataset
     count = 0
     for i, _, examples in _datasets(cfg, max_examples, skipped, elsewhere=elsewhere):
-        scorable = Scorable(cfg)
+        start, scorable = count, False
         for ex in examples:
-            scorable.add(ex)
+            scorable = scorable or _scorable(cfg, ex)
             while elsewhere:
                 if (first := _first_source(cfg, max_examples, other := elsewhere.pop(), i)) is not None:
                     raise InputError(f"example id '{other.id}' also at {first}", file=other.source, key="id")
@@ -133,7 +132,7 @@ def validate_examples(
                 metrics.setdefault(ex.dataset, Counter())[registry.metric_of(ex)] += 1
             if visit is not None:
                 visit(ex)
-        scorable.check(i)
+        _check_scorable(cfg, i, count - start, scorable)
     return count, skipped
 
 
@@ -148,38 +147,18 @@ def _first_source(cfg: Config, max_examples: int | None, ex: Example, upto: int)
     return None
 
 
-def model_entries(cfg: Config) -> list[tuple[str, Any]]:
-    """(config key, entry) for every candidate and judge, keyed as the config spells them."""
-    out: list[tuple[str, Any]] = [(f"candidates[{i}]", m) for i, m in enumerate(cfg.candidates)]
-    out += [(f"judges[{i}]", m) for i, m in enumerate(cfg.judges)]
-    if cfg.judge is not None:
-        out.append(("judge", cfg.judge))
-    return out
-
-
-class Scorable:
-    """check_scorable over a stream: a dataset none of whose examples can get a score is refused before any call
-    is paid for, when the config has judges: every candidate call would be spent on responses nothing judges (e.g.
-    MT-Bench rows without `judging.default_rubric`). A config without judges asked for no judging: it passes."""
-
-    def __init__(self, cfg: Config) -> None:
-        self.cfg, self.n, self.any_scorable = cfg, 0, False
-
-    def add(self, ex: Example) -> None:
-        self.n += 1
-        if not self.any_scorable:
-            self.any_scorable = _scorable(self.cfg, ex)
-
-    def check(self, i: int) -> None:
-        cfg = self.cfg
-        if not self.n or generation_only(cfg) or self.any_scorable:
-            return
-        raise cfg.fail(
-            f"datasets[{i}]",
-            f"{source_label(cfg.datasets[i])}: nothing can score its {self.n} examples: no rubric in the rows, no "
-            "judging.default_rubric and no answer to match (add judging.default_rubric, or a rubric or answer to the "
-            "rows; or remove judges: to only collect responses)",
-        )
+def _check_scorable(cfg: Config, i: int, n: int, any_scorable: bool) -> None:
+    """A dataset none of whose `n` examples can get a score is refused before any call is paid for, when the config
+    has judges: every candidate call would be spent on responses nothing judges (e.g. MT-Bench rows without
+    `judging.default_rubric`). A config without judges asked for no judging: it passes."""
+    if not n or generation_only(cfg) or any_scorable:
+        return
+    raise cfg.fail(
+        f"datasets[{i}]",
+        f"{source_label(cfg.datasets[i])}: nothing can score its {n} examples: no rubric in the rows, no "
+        "judging.default_rubric and no answer to match (add judging.default_rubric, or a rubric or answer to the "
+        "rows; or remove judges: to only collect responses)",
+    )
 
 
 def _scorable(cfg: Config, ex: Example) -> bool:
@@ -216,7 +195,7 @@ def check_labels(cfg: Config, counts: dict[str, Counter[str]]) -> None:
 
 def check_keys(cfg: Config) -> None:
     """Every api_key_env named in the config is set: detected before any call is paid for."""
-    for key, m in model_entries(cfg):
+    for key, m in cfg.entries():
         envs = [(f"{key}.api_key_env", m.api_key_env)] + [(f"{key}.api_key_env", w.api_key_env) for w in m.models]
         envs += [(f"{key}.deployments[{j}].api_key_env", d.api_key_env) for j, d in enumerate(m.deployments)]
         for k, env in envs:
@@ -230,7 +209,7 @@ def check_prices(cfg: Config) -> None:
     if cfg.run.budget_usd is None:
         return
     prices = price_table(cfg)
-    for key, m in model_entries(cfg):
+    for key, m in cfg.entries():
         models = [(f"{key}.model", m.model), (f"{key}.deployments", m.routed)]
         models += [(f"{key}.models[{j}].model", w.model) for j, w in enumerate(m.models)]
         for k, model in models:
@@ -266,7 +245,6 @@ def preflight(
     if cfg.synthesize is not None:
         from ..data.synth import load_template
 
-        synthesis_entry(cfg)
         load_template(cfg.synthesize.subtopic_template, "subtopics.j2")
         load_template(cfg.synthesize.prompt_template, "prompts.j2")
     metric_counts = None if cfg.synthesize is not None else metrics

@@ -1,20 +1,10 @@
-"""A second process on the machine's other core, for work that reads what the run hands it and answers at the end:
-a large run's tally (engine/tally_process.py) and `--validate`'s count of calls (estimate.ProcessDriver).
+"""A second process on the machine's other core, for work that only consumes what the run hands it and answers at the
+end: a large run's tally (engine/tally_process.py) and `--validate`'s count of calls (estimate.ProcessDriver).
 
-A warm rerun or a `--validate` of a large dataset is one thread of Python; where a part of that work only consumes
-what the main process produces and nothing waits for it until the end, it runs in a child started with `spawn`
-(never `fork`: the main process has threads) and fed through one pipe:
-
-- `put` hands the child an item; items go in batches (lists), and until the child's first message ("up") has come,
-  batches are kept here, so the child's start (about 0.3-0.5 s of the other core) never holds the main process up.
-- `ask` sends a question after every item and returns the answer; an answer that is an error is raised here.
-- The child ignores SIGINT and SIGTERM (`detach`): the main process decides how a run ends and then asks for what
-  the child has. When the main process's end of the pipe closes (also on kill -9) the child's `recv` ends and so
-  does the child.
-
-`wanted` decides, by one rule for both: for a large run (preflight.large_run: its dataset files hold about 20,000
-short rows or more) on a machine with more than one core; `RUBRICRUN_SECOND_PROCESS=on|off` forces it either way (tests; `off`
-for whoever wants one process).
+The child is started with `spawn` (the main process has threads) and fed through one pipe, in batches kept here until
+it is up, so its start (0.3-0.5 s) never holds the run up. It ignores SIGINT and SIGTERM (the main process decides how
+a run ends) and ends when the main process's end of the pipe closes (also on kill -9). `wanted`: one rule for both
+uses; `RUBRICRUN_SECOND_PROCESS=on|off` forces it either way.
 """
 
 from __future__ import annotations
@@ -29,15 +19,15 @@ from typing import Any
 from ..errors import RubricrunError
 
 ENV = "RUBRICRUN_SECOND_PROCESS"
-_MODES = {"on": "on", "1": "on", "true": "on", "yes": "on", "off": "off", "0": "off", "false": "off", "no": "off"}
+_ON, _OFF = ("on", "1", "true", "yes"), ("off", "0", "false", "no")
 
 
 def wanted(large: bool) -> bool:
     """Whether to start a child: forced by ENV, else for a large run (preflight.large_run) on a machine with more
     than one core."""
-    mode = _MODES.get(os.environ.get(ENV, "").strip().lower(), "auto")
-    if mode != "auto":
-        return mode == "on"
+    mode = os.environ.get(ENV, "").strip().lower()
+    if mode in _ON or mode in _OFF:
+        return mode in _ON
     return large and (os.cpu_count() or 1) > 1
 
 

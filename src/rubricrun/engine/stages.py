@@ -135,8 +135,7 @@ class Stages:
         by_role = by_role or {}
         self.replays = load_replays(cfg, registry.ANSWER_READERS)
         self.judging = registry.judging_for(cfg, by_role.get("judge", stack))
-        pair_stack = by_role.get("pairwise", stack)
-        self.pairing = PairJudging(cfg, pair_stack) if cfg.judging.pairwise is not None else None
+        self.pairing = PairJudging(cfg, by_role.get("pairwise", stack)) if cfg.judging.pairwise is not None else None
         self._do: dict[type, Callable] = {Turn: self.generate, Vote: self.judge, Comparison: self.pair}
 
     def run(self, work: Work) -> None:

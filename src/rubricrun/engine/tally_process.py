@@ -1,20 +1,11 @@
-"""The tally in a second process: a large run's summary and report sample are fed on the machine's other core.
+"""The tally in a second process: a large run's summary and report sample are fed on the machine's other core (the
+tally is a fifth of a warm rerun's work: ExecPlan 012).
 
-A warm rerun is one thread of Python doing per-example work, and the tally (summary.SummaryAcc and the report's
-sampler, results/tally.py) is a fifth of it (ExecPlan 012). The runner already encodes every row for its .jsonl
-files and hands each finished example to its tally with those lines (results/artifacts.Finished); a `TallyProcess`
-sends the lines to a child process, which reads them back into rows (codec.decode_lines) and feeds its own tally,
-built there by the runner's `make` (a results/tally.Tally), in input order, while the run goes on. The end of the run
-asks the child for the summary, the export and report.html, so the tally's own code, and so every byte it writes, is
-the same in both places (tests/test_tally_process.py runs both and compares every file).
-
-The child (second_process.py: `spawn`, one pipe, batches kept until it is up, SIGINT and SIGTERM left to the runner)
-gets `make`; rows are sent in batches of lines (a pickled list of bytes is one copy), and it reads up to _AHEAD
-batches ahead of its tally, so a send waits only when the tally is that far behind (memory stays bounded either
-way). Ctrl+C or a stop reach the runner, which then asks the child for the summary of what was done, as it would ask
-its own tally. What the child logs (a failed report, say) comes back with its next answer and is logged here.
-`open_tally` starts one for a large run (preflight.large_run) whose metrics preflight counted (the summary is then
-fed as the run goes).
+The runner hands each finished example to its tally with the lines it wrote (results/artifacts.Finished); a
+`TallyProcess` sends those lines to a child (second_process.py), which reads them back into rows and feeds its own
+tally, built there by the runner's `make`, so every byte the tally writes is the same in both places
+(tests/test_tally_process.py compares every file). The child reads up to _AHEAD batches ahead of its tally, so memory
+stays bounded; what it logs comes back with its next answer and is logged here.
 """
 
 from __future__ import annotations
@@ -54,9 +45,7 @@ def open_tally(make: Callable[[], RunTally], *, live: bool, large: bool) -> RunT
 
 
 class TallyProcess(second_process.Child):
-    """The tally `make` builds, in a child process, with the runner's side of it (results/tally.RunTally): `take`
-    during the run; `summary`, `export`, `report`, `n_responses`, `any_ok` and `first_error` after it, answered by the
-    child's tally."""
+    """The tally `make` builds, in a child process, behind the runner's side of results/tally.RunTally."""
 
     def __init__(self, make: Callable[[], RunTally]) -> None:
         super().__init__(serve, (make,), "rubricrun-tally", _ENDED, rows=_BATCH_ROWS, chars=_BATCH_CHARS)
@@ -136,8 +125,7 @@ class _Kept(logging.Handler):
 
 
 def serve(conn: Any, make: Callable[[], RunTally]) -> None:
-    """The child: the tally `make` builds, fed with the rows the runner sends, answering its questions until the pipe
-    closes."""
+    """The child: the tally `make` builds, fed the runner's rows, answering its questions until the pipe closes."""
     second_process.detach()
     kept = _Kept()
     logger = logging.getLogger("rubricrun")
@@ -170,8 +158,7 @@ def serve(conn: Any, make: Callable[[], RunTally]) -> None:
 
 
 def _read(conn: Any, inbox: queue.Queue[Any]) -> None:
-    """Reads the runner's messages ahead of the tally (up to _AHEAD), so that the runner's send of a batch never
-    waits for the tally's work on the one before."""
+    """Reads the runner's messages ahead of the tally (up to _AHEAD): a send never waits for the batch before."""
     try:
         while True:
             inbox.put(conn.recv())

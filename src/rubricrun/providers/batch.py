@@ -1,18 +1,13 @@
 """Provider batch jobs for entries with `batch: true`: their calls are collected, sent as batch jobs through
 LiteLLM's files and batches API, and their replies land in the same cache as online calls.
 
-The run goes in passes (runner.py). In a pass, `DeferringProvider` (right under the cache, so a cache hit never
-reaches it) records each uncached request of a batch entry and raises `Deferred` (a NotDone: the task gets no row
-in this pass). After the pass `Batcher.settle()` submits what was recorded (one job per model and account, split by
-`batch.max_requests` / `batch.max_bytes`), polls until every job ends, writes each reply into the cache and traces
-it; the next pass finds those replies in the cache and goes one step further (their judges, the next turns).
-
-Every job is written to `batches.json` in the run folder before each step that creates something at the provider
-(the intent, then the uploaded file's id, then the batch id), so a rerun of the run id after Ctrl+C or kill -9
-polls the jobs it finds there and never submits a request whose key is in one of them again: a job killed after
-its batch was created but before its id was written is found again by its input file (`list_batches`).
-A request that a batch failed or let expire is sent online (`batch.on_failed: online`) or in a new job (`batch`,
-up to `batch.max_batch_attempts` jobs); either way each failure is traced.
+The run goes in passes (runner.py). In a pass, `DeferringProvider` (right under the cache) records each uncached
+request of a batch entry and raises `Deferred` (the task gets no row in this pass); `Batcher.settle()` then submits
+them (one job per model and account, split by `batch.max_requests` / `batch.max_bytes`), polls until every job ends
+and writes each reply into the cache, where the next pass finds it. Each job is written to `batches.json` before each
+step that creates something at the provider, so a rerun after Ctrl+C or kill -9 polls the jobs it finds there and
+never submits a request twice (a batch created but not written down is found by its input file). A request a batch
+failed or let expire is sent online or in a new job (`batch.on_failed`); either way each failure is traced.
 """
 
 from __future__ import annotations
@@ -22,11 +17,11 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config import Config
+from ..config import Config, Price
 from ..errors import Deferred, InputError, ProviderError
 from ..types import LLMRequest, LLMResponse, Usage
 from .base import BaseProvider
@@ -42,6 +37,7 @@ log = logging.getLogger("rubricrun")
 
 STATE_FORMAT = 1
 ENDED = ("completed", "failed", "expired", "cancelled")  # a batch in one of these states runs no more lines
+_ENDPOINT = "/v1/chat/completions"
 
 
 def batch_entries(cfg: Config) -> set[str]:
@@ -52,7 +48,7 @@ def batch_entries(cfg: Config) -> set[str]:
 
 def open_batcher(cfg: Config, path: Path, save: Callable[[Path, Any], None], tracer: Tracer) -> Batcher | None:
     """The run's Batcher (its state in `path`, written with `save`), or None when no entry has `batch: true`."""
-    return Batcher(cfg, path, save, tracer, cfg.run.progress_interval_s) if batch_entries(cfg) else None
+    return Batcher(cfg, path, save, tracer) if batch_entries(cfg) else None
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -88,8 +84,9 @@ def line_body(request: LLMRequest) -> dict[str, Any]:
     return body
 
 
-def reply_of(body: dict[str, Any], model: str, cost: Callable[[Usage], float | None]) -> LLMResponse:
-    """An output line's chat completion as the LLMResponse the online path would have returned."""
+def reply_of(body: dict[str, Any], model: str, prices: Mapping[str, Price]) -> LLMResponse:
+    """An output line's chat completion as the LLMResponse the online path would have returned, its cost at `prices`
+    (price_table gives batch entries their batch price)."""
     choice = body["choices"][0]
     message = choice.get("message") or {}
     u = body.get("usage") or {}
@@ -104,7 +101,7 @@ def reply_of(body: dict[str, Any], model: str, cost: Callable[[Usage], float | N
         finish_reason=choice.get("finish_reason"),
         usage=usage,
         model=body.get("model") or model,
-        cost_usd=cost(usage),
+        cost_usd=call_cost(model, usage.prompt_tokens, usage.completion_tokens, prices),
         reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
     )
 
@@ -133,9 +130,8 @@ class BatchAPI:
         return str(self._call("create_file", file=(name, data), purpose="batch").id)
 
     def create(self, file_id: str, window: str, metadata: dict[str, str]) -> str:
-        endpoint = "/v1/chat/completions"
         b = self._call(
-            "create_batch", completion_window=window, endpoint=endpoint, input_file_id=file_id, metadata=metadata
+            "create_batch", completion_window=window, endpoint=_ENDPOINT, input_file_id=file_id, metadata=metadata
         )
         return str(b.id)
 
@@ -157,14 +153,14 @@ class BatchAPI:
 class Batcher:
     """Submits deferred requests as batch jobs, polls them, and delivers their replies into the cache."""
 
-    def __init__(self, cfg: Config, path: Path, save: Callable[[Path, Any], None], tracer: Tracer, interval_s: float):
+    def __init__(self, cfg: Config, path: Path, save: Callable[[Path, Any], None], tracer: Tracer):
         self.settings, self.path, self._save, self.tracer = cfg.batch, path, save, tracer
         self.limiters = batch_entries(cfg)
         # batches.json names each job's server as redact.py writes it (no password in a URL reaches the run folder);
         # the config gives the URL back.
         entries = [*cfg.candidates, *cfg.judge_pool]
         self._bases = {redact(r.api_base): r.api_base for m in entries for r, _ in routes(m) if r.api_base}
-        self.progress_interval_s = interval_s
+        self.progress_interval_s = cfg.run.progress_interval_s
         self.caching: CachingProvider | None = None
         self.budget: Budget | None = None
         self._lock = threading.Lock()
@@ -235,47 +231,43 @@ class Batcher:
         sent = 0
         for (model, api_base, key_env), group in groups.items():
             for chunk in self._chunks(group):
-                keys = [[cache_key(r), r.role] for r in chunk]
+                keys = [[cache_key(r), r.role] for r, _ in chunk]
                 shown = redact(api_base) if api_base else None
                 job = {"id": f"job-{next(self._ids)}", "model": model, "api_base": shown, "api_key_env": key_env}
                 job.update(keys=keys, input_file_id=None, batch_id=None, status="uploading", collected=False)
-                job["reserved"] = sum(upper_bound(r, self.budget.prices) for r in chunk) if self._budgeted else 0.0
+                job["reserved"] = sum(upper_bound(r, self.budget.prices) for r, _ in chunk) if self._budgeted else 0.0
                 self.jobs.append(job)
                 for k, _ in keys:
                     self._job_of[k] = job
                 self._write()  # the intent first: a kill from here on leaves a job to resume, not to resubmit
-                data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in self._lines(chunk)).encode()
-                self._start(job, data)
+                self._start(job, "".join(line for _, line in chunk).encode())
                 sent += len(chunk)
         if sent:
             log.info("batch: %d requests submitted in %d jobs", sent, sum(1 for j in self.jobs if not j["collected"]))
         return sent
 
-    @staticmethod
-    def _lines(chunk: Sequence[LLMRequest]) -> list[dict[str, Any]]:
-        url = "/v1/chat/completions"
-        return [{"custom_id": cache_key(r), "method": "POST", "url": url, "body": line_body(r)} for r in chunk]
-
-    def _chunks(self, group: list[LLMRequest]) -> list[list[LLMRequest]]:
-        chunks: list[list[LLMRequest]] = [[]]
+    def _chunks(self, group: list[LLMRequest]) -> list[list[tuple[LLMRequest, str]]]:
+        """The requests with their input file lines, in jobs of at most batch.max_requests lines and max_bytes."""
+        chunks: list[list[tuple[LLMRequest, str]]] = [[]]
         size = 0
         for r in group:
-            n = len(json.dumps(self._lines([r])[0], ensure_ascii=False).encode()) + 1
+            body = {"custom_id": cache_key(r), "method": "POST", "url": _ENDPOINT, "body": line_body(r)}
+            line = json.dumps(body, ensure_ascii=False) + "\n"
+            n = len(line.encode())
             if chunks[-1] and (len(chunks[-1]) >= self.settings.max_requests or size + n > self.settings.max_bytes):
                 chunks.append([])
                 size = 0
-            chunks[-1].append(r)
+            chunks[-1].append((r, line))
             size += n
-        return [c for c in chunks if c]
+        return chunks
 
     def _affordable(self, requests: Sequence[LLMRequest]) -> list[LLMRequest]:
         """The requests the budget still allows, each reserved at its upper bound (the rest stay unsent: the run
         stops on budget)."""
         out = []
         for r in requests:
-            if self.budget is not None and self.budget.budget_usd is not None:
-                if not self.budget.reserve(upper_bound(r, self.budget.prices)):
-                    break
+            if self._budgeted and not self.budget.reserve(upper_bound(r, self.budget.prices)):
+                break
             out.append(r)
         return out
 
@@ -306,18 +298,15 @@ class Batcher:
         collected = 0
         last_line = 0.0
         while True:
-            open_jobs = [j for j in self.jobs if not j["collected"]]
-            if not open_jobs:
-                return collected
-            for job in open_jobs:
+            for job in [j for j in self.jobs if not j["collected"]]:
                 collected += self._poll(job)
-            now = time.monotonic()
             still = [j for j in self.jobs if not j["collected"]]
-            if still and now - last_line >= self.progress_interval_s:
-                last_line = now
+            if not still:
+                return collected
+            if time.monotonic() - last_line >= self.progress_interval_s:
+                last_line = time.monotonic()
                 log.info("batch: %s", "; ".join(self._progress(j) for j in still))
-            if still:
-                time.sleep(self.settings.poll_interval_s)  # Ctrl+C lands here: settle() saves and returns
+            time.sleep(self.settings.poll_interval_s)  # Ctrl+C lands here: settle() saves and returns
 
     @staticmethod
     def _progress(job: dict[str, Any]) -> str:
@@ -376,7 +365,7 @@ class Batcher:
         status, body = resp.get("status_code"), resp.get("body") or {}
         if status == 200 and body.get("choices"):
             assert self.caching is not None
-            reply = reply_of(body, job["model"], lambda u: self._cost(job["model"], u))
+            reply = reply_of(body, job["model"], self.budget.prices if self.budget else {})
             job["cost"] = job.get("cost", 0.0) + (reply.cost_usd or 0.0)
             self.caching.deliver(key, reply)
             self.failed.pop(key, None)
@@ -395,7 +384,3 @@ class Batcher:
             role=role, model=job["model"], key=key, cache_hit=False, attempt=1, latency_ms=0.0, status="error",
             error=f"batch {job['batch_id'] or job['id']}: {error}", status_code=status,
         )  # fmt: skip
-
-    def _cost(self, model: str, usage: Usage) -> float | None:
-        """The reply's cost at the batch price (price_table gives batch entries their batch price)."""
-        return call_cost(model, usage.prompt_tokens, usage.completion_tokens, self.budget.prices if self.budget else {})

@@ -37,13 +37,10 @@ class Budget(BaseProvider):
     def _within_budget(self, request: LLMRequest) -> LLMResponse:
         assert self.budget_usd is not None
         estimate = upper_bound(request, self.prices)
-        with self._lock:
-            if self.stopped or self.spent + self.reserved + estimate > self.budget_usd:
-                self.stopped = True
-                raise BudgetExceeded(
-                    f"budget ${self.budget_usd:g} reached (spent ${self.spent:.4f}, next call up to ${estimate:.4f})"
-                )
-            self.reserved += estimate
+        if self.stopped or not self.reserve(estimate):
+            raise BudgetExceeded(
+                f"budget ${self.budget_usd:g} reached (spent ${self.spent:.4f}, next call up to ${estimate:.4f})"
+            )
         try:
             resp = self.inner.generate(request)
         finally:

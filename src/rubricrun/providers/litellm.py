@@ -51,24 +51,10 @@ _FATAL_NAMES = {
 }
 
 
-def _this_process() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-_worker = _this_process()  # what the trace calls this process when it makes an attempt ("host:pid")
-
-
-def _forked() -> None:
-    global _worker
-    _worker = _this_process()
-
-
-os.register_at_fork(after_in_child=_forked)
-
-
 def worker_name() -> str:
-    """This process as the trace names the maker of an attempt: "host:pid" (a Dask worker's, or the run's own)."""
-    return _worker
+    """This process as the trace names the maker of an attempt: "host:pid" (a Dask worker's, or the run's own). Asked
+    each time (about a microsecond, on paid calls only), so a forked process names itself."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 # Failures raised before any request is sent, which LiteLLM nevertheless maps to a 500.
@@ -82,12 +68,9 @@ def import_litellm() -> Any:
         with _import_lock:
             if _litellm is None:
                 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-                # The import leaves about 300,000 long-lived objects (modules, pydantic models, the price map) that
-                # every full garbage collection walks again: about 165 ms each, every few seconds under load (GC was
-                # 8% of a 2,000-call run's CPU). Frozen, the collector skips them; refcounting still frees garbage.
-                # The collections during the import itself walk them too (1.7-1.8 s of CPU without them, 2.2-2.7 s
-                # with), so the collector is off until the freeze; the ~2,000 cyclic objects the import leaves as
-                # garbage are frozen with the rest, once.
+                # The import leaves ~300,000 long-lived objects that every full collection would walk again (8% of
+                # a run's CPU; measured in ExecPlan 005): frozen, the collector skips them. It is off during the
+                # import, whose own collections walk them too.
                 collecting = gc.isenabled()
                 gc.disable()
                 try:
@@ -107,10 +90,9 @@ def import_litellm() -> Any:
 def _find_internal_call() -> None:
     global _internal_call
     try:
-        from litellm._internal_context import is_internal_call
+        from litellm._internal_context import is_internal_call as _internal_call
     except ImportError:  # another LiteLLM: its success logging simply runs
-        return
-    _internal_call = is_internal_call
+        pass
 
 
 def _no_success_callbacks(litellm: Any) -> bool:
@@ -119,9 +101,8 @@ def _no_success_callbacks(litellm: Any) -> bool:
 
 
 def _thread_event_loop() -> None:
-    """Give a worker thread an event loop of its own, once. LiteLLM times every sync request through an async
-    service hook, and in a thread without a loop it runs that hook with `asyncio.run`, which builds and closes a
-    new loop (an epoll fd and a socket pair) per call: 0.12 ms against 0.015 ms on a loop that stays."""
+    """Give a worker thread an event loop of its own, once: LiteLLM times every sync request through an async hook,
+    and without a loop it runs it with `asyncio.run`, a new loop per call (8x slower: ExecPlan 009)."""
     if getattr(_thread, "loop_checked", False):
         return
     _thread.loop_checked = True
@@ -299,16 +280,15 @@ class LiteLLMProvider(BaseProvider):
         if request.response_schema is not None:
             kwargs["response_format"] = response_format_for(request.response_schema)
         _thread_event_loop()
-        # LiteLLM hands every successful call to a logging thread that builds a standard logging payload (and looks
-        # up the model's price again) for callbacks; with none registered that is ~8% of its CPU per call. Its own
-        # marker for calls nobody logs skips it; the reply, its `_hidden_params` cost and headers are unchanged.
+        # With no callback registered, LiteLLM's success logging is work for nobody (~8% of its CPU per call:
+        # ExecPlan 009): its own marker for calls nobody logs skips it; the reply is unchanged.
         quiet = _internal_call.set(True) if _internal_call is not None and _no_success_callbacks(litellm) else None
         start = time.perf_counter()
         try:
             raw = litellm.completion(**kwargs)
         except Exception as exc:  # noqa: BLE001 - every provider failure becomes a ProviderError
             err = classify_error(exc, request.model, (key,) if key else ())
-            err.worker = _worker
+            err.worker = worker_name()
             raise err from None
         finally:
             if quiet is not None:
@@ -346,7 +326,7 @@ def to_response(raw: Any, request: LLMRequest, latency_ms: float) -> LLMResponse
         cache_hit=False,
         latency_ms=latency_ms,
         reasoning=reasoning,
-        worker=_worker,
+        worker=worker_name(),
     )
 
 

@@ -3,9 +3,6 @@
 The map is read as JSON from the installed litellm package (the same file LiteLLM uses with
 LITELLM_LOCAL_MODEL_COST_MAP=True), so pricing never pays LiteLLM's import. Models we cannot price
 (a local GGUF, an unknown model behind a custom api_base) cost 0 and are listed as unpriced.
-
-`Budget` wraps the provider below the cache: before each paid call it reserves an upper-bound
-estimate, and once spent + reserved would pass `budget_usd` it refuses new calls (BudgetExceeded).
 """
 
 from __future__ import annotations

@@ -21,53 +21,15 @@ from .pricing import estimate_prompt_tokens, max_tokens_of
 from .routing import Route
 
 
-class TokenBucket:
-    """A token bucket in its virtual-scheduling form (GCRA): each acquire reserves the next free slot
-    under a lock and sleeps outside it, so N threads share `rpm` fairly without busy waiting.
-    `burst` slots may be taken at once after an idle period (default 1: perfectly smooth pacing).
-    Used for `run.judge_rate_limit_rpm`, a cap across accounts; an account's own limits are an AccountLimiter."""
-
-    def __init__(self, rpm: float, burst: int = 1, clock: Callable[[], float] = time.monotonic):
-        if rpm <= 0:
-            raise ValueError("rpm must be positive")
-        self.interval = 60.0 / rpm
-        self.burst = max(1, burst)
-        self._clock = clock
-        self._next = clock()
-        self._lock = threading.Lock()
-
-    def reserve(self) -> float:
-        """Reserve a slot and return how long to wait for it (seconds)."""
-        with self._lock:
-            now = self._clock()
-            earliest = now - (self.burst - 1) * self.interval
-            slot = max(self._next, earliest)
-            self._next = slot + self.interval
-            return max(0.0, slot - now)
-
-    def acquire(self, stop: threading.Event | None = None) -> None:
-        wait = self.reserve()
-        if wait > 0:
-            if stop is not None:
-                stop.wait(wait)
-            else:
-                time.sleep(wait)
-
-
 class AccountLimiter:
-    """Requests per minute, tokens per minute and pauses of one provider account.
+    """Requests per minute, tokens per minute and pauses of one provider account (also the run-wide cap on judge
+    calls, `run.judge_rate_limit_rpm`, which is an rpm across accounts).
 
-    Both limits are GCRA virtual times (`_tat_r`, `_tat_t`: when the account is next free), checked together at
-    one moment, so a request is sent only when both allow it. A request goes when the account is free (virtual
-    time <= now) and pushes it by its cost (one request, or its reserved tokens): smooth pacing, no burst after an
-    idle period. Waiters queue in ticket order (FIFO) and the head re-reads the state whenever it changes, rather
-    than sleeping to a slot fixed in advance, because a `tpm` reservation (prompt estimate + max_tokens) is often
-    several times the real usage and the refund that `settle` gives back must let waiting threads go at once.
-
-    Reservations still in flight may run the token clock ahead of now by up to `ahead_s` seconds of the limit:
-    otherwise, whenever one reservation lasts longer than a call takes, each request would wait for the previous
-    one's refund and calls would go one at a time (measured 0.860 of the limit, see .agent/plans/009-limits.md). At worst
-    (every reply using all its max_tokens) that lets `ahead_s` seconds of tokens through early, once.
+    Both limits are GCRA virtual times (`_tat_r`, `_tat_t`: when the account is next free), checked together: smooth
+    pacing, no burst after an idle period. Waiters queue in ticket order and the head re-reads the state whenever it
+    changes, so the refund `settle` gives back (a `tpm` reservation, prompt estimate + max_tokens, is often several
+    times the real usage) lets them go at once. Reservations in flight may run the token clock up to `ahead_s` seconds
+    ahead of now, or calls would go one at a time (0.860 of the limit: .agent/plans/009-limits.md).
     """
 
     def __init__(
@@ -203,7 +165,7 @@ class ThrottledProvider(BaseProvider):
         self,
         inner: BaseProvider,
         accounts: Mapping[Route, AccountLimiter],
-        judge_bucket: TokenBucket | None = None,
+        judge_bucket: AccountLimiter | None = None,
         stop: threading.Event | None = None,
         *,
         max_pause_s: float = 60.0,
@@ -234,16 +196,15 @@ class ThrottledProvider(BaseProvider):
         # due at once and a rolling-window server sees a burst (measured: 40 requests in 1 s, 2.1% 429s).
         self.warm()
         if request.role == "judge" and self.judge_bucket is not None:
-            self.judge_bucket.acquire(self.stop)
+            self.judge_bucket.acquire(0, self.stop)
         lim = self.limiter(request)
         reserved = reserved_tokens(request) if lim.tpm else 0
         if lim.limited:
             lim.acquire(reserved, self.stop)
         else:
             lim.wait_pause(self.stop)
-        used = (
-            reserved  # a failed request keeps its charge (it may have been counted), and so does a reply without usage
-        )
+        # A failed request keeps its charge (it may have been counted), and so does a reply without usage.
+        used = reserved
         try:
             resp = self.inner.generate(request)
             used = resp.usage.prompt_tokens + resp.usage.completion_tokens or reserved

@@ -9,7 +9,6 @@ deployment that served or failed it. Who owns what, and why: .agent/plans/011-be
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -31,32 +30,23 @@ _NO_DEPLOYMENT = ("RouterRateLimitError", "RouterRateLimitErrorBasic")
 _NO_DEPLOYMENT_TEXT = "No deployments available"
 
 
-@dataclasses.dataclass(frozen=True)
-class Target:
-    """One deployment as the Router is given it: what it calls and how fast it may (keys are read at build)."""
-
-    model: str
-    api_base: str | None
-    api_key_env: str | None
-    rpm: float | None = None
-    tpm: float | None = None
-    weight: float | None = None
-    params: tuple[tuple[str, Any], ...] = ()
-
-    @property
-    def label(self) -> str:
-        """How the trace names it: model string and server, never a key (nor a password written in the URL)."""
-        return f"{self.model}@{redact(self.api_base)}" if self.api_base else self.model
-
-
-def targets(m: ModelConfig) -> list[Target]:
-    """The deployments of an entry: its `deployments:`, or (a plain entry named as a fallback) its model(s)."""
-    if m.deployments:
-        return [
-            Target(d.model, d.api_base, d.api_key_env, d.rpm, d.tpm, d.weight, tuple(sorted(d.params.items())))
-            for d in m.deployments
-        ]
-    return [Target(r.model, r.api_base, r.api_key_env, m.rpm, m.tpm, w) for r, w in routes(m)]
+def _deployments(group: str, m: ModelConfig, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """The Router model_list items of an entry: its `deployments:`, or (a plain entry named as a fallback) its
+    model(s), each with its limits and credentials (keys are read here). An id is a plain `d<n>`: usage-based routing
+    keys its counters on ids and finds none for an id holding `/` or `:` (every call then fails "No deployments
+    available"); `labels` maps it to what the trace calls it: model and server, never a key (nor a URL's password)."""
+    rows = [(d.model, d.api_base, d.api_key_env, d.rpm, d.tpm, d.weight, d.params) for d in m.deployments]
+    rows = rows or [(r.model, r.api_base, r.api_key_env, m.rpm, m.tpm, w, {}) for r, w in routes(m)]
+    out = []
+    for model, api_base, key_env, rpm, tpm, weight, extra in rows:
+        params: dict[str, Any] = {"model": model, "max_retries": 0, **extra}
+        params.update((k, v) for k, v in (("rpm", rpm), ("tpm", tpm), ("weight", weight)) if v is not None)
+        params.update(credentials(model, api_base, key_env))  # api_base, and the key as a direct call gets it
+        label = f"{model}@{redact(api_base)}" if api_base else model
+        dep_id = f"d{len(labels)}"
+        labels[dep_id] = label if label not in labels.values() else f"{label}#{len(labels)}"
+        out.append({"model_name": group, "litellm_params": params, "model_info": {"id": dep_id}})
+    return out
 
 
 def group_limits(m: ModelConfig) -> tuple[float | None, float | None]:
@@ -66,19 +56,6 @@ def group_limits(m: ModelConfig) -> tuple[float | None, float | None]:
         values = [getattr(d, name) for d in m.deployments]
         out.append(sum(values) if values and all(v is not None for v in values) else None)
     return out[0], out[1]
-
-
-def _deployment(group: str, t: Target, labels: dict[str, str]) -> dict[str, Any]:
-    """A Router model_list item. Its id is a plain `d<n>`: usage-based routing keys its counters on ids and finds
-    none for an id holding `/` or `:` (every call then fails "No deployments available"); `labels` maps it back."""
-    params: dict[str, Any] = {"model": t.model, "max_retries": 0, **dict(t.params)}
-    for name in ("rpm", "tpm", "weight"):
-        if getattr(t, name) is not None:
-            params[name] = getattr(t, name)
-    params.update(credentials(t.model, t.api_base, t.api_key_env))  # api_base, and the key as a direct call gets it
-    dep_id = f"d{len(labels)}"
-    labels[dep_id] = t.label if t.label not in labels.values() else f"{t.label}#{len(labels)}"
-    return {"model_name": group, "litellm_params": params, "model_info": {"id": dep_id}}
 
 
 class RouterProvider(BaseProvider):
@@ -106,9 +83,9 @@ class RouterProvider(BaseProvider):
         settings = m.router or RouterConfig()
         group = f"router/{m.name}"
         labels = self._labels[group] = {}
-        model_list = [_deployment(group, t, labels) for t in targets(m)]
+        model_list = _deployments(group, m, labels)
         for name in settings.fallbacks:
-            model_list += [_deployment(f"router/{name}", t, labels) for t in targets(self.entries[name])]
+            model_list += _deployments(f"router/{name}", self.entries[name], labels)
         self._secrets[group] = tuple(d["litellm_params"]["api_key"] for d in model_list if "api_key" in d)
         return litellm.Router(
             model_list=model_list,

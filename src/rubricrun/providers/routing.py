@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -11,6 +10,7 @@ from msgspec import Struct
 
 from ..config import ModelConfig
 from ..types import LLMRequest
+from .base import canonical_json
 
 
 class Route(Struct, frozen=True):  # a Struct: one per request built (plan 018)
@@ -33,18 +33,14 @@ def deployments_key(m: ModelConfig) -> tuple[str, ...]:
     rotated) keeps the cache; any other model or params make new keys (issue 28). Memoized on the entry."""
     key = m.__dict__.get("_deployments_key")
     if key is None:
-        rows = {_canonical([d.model, d.params]) for d in m.deployments}
+        rows = {canonical_json(_ints([d.model, d.params])) for d in m.deployments}
         key = tuple(sorted(rows))
         object.__setattr__(m, "_deployments_key", key)  # frozen dataclass: memo outside its fields
     return key
 
 
-def _canonical(value: Any) -> str:
-    """Sorted compact JSON; an integral float as an int (temperature 0 and 0.0 are one setting, as in cache_fields)."""
-    return json.dumps(_ints(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
 def _ints(v: Any) -> Any:
+    """An integral float as an int, at any depth (temperature 0 and 0.0 are one setting, as in cache_fields)."""
     if isinstance(v, float) and v.is_integer():
         return int(v)
     if isinstance(v, dict):

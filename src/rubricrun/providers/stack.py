@@ -19,7 +19,7 @@ from .budget import Budget
 from .cache import CachingProvider, ResponseCache
 from .executor import Executor, Threads
 from .pricing import price_table
-from .ratelimit import AccountLimiter, ThrottledProvider, TokenBucket
+from .ratelimit import AccountLimiter, ThrottledProvider
 from .redact import redact
 from .retry import RetryingProvider
 from .router import group_limits
@@ -31,10 +31,6 @@ log = logging.getLogger("rubricrun")
 
 def open_cache(cfg: Config) -> ResponseCache | None:
     return ResponseCache(cfg.cache.dir) if cfg.cache.enabled else None
-
-
-def _smallest(values: list[float]) -> float | None:
-    return min(values) if values else None
 
 
 def account_limits(cfg: Config) -> dict[Route, tuple[float | None, float | None]]:
@@ -58,7 +54,7 @@ def account_limits(cfg: Config) -> dict[Route, tuple[float | None, float | None]
                     "%s (api_base %s, key %s): entries set different %s (%s); using the smallest, %g",
                     route.model, redact(route.api_base or ""), route.api_key_env, name, given, min(by_value),
                 )  # fmt: skip
-        out[route] = (_smallest(list(limits["rpm"])), _smallest(list(limits["tpm"])))
+        out[route] = (min(limits["rpm"], default=None), min(limits["tpm"], default=None))
     return out
 
 
@@ -79,7 +75,7 @@ def build_stack(
         for route, (rpm, tpm) in account_limits(cfg).items()
         if rpm or tpm
     }
-    judge_bucket = TokenBucket(cfg.run.judge_rate_limit_rpm) if cfg.run.judge_rate_limit_rpm else None
+    judge_bucket = AccountLimiter(cfg.run.judge_rate_limit_rpm) if cfg.run.judge_rate_limit_rpm else None
     executor = executor or Threads()
     # Entries with `deployments:` go through their litellm.Router (made by the executor where the attempts are
     # made); the throttle here paces each as one account. Rate-limit headers of a reply pause its account.

@@ -1,14 +1,9 @@
 """trace.jsonl: one event per model call attempt, written by one writer thread.
 
-Any thread's `emit` appends a TraceEvent to a queue (one C call under the GIL: no lock, no I/O on the caller's
-thread); the writer writes the queued events as JSON lines (codec.lines) at least every FLUSH_S, and `close` (every end of a run: done, Ctrl+C, a stop, an
-error) drains the rest. After kill -9 the trace misses at most the last FLUSH_S of events; the cache and the rows
-never miss anything, since they do not go through here.
-
-The file is appended across invocations and bounded: a line that kill -9 cut short is cut off before the next
-append, and a file that reaches MAX_BYTES is moved to `trace.1.jsonl` (the older ones to `trace.2.jsonl`, ... up to
-BACKUPS; the oldest is deleted), at an invocation's start or between two writes. The run folder's lock
-(results/artifacts.RunLock) keeps any other process out of it meanwhile.
+Any thread's `emit` appends to a queue (one C call under the GIL: no lock, no I/O on the caller's thread); the writer
+writes the queue out at least every FLUSH_S, and `close` drains the rest, so kill -9 costs the trace at most FLUSH_S
+of events (the cache and the rows do not go through here). The file is appended across invocations: a line kill -9
+cut short is cut off first, and past MAX_BYTES it is rotated to `trace.1.jsonl` ... `trace.{BACKUPS}.jsonl`.
 """
 
 from __future__ import annotations
@@ -43,16 +38,9 @@ class Tracer:
     """The trace's one writer; also counts events, calls and tokens for the summary and costs (read `counts` and
     `by_model` after the calls: reading them writes out what is queued first)."""
 
-    def __init__(
-        self,
-        path: Path,
-        *,
-        invocation: str = "",
-        on_error: Callable[[OSError], None] | None = None,
-        max_bytes: int | None = None,
-    ):
+    def __init__(self, path: Path, *, invocation: str = "", on_error: Callable[[OSError], None] | None = None):
         # Appended, not written atomically: a crash must keep every event written so far.
-        self.path, self.max_bytes = Path(path), MAX_BYTES if max_bytes is None else max_bytes
+        self.path, self.max_bytes = Path(path), MAX_BYTES
         self._size = cut_torn_line(self.path)
         if self._size >= self.max_bytes:
             self._size = rotate(self.path)
@@ -192,21 +180,19 @@ def cut_torn_line(path: Path) -> int:
     except FileNotFoundError:
         return 0
     with fh:
-        end = fh.seek(0, 2)
-        pos = end
+        end = pos = fh.seek(0, 2)
+        keep = 0
         while pos > 0:
             step = min(pos, 1 << 16)
             fh.seek(pos - step)
-            block = fh.read(step)
-            if pos == end and block.endswith(b"\n"):
-                return end  # whole lines
-            nl = block.rfind(b"\n")
+            nl = fh.read(step).rfind(b"\n")
             if nl >= 0:
-                fh.truncate(pos - step + nl + 1)
-                return pos - step + nl + 1
+                keep = pos - step + nl + 1
+                break
             pos -= step
-        fh.truncate(0)
-        return 0
+        if keep != end:
+            fh.truncate(keep)
+        return keep
 
 
 def backup(path: Path, n: int) -> Path:

@@ -44,22 +44,23 @@ def _run(model: str, messages: list, optional_params: dict | None) -> tuple[dict
     return out, path, time.perf_counter() - started
 
 
-def _usage(out: dict[str, Any]) -> dict[str, int]:
-    usage = out.get("usage") or {}
-    return {k: int(usage.get(k, 0)) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+def _reply(out: dict[str, Any]) -> tuple[str, str, dict[str, int]]:
+    """A llama.cpp completion's text, finish reason and usage."""
+    choice, usage = out["choices"][0], out.get("usage") or {}
+    counts = {k: int(usage.get(k, 0)) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+    return choice["message"].get("content") or "", choice.get("finish_reason") or "stop", counts
 
 
 def _fill_response(model_response: Any, model: str, out: dict[str, Any], path: str, elapsed: float) -> Any:
     """Copy a llama.cpp completion into LiteLLM's ModelResponse (text, finish reason, usage, local details)."""
     import litellm
 
-    choice = out["choices"][0]
-    message = model_response.choices[0].message
-    message.content = choice["message"].get("content") or ""
-    model_response.choices[0].finish_reason = choice.get("finish_reason") or "stop"
+    text, finish, usage = _reply(out)
+    model_response.choices[0].message.content = text
+    model_response.choices[0].finish_reason = finish
     model_response.model = model
     model_response.created = int(time.time())
-    model_response.usage = litellm.Usage(**_usage(out))  # type: ignore[attr-defined]
+    model_response.usage = litellm.Usage(**usage)  # type: ignore[attr-defined]
     model_response._hidden_params["local_model_path"] = path
     model_response._hidden_params["local_generation_s"] = elapsed
     if "grammar" in out:
@@ -69,15 +70,8 @@ def _fill_response(model_response: Any, model: str, out: dict[str, Any], path: s
 
 def _stream_chunk(out: dict[str, Any]) -> dict[str, Any]:
     """The whole reply as LiteLLM's one GenericStreamingChunk."""
-    choice = out["choices"][0]
-    return {
-        "text": choice["message"].get("content") or "",
-        "tool_use": None,
-        "is_finished": True,
-        "finish_reason": choice.get("finish_reason") or "stop",
-        "usage": _usage(out),
-        "index": 0,
-    }
+    text, finish, usage = _reply(out)
+    return {"text": text, "tool_use": None, "is_finished": True, "finish_reason": finish, "usage": usage, "index": 0}
 
 
 def _make_handler_class() -> type:

@@ -33,12 +33,8 @@ N_CTX = int(os.environ.get("RUBRICRUN_LOCAL_N_CTX", "8192"))  # context tokens p
 
 def cpu_count() -> int:
     """Threads for llama.cpp: $RUBRICRUN_LOCAL_THREADS, else one less than the CPUs this process may use (min 1).
-
-    llama.cpp's threads spin at a barrier after each operation, so when every core is theirs and anything else
-    wants a core, one descheduled thread stalls the rest: measured on 2 cores with other processes busy,
-    2 threads swung between 112 and 7 tokens/s (24 tokens/s overall) while 1 thread held 29-80 (55 overall).
-    Leaving one core free trades some peak speed for not collapsing.
-    """
+    Its threads spin at a barrier, so one descheduled thread stalls the rest: a free core trades some peak speed for
+    not collapsing when anything else runs (measured in ExecPlan 002)."""
     if os.environ.get("RUBRICRUN_LOCAL_THREADS"):
         return max(1, int(os.environ["RUBRICRUN_LOCAL_THREADS"]))
     try:

@@ -1,5 +1,6 @@
 """LiteLLM's arguments as llama-cpp-python takes them: messages as plain-text chat turns, sampling parameters,
-and an OpenAI-style response_format as llama-cpp-python's json_object (with its schema)."""
+and an OpenAI-style response_format as llama-cpp-python's json_object (with its schema). `extra_body` keys count as
+parameters; no max_tokens means "until the context is full"."""
 
 from __future__ import annotations
 
@@ -71,11 +72,8 @@ def _text_content(content: Any) -> str:
 
 def llama_messages(messages: list[Any]) -> list[dict[str, str]]:
     """LiteLLM/OpenAI messages -> the {"role", "content"} dicts a GGUF chat template renders."""
-    out = []
-    for m in messages:
-        d = dict(m) if not isinstance(m, dict) else m
-        out.append({"role": str(d.get("role", "user")), "content": _text_content(d.get("content"))})
-    return out
+    dicts = [m if isinstance(m, dict) else dict(m) for m in messages]
+    return [{"role": str(d.get("role", "user")), "content": _text_content(d.get("content"))} for d in dicts]
 
 
 def llama_kwargs(optional_params: dict[str, Any]) -> dict[str, Any]:
