@@ -325,8 +325,6 @@ def _type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
     if origin is Literal:
         return " | ".join(repr(a) for a in typing.get_args(tp))
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in typing.get_args(tp) if a is not type(None))
     if dataclasses.is_dataclass(tp) or origin is dict:
         return "a mapping"
     if origin is list:
@@ -352,19 +350,11 @@ class _Builder:
         if tp is Any:
             self.finite(value, key)
             return value
-        if origin in (typing.Union, types.UnionType):
-            args = typing.get_args(tp)
-            if value is None and type(None) in args:
+        if origin in (typing.Union, types.UnionType):  # every union of the config is `X | None`
+            if value is None:
                 return None
-            non_none = [a for a in args if a is not type(None)]
-            if len(non_none) == 1:
-                return self.build(non_none[0], value, key)
-            for a in non_none:
-                try:
-                    return self.build(a, value, key)
-                except InputError:
-                    continue
-            raise self.fail(key, f"expected {_type_name(tp)}, got {value!r}")
+            (inner,) = (a for a in typing.get_args(tp) if a is not type(None))
+            return self.build(inner, value, key)
         if value is None:
             raise self.fail(key, f"expected {_type_name(tp)}, got null")
         if origin is Literal:
