@@ -128,17 +128,24 @@ def _jsonl_rows(stream: IO[bytes], path: str) -> Iterator[RawRow]:
         raise InputError(f"cannot read dataset file: {_reason(e)}", file=path, line=lineno + 1) from None
 
 
+_NOT_JSON = (UnicodeDecodeError, json.JSONDecodeError, RecursionError)
+
+
+def _not_json(e: Exception) -> str:
+    """Why bytes are not JSON text (one of _NOT_JSON)."""
+    if isinstance(e, UnicodeDecodeError):
+        return f"not valid UTF-8 ({e.reason} at byte {e.start})"
+    if isinstance(e, json.JSONDecodeError):
+        return f"malformed JSON: {e.msg} (column {e.colno})"
+    return "malformed JSON: nested too deeply"
+
+
 def _json_line(raw: bytes, path: str, lineno: int) -> RawRow:
     try:
         text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        return RawRow(path, lineno, error=f"not valid UTF-8 ({e.reason} at byte {e.start})")
-    try:
         value = json.loads(text)
-    except json.JSONDecodeError as e:
-        return RawRow(path, lineno, error=f"malformed JSON: {e.msg} (column {e.colno})")
-    except RecursionError:
-        return RawRow(path, lineno, error="malformed JSON: nested too deeply")
+    except _NOT_JSON as e:
+        return RawRow(path, lineno, error=_not_json(e))
     bad = lone_surrogate(value) if "\\u" in text else None  # only a \u escape can write one
     return RawRow(path, lineno, value, error=bad)
 
@@ -168,12 +175,8 @@ def _json_array_rows(stream: IO[bytes], path: str) -> Iterator[RawRow]:
     try:
         text = stream.read().decode("utf-8-sig")
         data = json.loads(text)
-    except UnicodeDecodeError as e:
-        raise InputError(f"not valid UTF-8 ({e.reason} at byte {e.start})", file=path) from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"malformed JSON: {e.msg} (column {e.colno})", file=path, line=e.lineno) from None
-    except RecursionError:
-        raise InputError("malformed JSON: nested too deeply", file=path) from None
+    except _NOT_JSON as e:
+        raise InputError(_not_json(e), file=path, line=getattr(e, "lineno", None)) from None
     except (OSError, EOFError) as e:
         raise InputError(f"cannot read dataset file: {_reason(e)}", file=path) from None
     check = "\\u" in text
