@@ -49,15 +49,6 @@ PAIR_MAX_TOKENS = 2048
 _VERDICT = re.compile(r"\[\[([ABC])\]\]")
 
 
-def load_pair_template(path: str | None) -> str:
-    """The user prompt of a pairwise call: the built-in pair-v2 one, or a text file with the three placeholders
-    (then it is the whole prompt: no system prompt is added)."""
-    key = "judging.pairwise.prompt_template"
-    return load_template(
-        path, PAIR_TEMPLATE, placeholders=_PLACEHOLDERS, required=_PLACEHOLDERS, what="pairwise template", key=key
-    )
-
-
 def parse_pair_verdict(text: str | None, finish_reason: str | None = None) -> tuple[str, str | None]:
     """The verdict `A`, `B` or `C` a judge reply ends on, or ("error", why). The last `[[X]]` counts: a judge
     that restates the format in its explanation still ends on its own verdict."""
@@ -150,7 +141,16 @@ class PairJudging:
     def __init__(self, cfg: Config, stack: BaseProvider):
         assert cfg.judging.pairwise is not None
         self.cfg, self.stack = cfg, stack
-        self.template = load_pair_template(cfg.judging.pairwise.prompt_template)
+        # The built-in pair-v2 prompt, or a text file with the three placeholders (then the whole prompt: no
+        # system prompt is added).
+        self.template = load_template(
+            cfg.judging.pairwise.prompt_template,
+            PAIR_TEMPLATE,
+            placeholders=_PLACEHOLDERS,
+            required=_PLACEHOLDERS,
+            what="pairwise template",
+            key="judging.pairwise.prompt_template",
+        )
 
     def request(self, judge: ModelConfig, item: PairItem, order: int, attempt: int) -> LLMRequest:
         """The call with a shown first (order 0) or b shown first (order 1)."""

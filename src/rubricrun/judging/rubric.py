@@ -3,7 +3,6 @@ judge pool, several judges' votes combined by majority."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -17,8 +16,6 @@ from .auto import AUTO_CRITERION
 from .graded import ParsedScore, verdict_for
 from .prompt import DEFAULT_TEMPLATE, load_template, reference_for
 from .protocol import JudgeInput, JudgeProtocol
-
-VERDICTS = ("met", "not_met", "error")
 
 # Providers whose LiteLLM route accepts an OpenAI-style JSON schema (structured_output: auto).
 SCHEMA_PREFIXES = ("local/", "openai/", "azure/", "gemini/", "vertex_ai/", "anthropic/", "hosted_vllm/", "ollama_chat/")
@@ -105,8 +102,6 @@ def assign_judges(n_criteria: int, n_judges: int, per_criterion: int = 1, offset
 
     Criterion i goes to judges (offset + i*k + j) mod n for j < k, so with k == 1 the criteria of a
     rubric are spread evenly, and with k > 1 each criterion gets k distinct judges."""
-    if n_judges < 1:
-        return [[] for _ in range(n_criteria)]
     k = min(per_criterion, n_judges)
     return [[(offset + i * k + j) % n_judges for j in range(k)] for i in range(n_criteria)]
 
@@ -185,7 +180,8 @@ class Judging:
                 return None
             votes.append(v)
         on_tie = item.on_tie if item.on_tie is not None else self.cfg.judging.on_tie
-        if on_tie == "judge" and is_tie([v.verdict for v in votes]):
+        verdicts = [v.verdict for v in votes]
+        if on_tie == "judge" and 0 < verdicts.count("met") == verdicts.count("not_met"):
             v = self.vote(pool[tie_breaker(item.judges, len(pool))], item)
             if v is None:
                 return None
@@ -202,10 +198,6 @@ def tie_breaker(judges: Sequence[int], pool_size: int) -> int:
     raise ValueError("no judge outside the vote")  # config.py requires a pool larger than judges_per_criterion
 
 
-def is_tie(verdicts: Sequence[str]) -> bool:
-    return 0 < verdicts.count("met") == verdicts.count("not_met")
-
-
 def judgment_from_votes(
     item: JudgeItem, votes: Sequence[Vote], on_tie: str = "error", scale: str = "binary"
 ) -> Judgment:
@@ -215,7 +207,7 @@ def judgment_from_votes(
         score = sum(scores) / len(scores) if scores else None
         verdict = verdict_for(score, scale)
     else:
-        verdict = votes[0].verdict if len(votes) == 1 else majority_vote([v.verdict for v in votes], on_tie)
+        verdict = majority_vote([v.verdict for v in votes], on_tie)
     agreeing = [v for v in votes if v.verdict == verdict] or [v for v in votes if v.verdict != "error"]
     explanation = agreeing[0].explanation if agreeing and verdict != "error" else None
     error = None
@@ -255,11 +247,7 @@ def majority_vote(verdicts: Sequence[str], on_tie: str = "error") -> str:
     gives "error"; a tie gives "error" too (an undecided criterion is never silently "not_met") unless `on_tie` is
     "not_met" (judging.on_tie: the user chose to count a split as not met).
     """
-    counts = Counter(verdicts)
-    unknown = set(counts) - set(VERDICTS)
-    if unknown:
-        raise ValueError(f"majority_vote: unknown verdicts {sorted(unknown)}; expected one of {VERDICTS}")
-    met, not_met = counts["met"], counts["not_met"]
+    met, not_met = verdicts.count("met"), verdicts.count("not_met")
     if met > not_met:
         return "met"
     if not_met > met or (met and on_tie == "not_met"):
