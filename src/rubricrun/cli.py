@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from .config import Config
     from .engine.runner import Extras
 
-EXPORT_FORMATS = ("sft", "dpo", "kto", "reward", "hybrid", "prompts")
 VIEW_PORT = 8765
 
 log = logging.getLogger("rubricrun")
@@ -246,13 +245,12 @@ def _run(args: argparse.Namespace) -> int:
 
 def _extras(args: argparse.Namespace, cfg: Config) -> Extras:
     from .engine.runner import Extras
+    from .results.export import FORMATS
 
     formats = tuple(f.strip() for arg in args.export for f in arg.split(",") if f.strip())
     for f in formats:
-        if f not in EXPORT_FORMATS:
-            raise InputError(
-                f"unknown export format {f!r} (expected one of {', '.join(EXPORT_FORMATS)})", key="--export"
-            )
+        if f not in FORMATS:
+            raise InputError(f"unknown export format {f!r} (expected one of {', '.join(FORMATS)})", key="--export")
     for flag, given in (("--dry-run", args.dry_run), ("--private", args.private)):
         if given and not args.push_to_hub:
             raise InputError(f"{flag} goes with --push-to-hub", key=flag)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import yaml
 
 from .errors import InputError, read_text
-from .types import weights_add_up
+from .types import rubric_weights_problem, weights_add_up
 
 # --------------------------------------------------------------------------------------------------
 # The config objects
@@ -671,12 +671,9 @@ def _check_routers(cfg: Config) -> None:
 
 def _check_judging(cfg: Config) -> None:
     j, pool = cfg.judging, len(cfg.judge_pool)
-    if j.default_rubric:  # it can score something: its weights add up, and not all of them are 0
-        weights = [c.weight for c in j.default_rubric]
-        if not weights_add_up(weights):
-            raise cfg.fail("judging.default_rubric", "the weights add up past the largest number")
-        if not any(weights):
-            raise cfg.fail("judging.default_rubric", "every weight is 0: nothing could be scored")
+    if j.default_rubric:
+        if why := rubric_weights_problem([c.weight for c in j.default_rubric]):
+            raise cfg.fail("judging.default_rubric", why)
         for i, c in enumerate(j.default_rubric):
             if c.id and not c.id.isprintable():
                 raise cfg.fail(f"judging.default_rubric[{i}].id", f"expected printable characters, got {c.id!r}")
