@@ -96,10 +96,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """A run (`--config`), a comparison (`--compare A B`, or the `compare A B` subcommand), a labelling sheet
     (`--label-sheet RUN`, or `label-sheet RUN`), or the viewer (`--view [OUTPUTS_DIR]`)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] in (
-        ["compare"],
-        ["label-sheet"],
-    ):  # `compare A B` is `--compare A B`, `label-sheet R` `--label-sheet R`
+    if argv[:1] in (["compare"], ["label-sheet"]):  # the subcommands are their flags: `compare A B` is `--compare A B`
         argv = [f"--{argv[0]}", *argv[1:]]
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -3,8 +3,7 @@
 `read_rows(cfg)` yields one `RawRow` per data row: the parsed value, or why the row could not be parsed, with where
 it came from: the 1-based line (JSONL, CSV), else the 0-based row (`data/x.parquet:row 3`,
 `hf:openai/gsm8k[main/test]:row 3`). A problem with the whole source (missing file, not Parquet, a Hub name that
-cannot be loaded) raises `InputError` naming `source_label(cfg)` and no line. pyarrow and `datasets` are imported
-only when a Parquet file or a Hub dataset is read.
+cannot be loaded) raises `InputError` naming `source_label(cfg)` and no line.
 
 Text is valid Unicode or the row is bad: a JSON string may write a lone surrogate (`"\\ud800"`), which Python decodes
 as is and no UTF-8 file can hold (writing examples.jsonl would fail after the run began).

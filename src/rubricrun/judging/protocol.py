@@ -1,11 +1,8 @@
 """Judging protocols: how a judge is asked about one criterion of one response and how its reply is read.
 
-A `JudgeProtocol` is what `judging.rubric.Judging` builds its requests from: the default template, the judge's
-default parameters, the messages, the JSON schema asked for and the reader of the reply. The binary (met / not met)
-and 1-5 protocols are generic machinery and live here; a benchmark that judges its own way (one rating replacing the
-rubric, its own prompts) defines its protocol in its task module (tasks/), and `tasks.registry.protocol_for` finds
-it by `judging.scale`. A reply is read out of fenced blocks and stray text, broken JSON repaired (data/jsonread.py);
-one that cannot be read is an error verdict, never `not_met`.
+The binary (met / not met) and 1-5 protocols live here; a benchmark that judges its own way defines its protocol in
+its task module (tasks/), found by `judging.scale` (`tasks.registry.protocol_for`). A reply that cannot be read
+(data/jsonread.py reads fenced, stray and broken JSON) is an error verdict, never `not_met`.
 """
 
 from __future__ import annotations

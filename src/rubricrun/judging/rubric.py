@@ -98,10 +98,8 @@ def judge_items(
 
 
 def assign_judges(n_criteria: int, n_judges: int, per_criterion: int = 1, offset: int = 0) -> list[list[int]]:
-    """Judge indexes for each criterion: round-robin over the pool in rubric order.
-
-    Criterion i goes to judges (offset + i*k + j) mod n for j < k, so with k == 1 the criteria of a
-    rubric are spread evenly, and with k > 1 each criterion gets k distinct judges."""
+    """Judge indexes for each criterion, round-robin in rubric order: criterion i gets judges (offset + i*k + j) mod
+    n for j < k, so the criteria are spread evenly and each gets k distinct judges."""
     k = min(per_criterion, n_judges)
     return [[(offset + i * k + j) % n_judges for j in range(k)] for i in range(n_criteria)]
 
@@ -241,12 +239,8 @@ def judgment_from_votes(
 
 
 def majority_vote(verdicts: Sequence[str], on_tie: str = "error") -> str:
-    """Combine judge verdicts ("met" / "not_met" / "error") into one.
-
-    "error" votes are ignored; the verdict with a strict majority of the remaining votes wins. No valid vote at all
-    gives "error"; a tie gives "error" too (an undecided criterion is never silently "not_met") unless `on_tie` is
-    "not_met" (judging.on_tie: the user chose to count a split as not met).
-    """
+    """The verdict with a strict majority of the votes that are not "error"; else "error" (an undecided criterion
+    is never silently "not_met"), unless a tie is to count as not met (`on_tie`, judging.on_tie)."""
     met, not_met = verdicts.count("met"), verdicts.count("not_met")
     if met > not_met:
         return "met"
