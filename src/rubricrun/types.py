@@ -246,5 +246,3 @@ class Score(Struct, frozen=True):
     met: int
     not_met: int
     errors: int
-    by_category: dict[str, float] = field(default_factory=dict)
-    by_tag: dict[str, float] = field(default_factory=dict)
