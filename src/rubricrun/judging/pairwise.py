@@ -165,7 +165,7 @@ class PairJudging:
             messages.insert(0, {"role": "system", "content": PAIR_SYSTEM})
         if judge.system_prompt:
             messages.insert(0, {"role": "system", "content": judge.system_prompt})
-        params = judge_params(judge, attempt, JUDGE_DEFAULT_PARAMS)
+        params = judge_params(judge.params, attempt, JUDGE_DEFAULT_PARAMS)
         if "max_tokens" not in judge.params:
             params["max_tokens"] = PAIR_MAX_TOKENS
         route = route_for(judge, item.id, 0, self.cfg.run.seed)  # one model sees both orders

@@ -142,7 +142,7 @@ class Judging:
         messages = self.protocol.messages(j)
         if judge.system_prompt:
             messages = [{"role": "system", "content": judge.system_prompt}, *messages]
-        params = judge_params(judge, attempt, self.protocol.params)
+        params = judge_params(judge.params, attempt, self.protocol.params)
         mode = schema_mode(judge, r.model)
         schema = self.protocol.schema(self.max_chars) if mode else None
         if schema is not None and mode == "guided_json":
