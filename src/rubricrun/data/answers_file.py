@@ -89,8 +89,7 @@ def replayed_answer(
         if isinstance(value, str):
             return value, None
         return None, f"no answer in column '{cand.response_column}' for {ex.id}{which}"
-    native = ex.id[len(ex.dataset) + 1 :] if ex.id.startswith(f"{ex.dataset}/") else ex.id
-    for id_ in (native, ex.id):
+    for id_ in (ex.id.removeprefix(f"{ex.dataset}/"), ex.id):
         if answers is not None and (id_, turn) in answers:
             return answers[(id_, turn)], None
     return None, f"no answer in {cand.responses_from} for {ex.id}{which}"

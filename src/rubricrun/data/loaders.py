@@ -77,7 +77,7 @@ def iter_dataset(
                 bad += 1
                 continue
             raise
-        yield join_references(ex, parse.dataset, references) if references is not None else ex
+        yield join_references(ex, references) if references is not None else ex
         n += 1
         if cap is not None and n >= cap:
             break

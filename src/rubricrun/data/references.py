@@ -46,9 +46,9 @@ def _turns(row: dict, where: dict) -> list[str]:
     return turns
 
 
-def join_references(ex: Example, dataset: str, references: dict[str, list[str]]) -> Example:
+def join_references(ex: Example, references: dict[str, list[str]]) -> Example:
     """The example with its references joined; an example without a row in the file is returned as it is."""
-    native = str(ex.metadata.get("question_id", ex.id.removeprefix(f"{dataset}/")))
+    native = str(ex.metadata.get("question_id", ex.id.removeprefix(f"{ex.dataset}/")))
     turns = references.get(native)
     if turns is None:
         return ex
