@@ -21,7 +21,7 @@ import jinja2
 from ..config import SynthesizeConfig
 from ..errors import InputError, ProviderError, read_text
 from ..types import Example, LLMResponse
-from .jsonread import quoted_in, repaired_values, strict_values, walk
+from .jsonread import first, quoted_in
 
 Call = Callable[[list[dict], int], LLMResponse]  # (messages, attempt_no) -> response
 
@@ -51,17 +51,7 @@ def parse_json_list(text: str) -> list[str]:
     """The non-empty strings of the first JSON array in `text` that holds any, read leniently (data/jsonread.py),
     stripped; [] when there is none. Other items are skipped, not stringified (they are no prompts), and from a
     repaired array only double-quoted strings count: bare or single-quoted words are more likely junk."""
-    for value in strict_values(text):
-        for node in walk(value):
-            items = _strings(node)
-            if items:
-                return items
-    for value, _chunk in repaired_values(text):
-        for node in walk(value):
-            items = _strings(node, quoted_from=text)
-            if items:
-                return items
-    return []
+    return first(text, lambda node, chunk: _strings(node, None if chunk is None else text) or None) or []
 
 
 def _strings(node: Any, quoted_from: str | None = None) -> list[str]:
