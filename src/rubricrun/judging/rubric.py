@@ -29,7 +29,7 @@ class JudgeItem:
     example: Example
     criterion: Criterion
     judges: tuple[int, ...]
-    on_tie: str | None = None  # a split vote's rule; None: judging.on_tie
+    on_tie: str  # a split vote's rule (judging.on_tie, or the task's own)
 
 
 @dataclass(frozen=True)
@@ -69,31 +69,29 @@ def judge_items(
     cfg: Config,
     examples: dict[str, Example],
     responses: Sequence[Response],
-    views: Mapping[str, Example] | None = None,
+    views: Mapping[str, Example],
     *,
-    per_criterion: Callable[[Example], int] | None = None,
-    rating: Criterion | None = None,
-    on_tie: Callable[[Example], str] | None = None,
+    per_criterion: Callable[[Example], int],
+    rating: Criterion | None,
+    on_tie: Callable[[Example], str],
 ) -> list[JudgeItem]:
     """One item per criterion of each answered response. `views` holds, by response id, a later turn's conversation
     (graph.py: the turn's own view of the conversation): the judge sees the conversation up to and including that
-    turn's answer. `per_criterion` and `on_tie` (by example; None: the config's) set how many judges vote on a
-    criterion and how a split is settled; `rating` as rubric_for's."""
+    turn's answer. `per_criterion` and `on_tie` (by example) set how many judges vote on a criterion and how a split
+    is settled; `rating` as rubric_for's."""
     pool = cfg.judge_pool
     items = []
     for r in responses:
         if r.status != "ok":
             continue
-        ex = (views or {}).get(r.id) or examples[r.example_id]
+        ex = views.get(r.id) or examples[r.example_id]
         rubric = rubric_for(ex, cfg, rating)
         if not rubric or not pool:
             continue
         offset = judge_offset(ex.id) % len(pool)
-        k = cfg.judging.judges_per_criterion if per_criterion is None else per_criterion(ex)
-        tie = None if on_tie is None else on_tie(ex)
-        assignment = assign_judges(len(rubric), len(pool), k, offset)
+        assignment = assign_judges(len(rubric), len(pool), per_criterion(ex), offset)
         for c, js in zip(rubric, assignment, strict=True):
-            items.append(JudgeItem(r, ex, c, tuple(js), tie))
+            items.append(JudgeItem(r, ex, c, tuple(js), on_tie(ex)))
     return items
 
 
@@ -177,14 +175,13 @@ class Judging:
             if v is None:
                 return None
             votes.append(v)
-        on_tie = item.on_tie if item.on_tie is not None else self.cfg.judging.on_tie
         verdicts = [v.verdict for v in votes]
-        if on_tie == "judge" and 0 < verdicts.count("met") == verdicts.count("not_met"):
+        if item.on_tie == "judge" and 0 < verdicts.count("met") == verdicts.count("not_met"):
             v = self.vote(pool[tie_breaker(item.judges, len(pool))], item)
             if v is None:
                 return None
             votes.append(v)
-        return judgment_from_votes(item, votes, on_tie, self.scale)
+        return judgment_from_votes(item, votes, item.on_tie, self.scale)
 
 
 def tie_breaker(judges: Sequence[int], pool_size: int) -> int:
