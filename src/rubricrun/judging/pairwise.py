@@ -93,15 +93,14 @@ def candidate_pairs(cfg: Config) -> list[tuple[str, str]]:
 @dataclass(frozen=True)
 class PairItem:
     example: Example
-    turn: int | None
+    turn: int
     a: Response
     b: Response
     judge: int  # index into the judge pool
 
     @property
     def id(self) -> str:
-        turn = "" if self.turn is None else f"#t{self.turn}"
-        return f"{self.example.id}{turn}#{self.a.candidate}~{self.b.candidate}"
+        return f"{self.example.id}#t{self.turn}#{self.a.candidate}~{self.b.candidate}"
 
 
 def pair_items(cfg: Config, examples: dict[str, Example], responses: Sequence[Response]) -> list[PairItem]:
@@ -111,10 +110,10 @@ def pair_items(cfg: Config, examples: dict[str, Example], responses: Sequence[Re
     pairs, pool = candidate_pairs(cfg), cfg.judge_pool
     if not pairs or not pool:
         return []
-    answers: dict[tuple[str, int | None], dict[str, Response]] = {}
+    answers: dict[tuple[str, int], dict[str, Response]] = {}
     for r in responses:
         if r.sample_index == 0 and r.status == "ok":
-            answers.setdefault((r.example_id, getattr(r, "turn", None)), {})[r.candidate] = r
+            answers.setdefault((r.example_id, r.turn), {})[r.candidate] = r
     items = []
     for (example_id, turn), by_cand in answers.items():
         offset = judge_offset(f"{example_id}#{turn}")
@@ -124,17 +123,12 @@ def pair_items(cfg: Config, examples: dict[str, Example], responses: Sequence[Re
     return items
 
 
-def question_text(example: Example, turn: int | None) -> str:
-    """What the judge is shown as the question: the user message of the turn (turns count from 1), else the
-    example's conversation (one message: its text alone)."""
-    if turn is not None and 2 <= turn <= example.turns:  # a later MT-Bench turn (data/turns.py)
+def question_text(example: Example, turn: int) -> str:
+    """What the judge is shown as the question: the user message of the turn (turns count from 1; every example
+    has a user message, the loader checks it)."""
+    if turn >= 2:  # a later MT-Bench turn (data/turns.py)
         return content_text(example.later_turns[turn - 2].message.get("content"))
-    users = [m for m in example.messages if m.get("role") == "user"]
-    if turn is not None and 1 <= turn <= len(users):
-        return content_text(users[turn - 1].get("content"))
-    if len(example.messages) == 1:
-        return content_text(example.messages[0].get("content"))
-    return "\n\n".join(f"{m.get('role', 'user')}: {content_text(m.get('content'))}" for m in example.messages)
+    return content_text(next(m for m in example.messages if m.get("role") == "user").get("content"))
 
 
 class PairJudging:
