@@ -137,12 +137,7 @@ class RowParser:
         return next((s for s in self.schemas if s.detect(r, keys)), None)
 
     def __call__(self, raw: RawRow) -> tuple[Example, str | None]:
-        file, line = raw.file, raw.line
-        if raw.error is not None:
-            raise InputError(raw.error, file=file, line=line)
-        row = raw.value
-        if not isinstance(row, dict):
-            raise InputError(f"expected a JSON object, got {type_name(row)}", file=file, line=line)
+        file, line, row = raw.file, raw.line, raw.object()
         for name, path in self.fields.items():  # a mapping to a key the row lacks is named here, not as a puzzle later
             if resolve(row, path) is MISSING:
                 raise InputError(

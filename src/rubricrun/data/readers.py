@@ -23,7 +23,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from msgspec import Struct
 
-from ..errors import InputError
+from ..errors import InputError, type_name
 
 if TYPE_CHECKING:
     from ..config import DatasetConfig
@@ -39,6 +39,15 @@ class RawRow(Struct, frozen=True):  # a Struct: one per dataset row, read twice 
     line: int | None  # 1-based line for JSONL and CSV
     value: Any = None  # the parsed row (normally a dict)
     error: str | None = None  # why the row could not be parsed
+
+    def object(self) -> dict[str, Any]:
+        """The row's JSON object, else the InputError naming its file and line: why it could not be parsed, or
+        what it is instead."""
+        if self.error is not None:
+            raise InputError(self.error, file=self.file, line=self.line)
+        if not isinstance(self.value, dict):
+            raise InputError(f"expected a JSON object, got {type_name(self.value)}", file=self.file, line=self.line)
+        return self.value
 
 
 def source_label(cfg: DatasetConfig) -> str:

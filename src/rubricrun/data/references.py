@@ -22,10 +22,8 @@ def load_references(path: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for raw in file_rows(path):
         where = {"file": raw.file, "line": raw.line}
-        if raw.error is not None:
-            raise InputError(raw.error, **where)
-        row = raw.value
-        if not isinstance(row, dict) or row.get("question_id") is None:
+        row = raw.object()
+        if row.get("question_id") is None:
             raise InputError("expected an object with a question_id", key="question_id", **where)
         out[str(row["question_id"])] = _turns(row, where)
     return out

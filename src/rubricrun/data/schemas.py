@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, NoReturn, Protocol, TypedDict
 
-from ..errors import InputError
+from ..errors import InputError, type_name
 from ..types import Criterion, Turn, rubric_weights_problem
 
 _PART_TYPES = ("text", "image_url", "input_audio", "file")
@@ -33,12 +33,6 @@ def resolve(row: dict[str, Any], path: str) -> Any:
         else:
             return MISSING
     return value
-
-
-def type_name(v: Any) -> str:
-    if v is None:
-        return "null"
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(type(v), "a number")
 
 
 class Row:
