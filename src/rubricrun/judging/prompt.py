@@ -13,6 +13,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InputError, read_text
@@ -169,20 +170,27 @@ def reference_for(example: Example, mode: str = "auto", hidden: Callable[[Exampl
     return example.reference
 
 
-def judge_messages(
-    template: str,
-    example: Example,
-    response_text: str,
-    criterion: Criterion,
-    max_chars: int,
-    reference: str | None = None,
-) -> list[dict]:
-    prompt = template.format(
-        conversation=render_conversation(example, response_text),
-        criterion=f"[{criterion.weight:g}] {criterion.text}",
-        max_chars=max_chars,
-        reference=reference or "(no reference answer)",
+@dataclass(frozen=True)
+class JudgeInput:
+    """What one judge request is built from: the (turn's view of the) example, the judged text, the criterion, the
+    reference shown (None: none), the loaded template and the explanation's length limit."""
+
+    example: Example
+    text: str
+    criterion: Criterion
+    reference: str | None
+    template: str
+    max_chars: int
+
+
+def judge_messages(j: JudgeInput) -> list[dict[str, Any]]:
+    """The messages of a template with the rubric-item placeholders (`PLACEHOLDERS`)."""
+    prompt = j.template.format(
+        conversation=render_conversation(j.example, j.text),
+        criterion=f"[{j.criterion.weight:g}] {j.criterion.text}",
+        max_chars=j.max_chars,
+        reference=j.reference or "(no reference answer)",
         # Empty without a reference, so such prompts (and their cache keys) are what they were before references.
-        reference_section=f"# Reference answer\n{reference}\n\n" if reference else "",
+        reference_section=f"# Reference answer\n{j.reference}\n\n" if j.reference else "",
     )
     return [{"role": "user", "content": prompt}]
