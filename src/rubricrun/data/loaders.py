@@ -203,14 +203,9 @@ class RowParser:
         return ex, id_key
 
 
-def field_names(schemas: Sequence[RowSchema]) -> tuple[str, ...]:
-    """The names `DatasetConfig.fields` may map: the normalized names, then the schemas' own keys."""
-    return tuple(dict.fromkeys([*NORMALIZED_FIELDS, *(k for s in schemas for k in s.native_fields)]))
-
-
 def _check_fields(fields: dict[str, str] | None, label: str, schemas: Sequence[RowSchema]) -> dict[str, str]:
     fields = dict(fields or {})
-    names = field_names(schemas)
+    names = tuple(dict.fromkeys([*NORMALIZED_FIELDS, *(k for s in schemas for k in s.native_fields)]))
     for name, key in fields.items():
         if name not in names:
             raise InputError(f"unknown field name (accepted: {', '.join(names)})", file=label, key=f"fields.{name}")
