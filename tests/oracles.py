@@ -29,6 +29,7 @@ from rubricrun.config import Config, DatasetConfig
 from rubricrun.data.loaders import RowParser, iter_dataset
 from rubricrun.data.meta_rows import meta_row
 from rubricrun.data.readers import RawRow
+from rubricrun.data.schemas import Row
 from rubricrun.engine.calls import GenTask, turn_task
 from rubricrun.engine.preflight import Examples, validate_examples
 from rubricrun.judging.answers import final_answer, span_number
@@ -70,7 +71,7 @@ def detect_format(row: Any, schemas: Sequence[Any] = TASKS) -> str | None:
     """The schema a row looks like, from its keys: the name of the first of `schemas` that takes it, or None."""
     if not isinstance(row, dict):
         return None
-    schema = RowParser(DatasetConfig(path="row.jsonl"), schemas).schema_of(row)
+    schema = RowParser(DatasetConfig(path="row.jsonl"), schemas).schema_of(Row(row, {}))
     return None if schema is None else schema.name
 
 

@@ -85,10 +85,11 @@ def test_rows_of_another_version_read_and_foreign_ones_do_not() -> None:
 
 def test_values_of_other_types() -> None:
     assert (
-        codec.encode({"x": np.float64(0.25), "n": float("nan"), "i": float("inf")}) == b'{"x":0.25,"n":null,"i":null}'
+        codec.lines([{"x": np.float64(0.25), "n": float("nan"), "i": float("inf")}])
+        == b'{"x":0.25,"n":null,"i":null}\n'
     )
     with pytest.raises(TypeError):
-        codec.encode({"x": object()})
+        codec.lines([{"x": object()}])
     assert codec.pretty({"a": [1]}) == b'{\n  "a": [\n    1\n  ]\n}\n'
 
 

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from .config import Config
     from .engine.runner import Extras
 
-EXPORT_FORMATS = ("sft", "dpo", "kto", "reward", "hybrid", "prompts")
 VIEW_PORT = 8765
 
 log = logging.getLogger("rubricrun")
@@ -75,7 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="write label_sheet.jsonl and .csv into a finished run folder: a random sample of its responses, per "
         "criterion, for people to label (docs/statistics.md); no --config",
     )
-    p.add_argument("--sheet-size", type=int, default=None, help="with --label-sheet: examples per dataset (50)")
+    p.add_argument(
+        "--sheet-size", "--size", type=int, default=None, help="with --label-sheet: examples per dataset (50)"
+    )
     p.add_argument(
         "--view",
         nargs="?",
@@ -91,33 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def build_compare_parser() -> argparse.ArgumentParser:
-    """`rubricrun compare RUN_A RUN_B [--out DIR]`: the same as `--compare RUN_A RUN_B`."""
-    p = _Parser(prog="rubricrun compare", description="Compare two finished run folders: compare.json, compare.html.")
-    p.add_argument("run_a", metavar="RUN_A", help="the earlier (baseline) run folder, e.g. outputs/<run_id>")
-    p.add_argument("run_b", metavar="RUN_B", help="the later run folder")
-    p.add_argument("--out", help="folder for compare.json and compare.html (default: compare-A-vs-B/ beside RUN_A)")
-    return p
-
-
-def build_label_sheet_parser() -> argparse.ArgumentParser:
-    """`rubricrun label-sheet RUN [--size N]`: the same as `--label-sheet RUN [--sheet-size N]`."""
-    p = _Parser(prog="rubricrun label-sheet", description="Write a labelling sheet into a finished run folder.")
-    p.add_argument("run", metavar="RUN", help="the run folder, e.g. outputs/<run_id>")
-    p.add_argument("--size", type=int, default=None, help="examples per dataset (50)")
-    return p
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """A run (`--config`), a comparison (`--compare A B`, or the `compare A B` subcommand), a labelling sheet
     (`--label-sheet RUN`, or `label-sheet RUN`), or the viewer (`--view [OUTPUTS_DIR]`)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["compare"]:
-        args = build_compare_parser().parse_args(argv[1:])
-        return argparse.Namespace(compare=[args.run_a, args.run_b], out=args.out, label_sheet=None)
-    if argv[:1] == ["label-sheet"]:
-        args = build_label_sheet_parser().parse_args(argv[1:])
-        return argparse.Namespace(compare=None, label_sheet=args.run, sheet_size=args.size)
+    if argv[:1] in (["compare"], ["label-sheet"]):  # the subcommands are their flags: `compare A B` is `--compare A B`
+        argv = [f"--{argv[0]}", *argv[1:]]
     parser = build_parser()
     args = parser.parse_args(argv)
     viewing = [f for f, v in (("--port", args.port != VIEW_PORT), ("--host", args.host != "127.0.0.1")) if v]
@@ -262,13 +242,12 @@ def _run(args: argparse.Namespace) -> int:
 
 def _extras(args: argparse.Namespace, cfg: Config) -> Extras:
     from .engine.runner import Extras
+    from .results.export import FORMATS
 
     formats = tuple(f.strip() for arg in args.export for f in arg.split(",") if f.strip())
     for f in formats:
-        if f not in EXPORT_FORMATS:
-            raise InputError(
-                f"unknown export format {f!r} (expected one of {', '.join(EXPORT_FORMATS)})", key="--export"
-            )
+        if f not in FORMATS:
+            raise InputError(f"unknown export format {f!r} (expected one of {', '.join(FORMATS)})", key="--export")
     for flag, given in (("--dry-run", args.dry_run), ("--private", args.private)):
         if given and not args.push_to_hub:
             raise InputError(f"{flag} goes with --push-to-hub", key=flag)
@@ -342,7 +321,7 @@ def _label_sheet(args: argparse.Namespace) -> int:
 def _main(args: argparse.Namespace) -> int:
     from .config import load_config
 
-    if getattr(args, "view", None) is not None:
+    if args.view is not None:
         return _view(args)
     if args.compare:
         return _compare(args)

@@ -33,11 +33,6 @@ _JSON = msgspec.json.Encoder(enc_hook=_enc_hook)
 _PACK = msgspec.msgpack.Encoder(enc_hook=_enc_hook)
 
 
-def encode(obj: Any) -> bytes:
-    """One JSON value."""
-    return _JSON.encode(obj)
-
-
 def lines(rows: Iterable[Any]) -> bytes:
     """JSON lines, one per row (each ends in a newline)."""
     return _JSON.encode_lines(rows)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import yaml
 
 from .errors import InputError, read_text
-from .types import weights_add_up
+from .types import rubric_weights_problem, weights_add_up
 
 # --------------------------------------------------------------------------------------------------
 # The config objects
@@ -325,8 +325,6 @@ def _type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
     if origin is Literal:
         return " | ".join(repr(a) for a in typing.get_args(tp))
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in typing.get_args(tp) if a is not type(None))
     if dataclasses.is_dataclass(tp) or origin is dict:
         return "a mapping"
     if origin is list:
@@ -352,19 +350,11 @@ class _Builder:
         if tp is Any:
             self.finite(value, key)
             return value
-        if origin in (typing.Union, types.UnionType):
-            args = typing.get_args(tp)
-            if value is None and type(None) in args:
+        if origin in (typing.Union, types.UnionType):  # every union of the config is `X | None`
+            if value is None:
                 return None
-            non_none = [a for a in args if a is not type(None)]
-            if len(non_none) == 1:
-                return self.build(non_none[0], value, key)
-            for a in non_none:
-                try:
-                    return self.build(a, value, key)
-                except InputError:
-                    continue
-            raise self.fail(key, f"expected {_type_name(tp)}, got {value!r}")
+            (inner,) = (a for a in typing.get_args(tp) if a is not type(None))
+            return self.build(inner, value, key)
         if value is None:
             raise self.fail(key, f"expected {_type_name(tp)}, got null")
         if origin is Literal:
@@ -681,12 +671,9 @@ def _check_routers(cfg: Config) -> None:
 
 def _check_judging(cfg: Config) -> None:
     j, pool = cfg.judging, len(cfg.judge_pool)
-    if j.default_rubric:  # it can score something: its weights add up, and not all of them are 0
-        weights = [c.weight for c in j.default_rubric]
-        if not weights_add_up(weights):
-            raise cfg.fail("judging.default_rubric", "the weights add up past the largest number")
-        if not any(weights):
-            raise cfg.fail("judging.default_rubric", "every weight is 0: nothing could be scored")
+    if j.default_rubric:
+        if why := rubric_weights_problem([c.weight for c in j.default_rubric]):
+            raise cfg.fail("judging.default_rubric", why)
         for i, c in enumerate(j.default_rubric):
             if c.id and not c.id.isprintable():
                 raise cfg.fail(f"judging.default_rubric[{i}].id", f"expected printable characters, got {c.id!r}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class RubricrunError(Exception):
     """Base class."""
@@ -21,6 +23,13 @@ class InputError(RubricrunError):
         if key:
             where = f"{where}: key '{key}'" if where else f"key '{key}'"
         super().__init__(f"{where}: {message}" if where else message)
+
+
+def type_name(v: Any) -> str:
+    """How a message names the type of a JSON value ("a list", "null")."""
+    if v is None:
+        return "null"
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(type(v), "a number")
 
 
 def read_text(path: str, what: str, *, key: str | None = None, max_bytes: int | None = None) -> str:

@@ -36,6 +36,13 @@ def weights_add_up(values: list[float]) -> bool:
     return math.isfinite(pos - neg)
 
 
+def rubric_weights_problem(weights: list[float]) -> str | None:
+    """Why a rubric's weights cannot score a response (None: they can)."""
+    if not weights_add_up(weights):
+        return "the weights add up past the largest number"
+    return None if any(weights) else "every weight is 0: nothing could be scored"
+
+
 class Turn(Struct, frozen=True):
     """A later user turn of a multi-turn conversation (MT-Bench `turns`), asked after the candidate's own answer to
     the turn before it; `reference` is that turn's reference answer."""
@@ -239,5 +246,3 @@ class Score(Struct, frozen=True):
     met: int
     not_met: int
     errors: int
-    by_category: dict[str, float] = field(default_factory=dict)
-    by_tag: dict[str, float] = field(default_factory=dict)

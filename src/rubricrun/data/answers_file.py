@@ -30,9 +30,7 @@ def load_answers(path: str, readers: Sequence[tuple[str, AnswerReader]] = ()) ->
     naming the file, line and key."""
     answers: Answers = {}
     for raw in file_rows(path):
-        if raw.error is not None:
-            raise InputError(raw.error, file=raw.file, line=raw.line)
-        for (id_, turn), text in _row_answers(raw.value, raw.file, raw.line, readers):
+        for (id_, turn), text in _row_answers(raw.object(), raw.file, raw.line, readers):
             if (id_, turn) in answers:
                 raise InputError(f"a second answer for id {id_!r} turn {turn}", file=raw.file, line=raw.line)
             answers[(id_, turn)] = text
@@ -40,11 +38,9 @@ def load_answers(path: str, readers: Sequence[tuple[str, AnswerReader]] = ()) ->
 
 
 def _row_answers(
-    row: Any, file: str, line: int | None, readers: Sequence[tuple[str, AnswerReader]]
+    row: dict[str, Any], file: str, line: int | None, readers: Sequence[tuple[str, AnswerReader]]
 ) -> list[tuple[tuple[str, int], str]]:
     fail = fail_at(file, line)
-    if not isinstance(row, dict):
-        fail(None, f"expected a JSON object, got {type_name(row)}")
     for _, read in readers:
         got = read(row, fail)
         if got is not None:
@@ -89,8 +85,7 @@ def replayed_answer(
         if isinstance(value, str):
             return value, None
         return None, f"no answer in column '{cand.response_column}' for {ex.id}{which}"
-    native = ex.id[len(ex.dataset) + 1 :] if ex.id.startswith(f"{ex.dataset}/") else ex.id
-    for id_ in (native, ex.id):
+    for id_ in (ex.id.removeprefix(f"{ex.dataset}/"), ex.id):
         if answers is not None and (id_, turn) in answers:
             return answers[(id_, turn)], None
     return None, f"no answer in {cand.responses_from} for {ex.id}{which}"

@@ -4,7 +4,7 @@ that broken JSON is repaired by a library, not by us:
 2. repaired: json-repair over the same chunks, for what the decoder refuses: single quotes, stray or missing commas,
    Python's True/False/None, a value cut off at max_tokens (completed: callers decide whether to trust that,
    `quoted_in`).
-Callers walk the values (`walk`) and stop at the first match. A lone surrogate in a string (`"\\ud800"`, which no
+Callers take the first node they want (`first`). A lone surrogate in a string (`"\\ud800"`, which no
 UTF-8 file can hold) comes back as U+FFFD.
 """
 
@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
 _DECODER = json.JSONDecoder(strict=False)  # strict=False: raw newlines inside strings are accepted
 _SURROGATE = re.compile("[\ud800-\udfff]")
+T = TypeVar("T")
 
 
 def chunks(text: str) -> list[str]:
@@ -67,18 +68,30 @@ def walk(value: Any) -> Iterator[Any]:
         yield from walk(child)
 
 
+def first(text: str, pick: Callable[[Any, str | None], T | None], opens: str = "{[") -> T | None:
+    """The first `pick(node, chunk)` that is not None: over every node of the complete values (chunk None), then
+    of the values json-repair reads (with the chunk it read them from)."""
+    for value in strict_values(text, opens):
+        for node in walk(value):
+            if (got := pick(node, None)) is not None:
+                return got
+    for value, chunk in repaired_values(text):
+        for node in walk(value):
+            if (got := pick(node, chunk)) is not None:
+                return got
+    return None
+
+
 def object_with(text: str, key: str) -> dict[str, Any] | None:
     """The first object holding `key` (a judge's verdict): complete JSON first; else one json-repair reads, unless
     the reply was cut off after the key (no closing brace follows it), which would be a guess at what was meant."""
-    for value in strict_values(text, "{"):
-        for obj in walk(value):
-            if isinstance(obj, dict) and key in obj:
-                return obj
-    for value, chunk in repaired_values(text):
-        for obj in walk(value):
-            if isinstance(obj, dict) and key in obj and "}" in chunk[chunk.rfind(key) :]:
-                return obj
-    return None
+
+    def pick(node: Any, chunk: str | None) -> dict[str, Any] | None:
+        if isinstance(node, dict) and key in node and (chunk is None or "}" in chunk[chunk.rfind(key) :]):
+            return node
+        return None
+
+    return first(text, pick, "{")
 
 
 def quoted_in(item: str, text: str) -> bool:

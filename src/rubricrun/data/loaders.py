@@ -77,7 +77,7 @@ def iter_dataset(
                 bad += 1
                 continue
             raise
-        yield join_references(ex, parse.dataset, references) if references is not None else ex
+        yield join_references(ex, references) if references is not None else ex
         n += 1
         if cap is not None and n >= cap:
             break
@@ -118,32 +118,26 @@ def _duplicate(ex: Example, id_key: str | None, raw: RawRow, first: str) -> NoRe
 
 class RowParser:
     """A source's rows as Examples (`parser(raw)` -> the example and the key its id came from). What is the same for
-    every row of the source is settled once: the `fields` mapping (checked), the forced schema (`format:`) or
-    detection, the schemas' criterion readers, the dataset's name and the `keep` columns."""
+    every row of the source is settled once: the `fields` mapping (checked), the forced schema (`format:`, a name
+    tasks.registry.check_config has checked) or detection, the schemas' criterion readers, the dataset's name and
+    the `keep` columns."""
 
     def __init__(self, cfg: DatasetConfig, schemas: Sequence[RowSchema], keep: Sequence[str] = ()) -> None:
         self.schemas, self.keep = schemas, keep
         self.fields = _check_fields(cfg.fields, source_label(cfg), schemas)
-        self.forced = None if cfg.format == "auto" else _schema(schemas, cfg.format)
+        self.forced = None if cfg.format == "auto" else {s.name: s for s in schemas}[cfg.format]
         self.readers = tuple(s.criterion_reader for s in schemas if s.criterion_reader is not None)
         self.dataset = dataset_name(cfg)
 
-    def schema_of(self, row: dict[str, Any]) -> RowSchema | None:
-        """The schema that reads `row`: the forced one, else the first of the schemas whose `detect` takes it."""
+    def schema_of(self, r: Row) -> RowSchema | None:
+        """The schema that reads the row: the forced one, else the first of the schemas whose `detect` takes it."""
         if self.forced is not None:
             return self.forced
-        fields = self.fields
-        keys = row.keys() if not fields else set(row) | set(fields)
-        view = Row(row, fields)
-        return next((s for s in self.schemas if s.detect(view, keys)), None)
+        keys = r.row.keys() if not self.fields else set(r.row) | set(self.fields)
+        return next((s for s in self.schemas if s.detect(r, keys)), None)
 
     def __call__(self, raw: RawRow) -> tuple[Example, str | None]:
-        file, line = raw.file, raw.line
-        if raw.error is not None:
-            raise InputError(raw.error, file=file, line=line)
-        row = raw.value
-        if not isinstance(row, dict):
-            raise InputError(f"expected a JSON object, got {type_name(row)}", file=file, line=line)
+        file, line, row = raw.file, raw.line, raw.object()
         for name, path in self.fields.items():  # a mapping to a key the row lacks is named here, not as a puzzle later
             if resolve(row, path) is MISSING:
                 raise InputError(
@@ -152,22 +146,19 @@ class RowParser:
                     line=line,
                     key=path,
                 )
-        schema = self.schema_of(row)
+        r = Row(row, self.fields, self.readers)
+        schema = self.schema_of(r)
         if schema is None:
             raise InputError(_unknown_schema(row), file=file, line=line)
-        ex, id_key = self._example(row, schema, file, line)
+        ex, id_key = self._example(r, schema, file, line)
         if self.keep:  # the `keep` columns of the row go to `prefilled`, beside what its schema put there
             kept = {c: v for c in self.keep if (v := resolve(row, c)) not in (None, MISSING)}
             ex = msgspec.structs.replace(ex, prefilled={**ex.prefilled, **kept})
         return ex, id_key
 
-    def _example(
-        self, row: dict[str, Any], schema: RowSchema, file: str, line: int | None
-    ) -> tuple[Example, str | None]:
-        """`row` built by `schema` into an Example (and the key its id came from)."""
-
+    def _example(self, r: Row, schema: RowSchema, file: str, line: int | None) -> tuple[Example, str | None]:
+        """The row built by `schema` into an Example (and the key its id came from)."""
         fail = fail_at(file, line)
-        r = Row(row, self.fields, self.readers)
         b = schema.build(r, fail)
         messages = b["messages"]
         system = r.get("system")
@@ -180,7 +171,7 @@ class RowParser:
         if messages[-1]["role"] != "user":
             fail(b.get("messages_key"), f"the last message must be a user turn, got role '{messages[-1]['role']}'")
 
-        id_key, native = _native_id(row, r, b, messages, fail)
+        id_key, native = _native_id(r, b, messages, fail)
         rubric = b.get("rubric")
         if rubric is None:
             rubric = rubric_of(r, "rubric", fail) or ()
@@ -193,9 +184,9 @@ class RowParser:
             metadata.update(extra)
 
         reference = b.get("reference")
-        if r.get("reference") is not None and not schema.reference_per_turn:  # an explicit reference wins (else the
-            # builder picks one per turn)
-            reference = text_value(r.get("reference"), r.key("reference"), fail)
+        explicit = r.get("reference")
+        if explicit is not None and not schema.reference_per_turn:  # it wins (else the builder picks one per turn)
+            reference = text_value(explicit, r.key("reference"), fail)
         ex = Example(
             id=f"{self.dataset}/{native}",
             dataset=self.dataset,
@@ -212,22 +203,9 @@ class RowParser:
         return ex, id_key
 
 
-def _schema(schemas: Sequence[RowSchema], name: str) -> RowSchema:
-    found = next((s for s in schemas if s.name == name), None)
-    if found is None:
-        names = ", ".join(s.name for s in schemas)
-        raise InputError(f"unknown format {name!r} (expected auto or one of {names})", key="format")
-    return found
-
-
-def field_names(schemas: Sequence[RowSchema]) -> tuple[str, ...]:
-    """The names `DatasetConfig.fields` may map: the normalized names, then the schemas' own keys."""
-    return tuple(dict.fromkeys([*NORMALIZED_FIELDS, *(k for s in schemas for k in s.native_fields)]))
-
-
 def _check_fields(fields: dict[str, str] | None, label: str, schemas: Sequence[RowSchema]) -> dict[str, str]:
     fields = dict(fields or {})
-    names = field_names(schemas)
+    names = tuple(dict.fromkeys([*NORMALIZED_FIELDS, *(k for s in schemas for k in s.native_fields)]))
     for name, key in fields.items():
         if name not in names:
             raise InputError(f"unknown field name (accepted: {', '.join(names)})", file=label, key=f"fields.{name}")
@@ -248,17 +226,15 @@ def _unknown_schema(row: dict[str, Any]) -> str:
     return f"{msg}; add to the dataset config: format: generic, fields: {{prompt: {guess}}}"
 
 
-def _native_id(
-    row: dict[str, Any], r: Row, b: dict[str, Any], messages: tuple[dict[str, Any], ...], fail: Any
-) -> tuple[str | None, Any]:
+def _native_id(r: Row, b: Any, messages: tuple[dict[str, Any], ...], fail: Any) -> tuple[str | None, Any]:
     """(the key the id came from, the id): the row's native id (the builder names its key), else `id`, else a
     content hash of the messages (key None)."""
     if b.get("id") is not None:  # the builder's own id (a judge meta-evaluation: completion and criterion)
         return b.get("id_key"), b["id"]
-    id_key = next((k for k in (b.get("id_key"), r.key("id")) if k and resolve(row, k) not in (None, MISSING)), None)
+    id_key = next((k for k in (b.get("id_key"), r.key("id")) if k and resolve(r.row, k) not in (None, MISSING)), None)
     if id_key is None:
         return None, content_id(list(messages))
-    return id_key, native_id(resolve(row, id_key), id_key, fail)
+    return id_key, native_id(resolve(r.row, id_key), id_key, fail)
 
 
 def _keys_shown(row: dict[str, Any]) -> str:

@@ -10,12 +10,11 @@ HealthBench's meta-eval rows). A bad row raises InputError naming the file, line
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
-from ..errors import InputError
-from .schemas import Row, _messages, type_name
+from .schemas import Fail, Row, _messages, fail_at, type_name
 
 META_FIELDS = tuple(
     "messages prompt response criterion labels category rater_ids prompt_id completion_id".split()  # generic names
@@ -74,17 +73,14 @@ def meta_row(
     row: Mapping[str, Any],
     *,
     fields: Mapping[str, str] | None = None,
-    fail: Callable[[str | None, str], NoReturn] | None = None,
+    fail: Fail | None = None,
     file: str = "",
     line: int = 0,
 ) -> MetaRow:
     """One row as a MetaRow (its names mapped by `fields`); a problem calls `fail(key, message)`, by default an
     InputError naming `file`, `line` and the key."""
 
-    def fail_here(key: str | None, msg: str) -> NoReturn:
-        raise InputError(msg, file=file or None, line=line or None, key=key)
-
-    fail = fail or fail_here
+    fail = fail or fail_at(file or None, line or None)
     if not isinstance(row, Mapping):
         fail(None, f"expected a JSON object, got {type_name(row)}")
     for name in fields or {}:

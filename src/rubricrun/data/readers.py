@@ -3,8 +3,7 @@
 `read_rows(cfg)` yields one `RawRow` per data row: the parsed value, or why the row could not be parsed, with where
 it came from: the 1-based line (JSONL, CSV), else the 0-based row (`data/x.parquet:row 3`,
 `hf:openai/gsm8k[main/test]:row 3`). A problem with the whole source (missing file, not Parquet, a Hub name that
-cannot be loaded) raises `InputError` naming `source_label(cfg)` and no line. pyarrow and `datasets` are imported
-only when a Parquet file or a Hub dataset is read.
+cannot be loaded) raises `InputError` naming `source_label(cfg)` and no line.
 
 Text is valid Unicode or the row is bad: a JSON string may write a lone surrogate (`"\\ud800"`), which Python decodes
 as is and no UTF-8 file can hold (writing examples.jsonl would fail after the run began).
@@ -24,7 +23,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from msgspec import Struct
 
-from ..errors import InputError
+from ..errors import InputError, type_name
 
 if TYPE_CHECKING:
     from ..config import DatasetConfig
@@ -40,6 +39,15 @@ class RawRow(Struct, frozen=True):  # a Struct: one per dataset row, read twice 
     line: int | None  # 1-based line for JSONL and CSV
     value: Any = None  # the parsed row (normally a dict)
     error: str | None = None  # why the row could not be parsed
+
+    def object(self) -> dict[str, Any]:
+        """The row's JSON object, else the InputError naming its file and line: why it could not be parsed, or
+        what it is instead."""
+        if self.error is not None:
+            raise InputError(self.error, file=self.file, line=self.line)
+        if not isinstance(self.value, dict):
+            raise InputError(f"expected a JSON object, got {type_name(self.value)}", file=self.file, line=self.line)
+        return self.value
 
 
 def source_label(cfg: DatasetConfig) -> str:
@@ -128,17 +136,24 @@ def _jsonl_rows(stream: IO[bytes], path: str) -> Iterator[RawRow]:
         raise InputError(f"cannot read dataset file: {_reason(e)}", file=path, line=lineno + 1) from None
 
 
+_NOT_JSON = (UnicodeDecodeError, json.JSONDecodeError, RecursionError)
+
+
+def _not_json(e: Exception) -> str:
+    """Why bytes are not JSON text (one of _NOT_JSON)."""
+    if isinstance(e, UnicodeDecodeError):
+        return f"not valid UTF-8 ({e.reason} at byte {e.start})"
+    if isinstance(e, json.JSONDecodeError):
+        return f"malformed JSON: {e.msg} (column {e.colno})"
+    return "malformed JSON: nested too deeply"
+
+
 def _json_line(raw: bytes, path: str, lineno: int) -> RawRow:
     try:
         text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        return RawRow(path, lineno, error=f"not valid UTF-8 ({e.reason} at byte {e.start})")
-    try:
         value = json.loads(text)
-    except json.JSONDecodeError as e:
-        return RawRow(path, lineno, error=f"malformed JSON: {e.msg} (column {e.colno})")
-    except RecursionError:
-        return RawRow(path, lineno, error="malformed JSON: nested too deeply")
+    except _NOT_JSON as e:
+        return RawRow(path, lineno, error=_not_json(e))
     bad = lone_surrogate(value) if "\\u" in text else None  # only a \u escape can write one
     return RawRow(path, lineno, value, error=bad)
 
@@ -168,12 +183,8 @@ def _json_array_rows(stream: IO[bytes], path: str) -> Iterator[RawRow]:
     try:
         text = stream.read().decode("utf-8-sig")
         data = json.loads(text)
-    except UnicodeDecodeError as e:
-        raise InputError(f"not valid UTF-8 ({e.reason} at byte {e.start})", file=path) from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"malformed JSON: {e.msg} (column {e.colno})", file=path, line=e.lineno) from None
-    except RecursionError:
-        raise InputError("malformed JSON: nested too deeply", file=path) from None
+    except _NOT_JSON as e:
+        raise InputError(_not_json(e), file=path, line=getattr(e, "lineno", None)) from None
     except (OSError, EOFError) as e:
         raise InputError(f"cannot read dataset file: {_reason(e)}", file=path) from None
     check = "\\u" in text

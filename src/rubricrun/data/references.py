@@ -22,10 +22,8 @@ def load_references(path: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for raw in file_rows(path):
         where = {"file": raw.file, "line": raw.line}
-        if raw.error is not None:
-            raise InputError(raw.error, **where)
-        row = raw.value
-        if not isinstance(row, dict) or row.get("question_id") is None:
+        row = raw.object()
+        if row.get("question_id") is None:
             raise InputError("expected an object with a question_id", key="question_id", **where)
         out[str(row["question_id"])] = _turns(row, where)
     return out
@@ -46,9 +44,9 @@ def _turns(row: dict, where: dict) -> list[str]:
     return turns
 
 
-def join_references(ex: Example, dataset: str, references: dict[str, list[str]]) -> Example:
+def join_references(ex: Example, references: dict[str, list[str]]) -> Example:
     """The example with its references joined; an example without a row in the file is returned as it is."""
-    native = str(ex.metadata.get("question_id", ex.id.removeprefix(f"{dataset}/")))
+    native = str(ex.metadata.get("question_id", ex.id.removeprefix(f"{ex.dataset}/")))
     turns = references.get(native)
     if turns is None:
         return ex

@@ -12,8 +12,8 @@ import math
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, NoReturn, Protocol, TypedDict
 
-from ..errors import InputError
-from ..types import Criterion, Turn, weights_add_up
+from ..errors import InputError, type_name
+from ..types import Criterion, Turn, rubric_weights_problem
 
 _PART_TYPES = ("text", "image_url", "input_audio", "file")
 MISSING = object()  # what `resolve` gives for a path the row does not have
@@ -33,12 +33,6 @@ def resolve(row: dict[str, Any], path: str) -> Any:
         else:
             return MISSING
     return value
-
-
-def type_name(v: Any) -> str:
-    if v is None:
-        return "null"
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(type(v), "a number")
 
 
 class Row:
@@ -260,19 +254,11 @@ def parse_rubric(
             category = next((t.split(":", 1)[1] for t in tags if t.startswith("axis:")), None)
         elif not isinstance(category, str):
             fail(f"{k}.category", f"expected a string, got {category!r}")
-        cid = item.get("id")
-        if cid is None:
-            cid = f"c{i + 1}"
-        elif isinstance(cid, bool) or not isinstance(cid, (str, int)) or not str(cid).strip():
-            fail(f"{k}.id", f"expected a non-empty string, got {cid!r}")
-        cid = str(cid)
+        cid = f"c{i + 1}" if item.get("id") is None else str(native_id(item["id"], f"{k}.id", fail))
         if cid in seen:
             fail(f"{k}.id", f"duplicate criterion id '{cid}'")
         seen.add(cid)
         out.append(Criterion(id=cid, text=text, weight=weight, tags=tuple(tags), category=category))
-    weights = [c.weight for c in out]
-    if not weights_add_up(weights):
-        fail(key, "the weights add up past the largest number")
-    if not any(weights):
-        fail(key, "every weight is 0: nothing could be scored")
+    if why := rubric_weights_problem([c.weight for c in out]):
+        fail(key, why)
     return tuple(out)

@@ -1,11 +1,9 @@
 """Prompt synthesis: main topic -> subtopics -> prompts, with over-generation, dedupe and one shortfall retry.
 
-Each step asks for `ceil(target * (1 + over_generation_buffer))` items as a JSON array of strings, reads the reply
-leniently (`parse_json_list`), dedupes it and, if fewer unique items than the target came back, asks once more for
-`ceil(shortfall * (1 + buffer))` items, excluding the `max_exclusions` most recent it has (0: no list). The result
-is trimmed to the target; a step still short keeps what it has and says so in its log line. Prompts are deduped
-across subtopics too. `call` makes the model call (cache, retry, throttle); attempt 0 is a step's first ask and
-attempt 1 its retry, so their cache keys differ and a rerun with the same config is all cache hits.
+Each step asks for `target * (1 + over_generation_buffer)` items (rounded up) as a JSON array of strings, dedupes
+what it reads and, when short, asks once more for the shortfall (plus the buffer), excluding the `max_exclusions`
+most recent items; the result is trimmed to the target (a step still short says so in its log line). Attempt 0 and
+1 (the retry) have their own cache keys, so a rerun with the same config is all cache hits.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ import jinja2
 from ..config import SynthesizeConfig
 from ..errors import InputError, ProviderError, read_text
 from ..types import Example, LLMResponse
-from .jsonread import quoted_in, repaired_values, strict_values, walk
+from .jsonread import first, quoted_in
 
 Call = Callable[[list[dict], int], LLMResponse]  # (messages, attempt_no) -> response
 
@@ -50,26 +48,10 @@ class SynthLog:
 
 
 def parse_json_list(text: str) -> list[str]:
-    """The strings of the first JSON array in `text` that holds any, leniently (data/jsonread.py reads the JSON).
-
-    Tolerates code fences and stray text around the array, a JSON object wrapping the array, trailing or doubled
-    commas, a missing comma between two strings, and a reply cut off mid-array (the complete items are kept, a
-    half-written last string is dropped). Non-string items (numbers, null, nested arrays, objects) are skipped
-    rather than stringified, since they are not usable prompts. Items are stripped; empty ones dropped. Only
-    double-quoted strings count: bare words and single-quoted strings, which json-repair would turn into items,
-    are more likely junk than prompts. No array -> [].
-    """
-    for value in strict_values(text):
-        for node in walk(value):
-            items = _strings(node)
-            if items:
-                return items
-    for value, _chunk in repaired_values(text):
-        for node in walk(value):
-            items = _strings(node, quoted_from=text)
-            if items:
-                return items
-    return []
+    """The non-empty strings of the first JSON array in `text` that holds any, read leniently (data/jsonread.py),
+    stripped; [] when there is none. Other items are skipped, not stringified (they are no prompts), and from a
+    repaired array only double-quoted strings count: bare or single-quoted words are more likely junk."""
+    return first(text, lambda node, chunk: _strings(node, None if chunk is None else text) or None) or []
 
 
 def _strings(node: Any, quoted_from: str | None = None) -> list[str]:
@@ -88,10 +70,8 @@ def _key(item: str) -> str:
 
 
 def dedupe(items: Iterable[str], *, exclude: Iterable[str] = ()) -> list[str]:
-    """`items` without repeats or anything in `exclude`, comparing case- and whitespace-insensitively.
-
-    The first spelling of each item is kept, in the original order. Blank items are dropped.
-    """
+    """`items` without blanks, repeats or anything in `exclude` (case- and whitespace-insensitive), in order, each
+    in its first spelling."""
     seen = {_key(x) for x in exclude}
     out: list[str] = []
     for item in items:
@@ -107,12 +87,8 @@ def dedupe(items: Iterable[str], *, exclude: Iterable[str] = ()) -> list[str]:
 
 
 def load_template(path: str | None, default_name: str) -> jinja2.Template:
-    """The Jinja2 template at `path`, or the packaged default `default_name` when `path` is None.
-
-    Templates render with StrictUndefined (a misspelt variable is an error) and trim_blocks/lstrip_blocks (a line
-    holding only a `{% ... %}` tag leaves no blank line). Unreadable files and syntax errors are InputErrors naming
-    the file (and the line, for syntax errors).
-    """
+    """The Jinja2 template at `path`, else the packaged `default_name`: a misspelt variable is an error
+    (StrictUndefined), a line holding only a `{% ... %}` tag leaves no blank line; a bad file is an InputError."""
     label = os.path.expanduser(path) if path is not None else str(TEMPLATES_DIR / default_name)
     source = read_text(label, "template")
 
@@ -208,12 +184,9 @@ def synthesize(
     log: Callable[[str], None] = print,
     on_step: Callable[[SynthLog, list[Example]], None] = lambda entry, examples: None,
 ) -> tuple[list[Example], list[SynthLog]]:
-    """Synthesize prompts for `cfg.main_topic`: one Example per final prompt, in subtopic then prompt order.
-
-    A ProviderError while asking for subtopics propagates; one while asking for a subtopic's prompts is logged
-    (the SynthLog carries it) and the other subtopics go on. Both templates are rendered once with sample values
-    before any call, so a template error costs no model call.
-    """
+    """One Example per prompt for `cfg.main_topic`, in subtopic then prompt order. A ProviderError while asking for
+    subtopics propagates; one for a subtopic's prompts is logged and the others go on. Both templates are rendered
+    with sample values first, so a template error costs no call."""
     sub_tpl = load_template(cfg.subtopic_template, SUBTOPICS_TEMPLATE)
     prm_tpl = load_template(cfg.prompt_template, PROMPTS_TEMPLATE)
     for exclusions in ([], ["an example"]):  # both sides of an `{% if exclusions %}`

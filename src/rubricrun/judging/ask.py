@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from ..config import ModelConfig
 from ..errors import NotDone, ProviderError
 from ..providers.base import BaseProvider, cache_key
 from ..types import LLMRequest, LLMResponse, Usage
@@ -41,9 +40,9 @@ def judge_offset(item_id: str) -> int:
     return int(hashlib.sha256(item_id.encode("utf-8")).hexdigest()[:8], 16)
 
 
-def judge_params(judge: ModelConfig, attempt: int, defaults: Mapping[str, Any]) -> dict[str, Any]:
-    """The judge's params over `defaults`; a re-ask (attempt > 0) samples at RETRY_TEMPERATURE at least."""
-    params = {**defaults, **judge.params}
+def judge_params(own: Mapping[str, Any], attempt: int, defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """The judge entry's `own` params over `defaults`; a re-ask (attempt > 0) samples at RETRY_TEMPERATURE at least."""
+    params = {**defaults, **own}
     if attempt > 0:
         params["temperature"] = max(float(params.get("temperature") or 0.0), RETRY_TEMPERATURE)
     return params

@@ -49,15 +49,6 @@ PAIR_MAX_TOKENS = 2048
 _VERDICT = re.compile(r"\[\[([ABC])\]\]")
 
 
-def load_pair_template(path: str | None) -> str:
-    """The user prompt of a pairwise call: the built-in pair-v2 one, or a text file with the three placeholders
-    (then it is the whole prompt: no system prompt is added)."""
-    key = "judging.pairwise.prompt_template"
-    return load_template(
-        path, PAIR_TEMPLATE, placeholders=_PLACEHOLDERS, required=_PLACEHOLDERS, what="pairwise template", key=key
-    )
-
-
 def parse_pair_verdict(text: str | None, finish_reason: str | None = None) -> tuple[str, str | None]:
     """The verdict `A`, `B` or `C` a judge reply ends on, or ("error", why). The last `[[X]]` counts: a judge
     that restates the format in its explanation still ends on its own verdict."""
@@ -102,15 +93,14 @@ def candidate_pairs(cfg: Config) -> list[tuple[str, str]]:
 @dataclass(frozen=True)
 class PairItem:
     example: Example
-    turn: int | None
+    turn: int
     a: Response
     b: Response
     judge: int  # index into the judge pool
 
     @property
     def id(self) -> str:
-        turn = "" if self.turn is None else f"#t{self.turn}"
-        return f"{self.example.id}{turn}#{self.a.candidate}~{self.b.candidate}"
+        return f"{self.example.id}#t{self.turn}#{self.a.candidate}~{self.b.candidate}"
 
 
 def pair_items(cfg: Config, examples: dict[str, Example], responses: Sequence[Response]) -> list[PairItem]:
@@ -120,10 +110,10 @@ def pair_items(cfg: Config, examples: dict[str, Example], responses: Sequence[Re
     pairs, pool = candidate_pairs(cfg), cfg.judge_pool
     if not pairs or not pool:
         return []
-    answers: dict[tuple[str, int | None], dict[str, Response]] = {}
+    answers: dict[tuple[str, int], dict[str, Response]] = {}
     for r in responses:
         if r.sample_index == 0 and r.status == "ok":
-            answers.setdefault((r.example_id, getattr(r, "turn", None)), {})[r.candidate] = r
+            answers.setdefault((r.example_id, r.turn), {})[r.candidate] = r
     items = []
     for (example_id, turn), by_cand in answers.items():
         offset = judge_offset(f"{example_id}#{turn}")
@@ -133,24 +123,28 @@ def pair_items(cfg: Config, examples: dict[str, Example], responses: Sequence[Re
     return items
 
 
-def question_text(example: Example, turn: int | None) -> str:
-    """What the judge is shown as the question: the user message of the turn (turns count from 1), else the
-    example's conversation (one message: its text alone)."""
-    if turn is not None and 2 <= turn <= example.turns:  # a later MT-Bench turn (data/turns.py)
+def question_text(example: Example, turn: int) -> str:
+    """What the judge is shown as the question: the user message of the turn (turns count from 1; every example
+    has a user message, the loader checks it)."""
+    if turn >= 2:  # a later MT-Bench turn (data/turns.py)
         return content_text(example.later_turns[turn - 2].message.get("content"))
-    users = [m for m in example.messages if m.get("role") == "user"]
-    if turn is not None and 1 <= turn <= len(users):
-        return content_text(users[turn - 1].get("content"))
-    if len(example.messages) == 1:
-        return content_text(example.messages[0].get("content"))
-    return "\n\n".join(f"{m.get('role', 'user')}: {content_text(m.get('content'))}" for m in example.messages)
+    return content_text(next(m for m in example.messages if m.get("role") == "user").get("content"))
 
 
 class PairJudging:
     def __init__(self, cfg: Config, stack: BaseProvider):
         assert cfg.judging.pairwise is not None
         self.cfg, self.stack = cfg, stack
-        self.template = load_pair_template(cfg.judging.pairwise.prompt_template)
+        # The built-in pair-v2 prompt, or a text file with the three placeholders (then the whole prompt: no
+        # system prompt is added).
+        self.template = load_template(
+            cfg.judging.pairwise.prompt_template,
+            PAIR_TEMPLATE,
+            placeholders=_PLACEHOLDERS,
+            required=_PLACEHOLDERS,
+            what="pairwise template",
+            key="judging.pairwise.prompt_template",
+        )
 
     def request(self, judge: ModelConfig, item: PairItem, order: int, attempt: int) -> LLMRequest:
         """The call with a shown first (order 0) or b shown first (order 1)."""
@@ -165,7 +159,7 @@ class PairJudging:
             messages.insert(0, {"role": "system", "content": PAIR_SYSTEM})
         if judge.system_prompt:
             messages.insert(0, {"role": "system", "content": judge.system_prompt})
-        params = judge_params(judge, attempt, JUDGE_DEFAULT_PARAMS)
+        params = judge_params(judge.params, attempt, JUDGE_DEFAULT_PARAMS)
         if "max_tokens" not in judge.params:
             params["max_tokens"] = PAIR_MAX_TOKENS
         route = route_for(judge, item.id, 0, self.cfg.run.seed)  # one model sees both orders

@@ -1,11 +1,8 @@
 """Judging protocols: how a judge is asked about one criterion of one response and how its reply is read.
 
-A `JudgeProtocol` is what `judging.rubric.Judging` builds its requests from: the default template, the judge's
-default parameters, the messages, the JSON schema asked for and the reader of the reply. The binary (met / not met)
-and 1-5 protocols are generic machinery and live here; a benchmark that judges its own way (one rating replacing the
-rubric, its own prompts) defines its protocol in its task module (tasks/), and `tasks.registry.protocol_for` finds
-it by `judging.scale`. A reply is read out of fenced blocks and stray text, broken JSON repaired (data/jsonread.py);
-one that cannot be read is an error verdict, never `not_met`.
+The binary (met / not met) and 1-5 protocols live here; a benchmark that judges its own way defines its protocol in
+its task module (tasks/), found by `judging.scale` (`tasks.registry.protocol_for`). A reply that cannot be read
+(data/jsonread.py reads fenced, stray and broken JSON) is an error verdict, never `not_met`.
 """
 
 from __future__ import annotations
@@ -15,22 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..data.jsonread import object_with
-from ..types import Criterion, Example
+from ..types import Criterion
 from .graded import ParsedScore, verdict_for
-from .prompt import DEFAULT_TEMPLATE, GRADED_TEMPLATE, judge_messages
-
-
-@dataclass(frozen=True)
-class JudgeInput:
-    """What one judge request is built from: the (turn's view of the) example, the judged text, the criterion, the
-    reference shown (None: none), the loaded template and the explanation's length limit."""
-
-    example: Example
-    text: str
-    criterion: Criterion
-    reference: str | None
-    template: str
-    max_chars: int
+from .prompt import DEFAULT_TEMPLATE, GRADED_TEMPLATE, JudgeInput, judge_messages
 
 
 @dataclass(frozen=True)
@@ -114,10 +98,6 @@ def parse_graded_reply(text: str | None, finish_reason: str | None = None) -> Pa
     return ParsedScore(score, reasoning if isinstance(reasoning, str) else None, None)
 
 
-def _template_messages(j: JudgeInput) -> list[dict[str, Any]]:
-    return judge_messages(j.template, j.example, j.text, j.criterion, j.max_chars, j.reference)
-
-
 def _read_binary(text: str | None, finish_reason: str | None) -> tuple[str, ParsedScore]:
     p = parse_judge_reply(text, finish_reason)
     verdict = "error" if p.criteria_met is None else ("met" if p.criteria_met else "not_met")
@@ -135,7 +115,7 @@ BINARY = JudgeProtocol(
     scale="binary",
     params=JUDGE_DEFAULT_PARAMS,
     template=DEFAULT_TEMPLATE,
-    messages=_template_messages,
+    messages=judge_messages,
     schema=judge_schema,
     read=_read_binary,
     dry_reply='{"criteria_met": true}',
@@ -145,7 +125,7 @@ GRADED_1_5 = JudgeProtocol(
     scale="1-5",
     params=JUDGE_DEFAULT_PARAMS,
     template=GRADED_TEMPLATE,
-    messages=_template_messages,
+    messages=judge_messages,
     schema=graded_schema,
     read=_read_1_5,
     dry_reply='{"score": 3}',

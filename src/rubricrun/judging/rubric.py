@@ -3,7 +3,6 @@ judge pool, several judges' votes combined by majority."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -18,8 +17,6 @@ from .graded import ParsedScore, verdict_for
 from .prompt import DEFAULT_TEMPLATE, load_template, reference_for
 from .protocol import JudgeInput, JudgeProtocol
 
-VERDICTS = ("met", "not_met", "error")
-
 # Providers whose LiteLLM route accepts an OpenAI-style JSON schema (structured_output: auto).
 SCHEMA_PREFIXES = ("local/", "openai/", "azure/", "gemini/", "vertex_ai/", "anthropic/", "hosted_vllm/", "ollama_chat/")
 
@@ -32,7 +29,7 @@ class JudgeItem:
     example: Example
     criterion: Criterion
     judges: tuple[int, ...]
-    on_tie: str | None = None  # a split vote's rule; None: judging.on_tie
+    on_tie: str  # a split vote's rule (judging.on_tie, or the task's own)
 
 
 @dataclass(frozen=True)
@@ -72,41 +69,35 @@ def judge_items(
     cfg: Config,
     examples: dict[str, Example],
     responses: Sequence[Response],
-    views: Mapping[str, Example] | None = None,
+    views: Mapping[str, Example],
     *,
-    per_criterion: Callable[[Example], int] | None = None,
-    rating: Criterion | None = None,
-    on_tie: Callable[[Example], str] | None = None,
+    per_criterion: Callable[[Example], int],
+    rating: Criterion | None,
+    on_tie: Callable[[Example], str],
 ) -> list[JudgeItem]:
     """One item per criterion of each answered response. `views` holds, by response id, a later turn's conversation
     (graph.py: the turn's own view of the conversation): the judge sees the conversation up to and including that
-    turn's answer. `per_criterion` and `on_tie` (by example; None: the config's) set how many judges vote on a
-    criterion and how a split is settled; `rating` as rubric_for's."""
+    turn's answer. `per_criterion` and `on_tie` (by example) set how many judges vote on a criterion and how a split
+    is settled; `rating` as rubric_for's."""
     pool = cfg.judge_pool
     items = []
     for r in responses:
         if r.status != "ok":
             continue
-        ex = (views or {}).get(r.id) or examples[r.example_id]
+        ex = views.get(r.id) or examples[r.example_id]
         rubric = rubric_for(ex, cfg, rating)
         if not rubric or not pool:
             continue
         offset = judge_offset(ex.id) % len(pool)
-        k = cfg.judging.judges_per_criterion if per_criterion is None else per_criterion(ex)
-        tie = None if on_tie is None else on_tie(ex)
-        assignment = assign_judges(len(rubric), len(pool), k, offset)
+        assignment = assign_judges(len(rubric), len(pool), per_criterion(ex), offset)
         for c, js in zip(rubric, assignment, strict=True):
-            items.append(JudgeItem(r, ex, c, tuple(js), tie))
+            items.append(JudgeItem(r, ex, c, tuple(js), on_tie(ex)))
     return items
 
 
 def assign_judges(n_criteria: int, n_judges: int, per_criterion: int = 1, offset: int = 0) -> list[list[int]]:
-    """Judge indexes for each criterion: round-robin over the pool in rubric order.
-
-    Criterion i goes to judges (offset + i*k + j) mod n for j < k, so with k == 1 the criteria of a
-    rubric are spread evenly, and with k > 1 each criterion gets k distinct judges."""
-    if n_judges < 1:
-        return [[] for _ in range(n_criteria)]
+    """Judge indexes for each criterion, round-robin in rubric order: criterion i gets judges (offset + i*k + j) mod
+    n for j < k, so the criteria are spread evenly and each gets k distinct judges."""
     k = min(per_criterion, n_judges)
     return [[(offset + i * k + j) % n_judges for j in range(k)] for i in range(n_criteria)]
 
@@ -149,7 +140,7 @@ class Judging:
         messages = self.protocol.messages(j)
         if judge.system_prompt:
             messages = [{"role": "system", "content": judge.system_prompt}, *messages]
-        params = judge_params(judge, attempt, self.protocol.params)
+        params = judge_params(judge.params, attempt, self.protocol.params)
         mode = schema_mode(judge, r.model)
         schema = self.protocol.schema(self.max_chars) if mode else None
         if schema is not None and mode == "guided_json":
@@ -184,13 +175,13 @@ class Judging:
             if v is None:
                 return None
             votes.append(v)
-        on_tie = item.on_tie if item.on_tie is not None else self.cfg.judging.on_tie
-        if on_tie == "judge" and is_tie([v.verdict for v in votes]):
+        verdicts = [v.verdict for v in votes]
+        if item.on_tie == "judge" and 0 < verdicts.count("met") == verdicts.count("not_met"):
             v = self.vote(pool[tie_breaker(item.judges, len(pool))], item)
             if v is None:
                 return None
             votes.append(v)
-        return judgment_from_votes(item, votes, on_tie, self.scale)
+        return judgment_from_votes(item, votes, item.on_tie, self.scale)
 
 
 def tie_breaker(judges: Sequence[int], pool_size: int) -> int:
@@ -202,10 +193,6 @@ def tie_breaker(judges: Sequence[int], pool_size: int) -> int:
     raise ValueError("no judge outside the vote")  # config.py requires a pool larger than judges_per_criterion
 
 
-def is_tie(verdicts: Sequence[str]) -> bool:
-    return 0 < verdicts.count("met") == verdicts.count("not_met")
-
-
 def judgment_from_votes(
     item: JudgeItem, votes: Sequence[Vote], on_tie: str = "error", scale: str = "binary"
 ) -> Judgment:
@@ -215,7 +202,7 @@ def judgment_from_votes(
         score = sum(scores) / len(scores) if scores else None
         verdict = verdict_for(score, scale)
     else:
-        verdict = votes[0].verdict if len(votes) == 1 else majority_vote([v.verdict for v in votes], on_tie)
+        verdict = majority_vote([v.verdict for v in votes], on_tie)
     agreeing = [v for v in votes if v.verdict == verdict] or [v for v in votes if v.verdict != "error"]
     explanation = agreeing[0].explanation if agreeing and verdict != "error" else None
     error = None
@@ -249,17 +236,9 @@ def judgment_from_votes(
 
 
 def majority_vote(verdicts: Sequence[str], on_tie: str = "error") -> str:
-    """Combine judge verdicts ("met" / "not_met" / "error") into one.
-
-    "error" votes are ignored; the verdict with a strict majority of the remaining votes wins. No valid vote at all
-    gives "error"; a tie gives "error" too (an undecided criterion is never silently "not_met") unless `on_tie` is
-    "not_met" (judging.on_tie: the user chose to count a split as not met).
-    """
-    counts = Counter(verdicts)
-    unknown = set(counts) - set(VERDICTS)
-    if unknown:
-        raise ValueError(f"majority_vote: unknown verdicts {sorted(unknown)}; expected one of {VERDICTS}")
-    met, not_met = counts["met"], counts["not_met"]
+    """The verdict with a strict majority of the votes that are not "error"; else "error" (an undecided criterion
+    is never silently "not_met"), unless a tie is to count as not met (`on_tie`, judging.on_tie)."""
+    met, not_met = verdicts.count("met"), verdicts.count("not_met")
     if met > not_met:
         return "met"
     if not_met > met or (met and on_tie == "not_met"):

@@ -126,7 +126,7 @@ def judge_items(
     cfg: Config,
     examples: dict[str, Example],
     responses: Sequence[Response],
-    views: Mapping[str, Example] | None = None,
+    views: Mapping[str, Example],
 ) -> list[judging_rubric.JudgeItem]:
     """judging.rubric.judge_items with each task's judges per criterion and tie rule."""
 
