@@ -1,6 +1,6 @@
 """results/tally.Tally against the list-based reference over the same rows: summary() equals build_summary,
 export files equal build_export's, the report of a small run is unchanged and a large one shows a bounded sample;
-Tally.add keeps no row it was given (memory shape, no timings)."""
+Tally.take keeps no row it was given (memory shape, no timings)."""
 
 from __future__ import annotations
 
