@@ -83,7 +83,7 @@ def test_a_malformed_row_names_file_line_and_column(tmp_path, row, scale, key, s
 
 
 def test_a_line_that_is_not_json_or_not_an_object(tmp_path) -> None:
-    for line, says in (("{not json", "malformed JSON"), ("[1, 2]", "expected an object")):
+    for line, says in (("{not json", "malformed JSON"), ("[1, 2]", "expected a JSON object, got a list")):
         path = write_jsonl(tmp_path / "x.jsonl", [line])
         with pytest.raises(InputError, match=rf"^{path}:1: {says}"):
             read_labels(str(path))

@@ -52,11 +52,7 @@ def read_labels(
     preferences: dict[str, dict[str, str]] = {}
     rows = blank = superseded = 0
     for raw in read_rows(DatasetConfig(path=path)):
-        if raw.error is not None:
-            raise InputError(raw.error, file=raw.file, line=raw.line)
-        if not isinstance(raw.value, dict):
-            raise InputError(f"expected an object, got {type(raw.value).__name__}", file=raw.file, line=raw.line)
-        row = _Row(raw.value, raw.file, raw.line)
+        row = _Row(raw.object(), raw.file, raw.line)
         if dataset is not None and row.get("dataset") not in (None, dataset):
             continue
         rater = row.text("rater", required=False) or ""
