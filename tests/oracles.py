@@ -15,6 +15,7 @@ summarizes one example at a time (results/summary.SummaryAcc).
 - `judge_stats(judgments)`: the summary's judge statistics of a list; `meta_rows(rows)`: judge meta-eval rows.
 - `extract_final_number(text)`: the number a response commits to.
 - `bradley_terry(comparisons, names)`: the scalar Bradley-Terry fit (results/pairwise.py fits them vectorized).
+- `build_export(fmt, examples, responses, ...)`: export.build_export over a run's rows given as lists.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from rubricrun.data.schemas import Row
 from rubricrun.engine.calls import GenTask, turn_task
 from rubricrun.engine.preflight import Examples, validate_examples
 from rubricrun.judging.answers import final_answer, span_number
-from rubricrun.results import metrics, stats
+from rubricrun.results import export, metrics, stats
 from rubricrun.results.agreement import AgreementCounts, cohen_kappa_counts
 from rubricrun.results.summary import SummaryAcc, _JudgeAcc
 from rubricrun.results.summary_types import Summary
@@ -290,3 +291,33 @@ def bradley_terry(
         if done:
             break
     return {i: 1000.0 + 400.0 * math.log10(p[i]) for i in names}
+
+
+def build_export(
+    fmt: str,
+    examples: Sequence[Example],
+    responses: Sequence[Response],
+    judgments: Sequence[Judgment],
+    scores: Mapping[str, Any],
+    cfg: Any,
+    **kwargs: bool,
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """export.build_export over rows given as lists (a run feeds it one example at a time): the rows in example
+    order, the counts summed; a response whose example is not in the list counts as `no_example`."""
+    counts = export.empty_counts(fmt)
+    rows: list[dict[str, Any]] = []
+    for ex in examples:
+        rs = [r for r in responses if r.example_id == ex.id]
+        ids = {r.id for r in rs}
+        js = [j for j in judgments if j.response_id in ids]
+        got, part = export.build_export(fmt, ex, rs, js, scores, cfg, **kwargs)
+        rows += got
+        counts.update({k: counts[k] + v for k, v in part.items()})
+    known = {ex.id for ex in examples}
+    orphans = sum(1 for r in responses if r.example_id not in known)
+    if "responses_no_example" in counts:
+        counts["responses_no_example"] += orphans
+    elif "skipped_no_example" in counts:
+        counts["considered"] += orphans
+        counts["skipped_no_example"] += orphans
+    return rows, counts

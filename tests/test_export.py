@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 from factories import example, response
+from oracles import build_export
 
 from rubricrun.config import ExportConfig
 from rubricrun.errors import InputError
 from rubricrun.judging.answers import quality_flags
-from rubricrun.results.export import FORMATS, build_export, write_export
+from rubricrun.results.export import FORMATS, write_export
 from rubricrun.types import Example, Judgment, Response, Score
 
 SYSTEM = {"role": "system", "content": "You are a baker."}

@@ -8,9 +8,9 @@ import dataclasses
 from conftest import DELETE, KEY_ENV, read_jsonl, run_dir, write_jsonl
 from factories import example, response
 from fakeserver import FakeOpenAIServer
+from oracles import build_export
 
 from rubricrun.config import ExportConfig
-from rubricrun.results.export import build_export
 from rubricrun.types import Example, Response
 
 PAIRS = ExportConfig(chosen_candidate="strong", rejected_candidate="weak")

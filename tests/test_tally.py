@@ -18,12 +18,12 @@ import pytest
 from conftest import DATA, model_entry, write_jsonl
 from factories import example, judgment, response
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request, message_text
-from oracles import build_summary, criteria_index
+from oracles import build_export, build_summary, criteria_index
 
 from rubricrun import codec
 from rubricrun.config import load_config
 from rubricrun.results.artifacts import Finished
-from rubricrun.results.export import FORMATS, build_export, write_export
+from rubricrun.results.export import FORMATS, write_export
 from rubricrun.results.report import render_report, write_report_from_dir
 from rubricrun.results.scoring import score_all
 from rubricrun.results.summary_types import summary_data

@@ -49,35 +49,18 @@ class _Scored:
         return next((f for f in UNFIT if self.response.flags.get(f)), None)
 
 
-@dataclass(frozen=True)
-class _Run:
-    """The judged run, indexed: responses by example (sorted by id), judgments by response."""
+class _Rows:
+    """One example's rows, indexed: its turn-1 responses (sorted by id), judgments by response, scores."""
 
-    examples: Sequence[Example]
-    by_example: Mapping[str, list[Response]]
-    judgments: Mapping[str, list[Judgment]]
-    scores: Mapping[str, Score]
-    orphans: int  # responses whose example is not in the run
-
-    @classmethod
-    def of(
-        cls,
-        examples: Sequence[Example],
-        responses: Sequence[Response],
-        judgments: Sequence[Judgment],
-        scores: Mapping[str, Score],
-    ) -> _Run:
-        by_example: dict[str, list[Response]] = {}
+    def __init__(
+        self, responses: Sequence[Response], judgments: Sequence[Judgment], scores: Mapping[str, Score]
+    ) -> None:
         # Turn 1 only: a later turn answers its candidate's own conversation, so it shares no prompt with the others.
-        for r in (r for r in responses if r.turn == 1):
-            by_example.setdefault(r.example_id, []).append(r)
-        for rs in by_example.values():
-            rs.sort(key=lambda r: r.id)
-        js: dict[str, list[Judgment]] = {}
+        self.responses = sorted((r for r in responses if r.turn == 1), key=lambda r: r.id)
+        self.judgments: dict[str, list[Judgment]] = {}
         for j in judgments:
-            js.setdefault(j.response_id, []).append(j)
-        known = {ex.id for ex in examples}
-        return cls(examples, by_example, js, scores, sum(1 for r in responses if r.example_id not in known))
+            self.judgments.setdefault(j.response_id, []).append(j)
+        self.scores = scores
 
     def usable(self, r: Response, field: str, need_score: bool = True) -> tuple[str | None, _Scored | None]:
         """(why the response cannot be exported at all, None) or (None, the response with its score). A response
@@ -122,10 +105,7 @@ def _prompt_text(ex: Example) -> str:
 
 def _provenance(ex: Example, picked: Sequence[Response], judgments: Mapping[str, list[Judgment]]) -> dict[str, Any]:
     js = [j for r in picked for j in judgments.get(r.id, [])]
-    keys: list[str] = []
-    for k in [r.key for r in picked] + [j.key for j in js]:
-        if k and k not in keys:
-            keys.append(k)
+    keys = [k for k in dict.fromkeys([*(r.key for r in picked), *(j.key for j in js)]) if k]
     return {
         "example_id": ex.id,
         "dataset": ex.dataset,
@@ -204,9 +184,31 @@ def _pick_pair(scored: Sequence[_Scored], cfg: ExportConfig) -> tuple[str, tuple
     return "ok", best
 
 
+_PAIR_SKIPS = ("too_few", "identical", "tie", "low_margin", "inverted")
+
+
+def empty_counts(fmt: str) -> dict[str, int]:
+    """The counts `fmt` reports, each 0: a run's are the sums of build_export's over its examples."""
+    if fmt not in FORMATS:
+        raise InputError(f"unknown export format {fmt!r} (expected one of {', '.join(FORMATS)})", key="export.formats")
+    counts = {"considered": 0, "written": 0}
+    if fmt in ("dpo", "hybrid"):
+        counts.update({f"skipped_{reason}": 0 for reason in _PAIR_SKIPS})
+        counts.update({f"responses_{reason}": 0 for reason in _EXCLUSIONS})
+        counts["responses_no_example"] = 0  # (a run's responses always have their example)
+    elif fmt != "prompts":
+        counts["skipped_no_example"] = 0
+        counts.update({f"skipped_{reason}": 0 for reason in _EXCLUSIONS})
+        if fmt in ("sft", "kto"):
+            counts.update({f"skipped_{flag}": 0 for flag in UNFIT})
+        if fmt == "sft":
+            counts["skipped_below_threshold"] = 0
+    return counts
+
+
 def build_export(
     fmt: str,
-    examples: Sequence[Example],
+    ex: Example,
     responses: Sequence[Response],
     judgments: Sequence[Judgment],
     scores: Mapping[str, Score],
@@ -215,51 +217,40 @@ def build_export(
     by_candidate: bool = False,
     unjudged: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Training rows for one format and the counts of what was considered, written and skipped (and why).
-    `by_candidate`: dpo/hybrid pair chosen_candidate's responses with rejected_candidate's, scores not needed.
+    """One example's training rows for one format and the counts of what was considered, written and skipped (and
+    why). `by_candidate`: dpo/hybrid pair chosen_candidate's responses with rejected_candidate's, scores not needed.
     `unjudged` (a generation run): sft takes every fit response, its threshold applied only where a judge-free
     score exists (an MC or QA answer matched)."""
-    if fmt not in FORMATS:
-        raise InputError(f"unknown export format {fmt!r} (expected one of {', '.join(FORMATS)})", key="export.formats")
-    if fmt == "prompts":
-        return _prompt_rows(examples)
-    run = _Run.of(examples, responses, judgments, scores)
+    counts = empty_counts(fmt)
+    if fmt == "prompts":  # the conversational `prompt` column TRL's GRPO and online-DPO trainers read
+        counts.update(considered=1, written=1)
+        return [{"prompt": _prompt(ex), "provenance": {"example_id": ex.id, "dataset": ex.dataset}}], counts
+    rows = _Rows(responses, judgments, scores)
     if fmt in ("dpo", "hybrid"):
-        return _pairs(fmt, run, cfg, by_candidate)
-    return _pointwise(fmt, run, cfg, len(responses), need_score=not (unjudged and fmt == "sft"))
-
-
-def _prompt_rows(examples: Sequence[Example]) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """One row per example: the conversational `prompt` column TRL's GRPO and online-DPO trainers read."""
-    rows = [{"prompt": _prompt(ex), "provenance": {"example_id": ex.id, "dataset": ex.dataset}} for ex in examples]
-    return rows, {"considered": len(examples), "written": len(rows)}
+        counts["considered"] = 1
+        return _pair(fmt, ex, rows, cfg, by_candidate, counts), counts
+    counts["considered"] = len(responses)
+    return _pointwise(fmt, ex, rows, cfg, counts, need_score=not (unjudged and fmt == "sft")), counts
 
 
 def _pointwise(
-    fmt: str, run: _Run, cfg: ExportConfig, considered: int, *, need_score: bool = True
-) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    fmt: str, ex: Example, rows: _Rows, cfg: ExportConfig, counts: dict[str, int], *, need_score: bool
+) -> list[dict[str, Any]]:
     """sft, kto, reward: one row per usable response (without `need_score`, unscored ones too)."""
-    stats = {"considered": considered, "written": 0, "skipped_no_example": run.orphans}
-    stats.update({f"skipped_{reason}": 0 for reason in _EXCLUSIONS})
-    if fmt in ("sft", "kto"):
-        stats.update({f"skipped_{flag}": 0 for flag in UNFIT})
-    if fmt == "sft":
-        stats["skipped_below_threshold"] = 0
-    rows: list[dict[str, Any]] = []
-    for ex in run.examples:
-        for r in run.by_example.get(ex.id, []):
-            reason, scored = run.usable(r, cfg.score, need_score=need_score)
-            row = None
-            if scored is not None:
-                reason, row = _pointwise_row(fmt, ex, scored, cfg, run.judgments)
-            if row is None:
-                stats[f"skipped_{reason}"] += 1
-                continue
-            row["flags"] = _flags(r)
-            row["provenance"] = _provenance(ex, [r], run.judgments)
-            rows.append(row)
-            stats["written"] += 1
-    return rows, stats
+    out = []
+    for r in rows.responses:
+        reason, scored = rows.usable(r, cfg.score, need_score=need_score)
+        row = None
+        if scored is not None:
+            reason, row = _pointwise_row(fmt, ex, scored, cfg, rows.judgments)
+        if row is None:
+            counts[f"skipped_{reason}"] += 1
+            continue
+        row["flags"] = _flags(r)
+        row["provenance"] = _provenance(ex, [r], rows.judgments)
+        out.append(row)
+    counts["written"] = len(out)
+    return out
 
 
 def _pointwise_row(
@@ -285,31 +276,26 @@ def _pointwise_row(
     return None, {"prompt": prompt, "response": completion, "score": s.score, "criteria": criteria}
 
 
-def _pairs(fmt: str, run: _Run, cfg: ExportConfig, by_candidate: bool) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    stats = {"considered": len(run.examples), "written": 0}
-    for reason in ("too_few", "identical", "tie", "low_margin", "inverted"):
-        stats[f"skipped_{reason}"] = 0
-    stats.update({f"responses_{reason}": 0 for reason in _EXCLUSIONS})
-    stats["responses_no_example"] = run.orphans
-    rows: list[dict[str, Any]] = []
-    for ex in run.examples:
-        scored: list[_Scored] = []
-        for r in run.by_example.get(ex.id, []):
-            reason, s = run.usable(r, cfg.score, need_score=not by_candidate)
-            if s is None:
-                stats[f"responses_{reason}"] += 1
-                continue
+def _pair(
+    fmt: str, ex: Example, rows: _Rows, cfg: ExportConfig, by_candidate: bool, counts: dict[str, int]
+) -> list[dict[str, Any]]:
+    """dpo, hybrid: the example's one pair, if it has one."""
+    scored: list[_Scored] = []
+    for r in rows.responses:
+        reason, s = rows.usable(r, cfg.score, need_score=not by_candidate)
+        if s is None:
+            counts[f"responses_{reason}"] += 1
+        else:
             scored.append(s)
-        reason, pair = _pick_by_candidate(scored, cfg) if by_candidate else _pick_pair(scored, cfg)
-        if pair is None:
-            stats[f"skipped_{reason}"] += 1
-            continue
-        row = _pair_row(fmt, ex, pair, run.judgments)
-        row["chosen_flags"], row["rejected_flags"] = _flags(pair[0].response), _flags(pair[1].response)
-        row["provenance"] = _provenance(ex, [pair[0].response, pair[1].response], run.judgments)
-        rows.append(row)
-        stats["written"] += 1
-    return rows, stats
+    reason, pair = _pick_by_candidate(scored, cfg) if by_candidate else _pick_pair(scored, cfg)
+    if pair is None:
+        counts[f"skipped_{reason}"] += 1
+        return []
+    row = _pair_row(fmt, ex, pair, rows.judgments)
+    row["chosen_flags"], row["rejected_flags"] = _flags(pair[0].response), _flags(pair[1].response)
+    row["provenance"] = _provenance(ex, [pair[0].response, pair[1].response], rows.judgments)
+    counts["written"] = 1
+    return [row]
 
 
 def _pair_row(
@@ -354,19 +340,17 @@ def export_batches(
     cfg: Config, run_dir: Path, formats: Sequence[str], batches: Callable[[], Iterable[Batch]]
 ) -> dict[str, Any]:
     """Every requested format written under run_dir/export/, one example at a time; returns each format's counts.
-    `batches()` yields each example with its own rows and scores, in input order, and is called once per format.
-    Every row and count depends on one example's rows only (pools, pairs and skips are per example; the counts
-    add up), so the files equal build_export's over all the rows at once while one example's rows are held."""
+    `batches()` yields each example with its own rows and scores, in input order, and is called once per format."""
     ecfg = cfg.export or ExportConfig()
     by_candidate = ecfg.pairs_by_candidate(bool(cfg.judge_pool))
     unjudged = not cfg.judge_pool
     out: dict[str, Any] = {}
     for fmt in formats:
-        counts = build_export(fmt, [], [], [], {}, ecfg, by_candidate=by_candidate, unjudged=unjudged)[1]  # keys
+        counts = empty_counts(fmt)
 
         def rows(fmt: str = fmt, counts: dict[str, int] = counts) -> Iterator[dict[str, Any]]:
             for ex, rs, js, scores in batches():
-                got, part = build_export(fmt, [ex], rs, js, scores, ecfg, by_candidate=by_candidate, unjudged=unjudged)
+                got, part = build_export(fmt, ex, rs, js, scores, ecfg, by_candidate=by_candidate, unjudged=unjudged)
                 for k, v in part.items():
                     counts[k] += v
                 yield from got
