@@ -1,22 +1,10 @@
 """Pure statistics for summary.json: bootstrap CIs, paired comparisons, leaderboards, vote and agreement measures.
 
-Everything here is deterministic given `seed`: each bootstrap draws from its own numpy
-`Generator(PCG64(seed))`, never from a global RNG.
-
-Bootstrap conventions (shared by `mean_ci` and `paired_diff`):
-- the unit of resampling is the example: callers pass one value per example (for `paired_diff`, one value per
-  example id and candidate), so the CI reflects example-to-example variation only;
-- a resample is `n` example indexes drawn with `integers(0, n)`, resamples one after the other from one stream;
-  they are drawn in chunks of resamples (`resample_indexes`) so that a chunk stays about 4 MB of indexes whatever
-  n is; the chunk size does not change the draws. A sample of few distinct values (0/1 scores) draws each
-  resample's counts per value instead (a multinomial, the same distribution: `resample_means`);
-- percentile method: the CI bounds are the (1-level)/2 and (1+level)/2 quantiles of the `n_boot` resampled means,
-  using linear interpolation between order statistics (the "type 7" quantile, `statistics.quantiles`' inclusive
-  method);
-- the mean is `statistics.fmean` (math.fsum over the count); a resample's mean is the mean plus the mean of its
-  deviations from it (numpy's pairwise sum), or with few values its counts times the values (exact fractions for
-  0/1 scores); a constant sample gives a CI exactly equal to its mean.
-With very few examples the percentile bootstrap is over-confident (its CIs are too narrow); read small-n CIs with care.
+Deterministic given `seed`: each bootstrap draws from its own numpy `Generator(PCG64(seed))`. The unit of resampling
+is the example (callers pass one value per example, so a CI reflects example-to-example variation only); resamples
+are drawn as `resample_indexes` and `resample_means` say; CIs are percentile intervals of the resampled means with
+type-7 quantiles (`_quantile`); a constant sample's CI is exactly its mean. With very few examples the percentile
+bootstrap is over-confident (its CIs are too narrow).
 """
 
 from __future__ import annotations

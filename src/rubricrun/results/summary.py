@@ -252,31 +252,17 @@ def log_summary(summary: Summary) -> None:
                 log.info("%s", line)
             continue
         for cand, r in d.candidates.items():
+            head = f"{name:<20} {cand:<16}"
             if summary.note and not r.scored:  # a generation run: a score line of dashes would read as a failure
-                log.info("%-20s %-16s not scored", name, cand)
+                log.info("%s not scored", head)
                 continue
-            log.info(
-                "%-20s %-16s %-11s %s %s  n %d  coverage %s  partial %d",
-                name,
-                cand,
-                d.metric,
-                figure(r.score),
-                interval(r.ci),
-                r.n,
-                figure(r.coverage),
-                r.partial,
-            )
+            scored = f"{figure(r.score)} {interval(r.ci)}  n {r.n}  coverage {figure(r.coverage)}  partial {r.partial}"
+            log.info("%s %-11s %s", head, d.metric, scored)
             if r.extra.get("rating") is not None:  # graded scales: the same result on its own scale
-                log.info(
-                    "%-20s %-16s rating %s on %s %s",
-                    name,
-                    cand,
-                    figure(r.extra["rating"]),
-                    r.extra.get("scale"),
-                    interval(r.extra.get("rating_ci")),
-                )
+                rating = f"{figure(r.extra['rating'])} on {r.extra.get('scale')} {interval(r.extra.get('rating_ci'))}"
+                log.info("%s rating %s", head, rating)
             if r.ppi is not None:
-                log.info("%-20s %-16s %s", name, cand, anchored_line(r.ppi))
+                log.info("%s %s", head, anchored_line(r.ppi))
         for diff in d.ppi_paired or ():
             log.info("%-20s %s", name, paired_line(diff))
         if d.labels is not None:
@@ -288,26 +274,12 @@ def _log_pairwise(summary: Summary) -> None:
     """One line per pair of candidates and dataset, and the dataset's position bias."""
     for name, pj in (summary.pairwise_judging or {}).items():
         for p in pj.pairs:
-            log.info(
-                "%-20s pairwise %s vs %s: win %s tie %s loss %s  n %d  errors %d  LC win %s ± %s%s  longer won %s",
-                name,
-                p.a,
-                p.b,
-                figure(p.win_rate),
-                figure(p.tie_rate),
-                figure(p.loss_rate),
-                p.n,
-                p.errors,
-                figure(p.lc_win_rate),
-                figure(p.lc_win_rate_se),
-                f" ({p.lc_note})" if p.lc_note else " (one side always longer)" if p.lc_one_side_longer else "",
-                figure(p.longer_share),
-            )
+            head = f"{name:<20} pairwise {p.a} vs {p.b}:"
+            rates = f"win {figure(p.win_rate)} tie {figure(p.tie_rate)} loss {figure(p.loss_rate)}  n {p.n}"
+            lc_why = f" ({p.lc_note})" if p.lc_note else " (one side always longer)" if p.lc_one_side_longer else ""
+            lc = f"LC win {figure(p.lc_win_rate)} ± {figure(p.lc_win_rate_se)}{lc_why}"
+            log.info("%s %s  errors %d  %s  longer won %s", head, rates, p.errors, lc, figure(p.longer_share))
             if p.ppi is not None:
-                log.info("%-20s pairwise %s vs %s: win rate %s", name, p.a, p.b, anchored_line(p.ppi, "comparisons"))
-        log.info(
-            "%-20s pairwise position bias %s (%d decisive verdicts)",
-            name,
-            figure(pj.position_bias),
-            pj.decisive_verdicts,
-        )
+                log.info("%s win rate %s", head, anchored_line(p.ppi, "comparisons"))
+        bias = figure(pj.position_bias)
+        log.info("%-20s pairwise position bias %s (%d decisive verdicts)", name, bias, pj.decisive_verdicts)
