@@ -1,16 +1,10 @@
 """Judge agreement you can act on: per judge pair (Cohen's kappa) and per criterion (Krippendorff's alpha),
-and the criteria on which judges disagree most. Pure functions of the judgments' votes.
+and the criteria on which judges disagree most. Error votes carry no verdict and are left out of every figure.
 
-A *unit* is one criterion of one response that two or more judges voted on (`Judgment.votes`). Error votes
-carry no verdict and are left out of every figure here. A *criterion* is identified by its text: a config's
-default rubric gives the same text to every example, while per-example rubrics (HealthBench) reuse ids such
-as `c1` for different texts, so ids alone would pool unrelated criteria.
-
-Every figure reads a unit only through counts: how many of its valid votes say each verdict (its composition,
-stats.composition), per judge pair the two verdicts, per criterion text its composition. `AgreementCounts`
-keeps those counts as judgments come (a run's summary feeds it one example at a time), so its memory depends
-on the judges, compositions and criterion texts seen, not on the number of judgments (the tests' list-based
-references, tests/oracles.py, build the same counts from lists).
+A *unit* is one criterion of one response that two or more judges voted on (`Judgment.votes`). A *criterion* is
+identified by its text: per-example rubrics (HealthBench) reuse ids such as `c1` for different texts. Every figure
+reads a unit only through counts (`AgreementCounts`), so memory depends on the judges, compositions and criterion
+texts seen, not on the number of judgments.
 """
 
 from __future__ import annotations

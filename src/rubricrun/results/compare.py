@@ -1,14 +1,8 @@
 """Compare two finished runs: `rubricrun compare RUN_A RUN_B` (or `python run.py --compare RUN_A RUN_B`).
 
-Per dataset and candidate: the headline of each run, recomputed from the run folder's examples, responses and
-judgments with results/metrics.py (the formulas the run itself used, with the metric and judge-failure policy
-summary.json recorded), and the change B - A with a paired bootstrap CI (stats.paired_diff) over the examples
-both runs scored. Then every verdict that flipped between the runs: a criterion of the same response id
-(`<example>#<candidate>#<sample>`) judged met in one run and not_met in the other, judge-free `correct` included.
-A verdict that is `error` in either run is not a flip (it says nothing about the answer).
-
-Writes compare.json and a self-contained compare.html (templates/compare.html.j2, autoescaped, no network) into
-`--out`, by default `compare-<A>-vs-<B>/` beside run A. Missing or unreadable run files are bad input (exit 2).
+Per dataset and candidate, each run's headline recomputed from its rows (results/metrics.py) and the change B - A
+with a paired bootstrap CI; then every verdict that flipped between met and not_met. docs/statistics.md ("Comparing
+runs") is the reference. Writes compare.json and compare.html (templates/compare.html.j2) into `--out`.
 """
 
 from __future__ import annotations

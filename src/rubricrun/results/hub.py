@@ -1,18 +1,11 @@
-"""Push a run's export to the Hugging Face Hub as a dataset repo.
+"""Push a run's export to the Hugging Face Hub as a dataset repo, in one commit: export/<fmt>.jsonl as
+data/<fmt>.jsonl (formats with no rows left out), config.yaml, and a README.md dataset card declaring one config per
+format, so `load_dataset(repo, "dpo")` works.
 
-What goes up, in one commit: run_dir/export/<fmt>.jsonl as data/<fmt>.jsonl (formats with no rows are left out and
-named in the card), run_dir/config.yaml as config.yaml, and a generated README.md dataset card whose YAML front matter
-declares one config per format (the first one is the default), so `load_dataset(repo)` and
-`load_dataset(repo, "dpo")` work.
-
-Safety: every file is scanned for the value of every environment variable whose name ends in _KEY or _TOKEN (values
-shorter than 8 characters are ignored: they cannot be told apart from ordinary text), of `token_env`, and for every
-secret the run's config can send (redact.py: its keys at any length, the credentials in its URLs); if one is found
-nothing is uploaded. The token is read from `token_env` only (never from huggingface_hub's saved login) and is
-never logged or written.
-
-Endpoint: huggingface_hub reads HF_ENDPOINT once, at import (huggingface_hub.constants.ENDPOINT). push_to_hub reads
-it again at call time and hands it to HfApi(endpoint=...), so setting it after the import works too.
+Nothing is uploaded if a file holds the value of an environment variable named *_KEY or *_TOKEN (8 characters or
+more: shorter ones cannot be told from ordinary text), of `token_env`, or a secret the config can send
+(redact.found_in). The token is read from `token_env` only, never logged or written. HF_ENDPOINT is read at call
+time (huggingface_hub reads it once, at import).
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """Length-controlled pairwise win rate: AlpacaEval 2's `length_controlled_minimal` GLM, and the share of verdicts
-that went to the longer answer. Pure functions over per-comparison records, numpy only.
-
-Each comparison is candidate a against baseline b on one example: a's preference in [0, 1] (1 a won, 0.5 a tie or
-a verdict that flipped with the order, 0 b won; fractional values allowed) and the two answers' lengths in
-characters (AlpacaEval measures `str.len()`). A comparison whose preference is None (a judge error) is counted and
-left out.
+that went to the longer answer. Pure functions, numpy only; docs/judging.md ("Length-controlled win rate") is the
+reference, with the differences from AlpacaEval and their reasons.
 
 The model (tatsu-lab/alpaca_eval, src/alpaca_eval/metrics/glm_winrate.py, GLM_INFO["length_controlled_minimal"]):
 
     P(a preferred) = logistic(theta + gamma * tanh(d / sd(d))),   d = len_a - len_b, sd with ddof=1 (pandas)
 
-fitted to the fractional preferences by maximum likelihood (each comparison a weighted 1 and a weighted 0, as
-AlpacaEval's duplication does), and predicted at zero length difference: the LC win rate is logistic(theta);
-`lc_se` is its delta-method standard error with the sandwich covariance. Where and why this differs from
-AlpacaEval (no L1 penalty; a standard error that is not 0 by construction): docs/judging.md ("Length-controlled
-win rate") and .agent/plans/015-judge-meta-eval.md.
+fitted to a's fractional preferences (1 won, 0.5 tie, 0 lost; None a judge error, left out) by maximum likelihood
+(each comparison a weighted 1 and a weighted 0, as AlpacaEval's duplication does); the LC win rate is
+logistic(theta), with a delta-method standard error from the sandwich covariance.
 """
 
 from __future__ import annotations

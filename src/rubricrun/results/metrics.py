@@ -1,14 +1,8 @@
-"""One headline metric per dataset, computed as the benchmark's own code computes it: the driver.
-
-Each metric is a `tasks.spec.Metric` of its benchmark's module (tasks/, listed by tasks/registry.py): its
-per-response values, its clip, its official aggregate and the source it reproduces. This module feeds it: the
-verdicts (or graded scores) of each response, the example means, the bootstrap headline with its CI and std, and
-the `Agg` its aggregate reads (`_CandidateAgg`). Formulas, sources and every deviation are quoted in
+"""One headline metric per dataset, computed as the benchmark's own code computes it: the driver of each metric
+(a `tasks.spec.Metric` of its benchmark's module in tasks/). It feeds a metric the verdicts (or graded scores) of
+each response, the example means, the bootstrap headline with its CI and std, and the `Agg` its aggregate reads;
+judge failures follow `on_error` (docs/statistics.md). Formulas, sources and deviations:
 .agent/plans/007-faithful-scores.md.
-
-Judge failures follow `on_error` (`ON_ERROR`): `exclude` leaves a response whose criteria are not all judged
-out of the score (it is counted as `partial`); `not_met` counts an error (or missing) verdict as not met (a
-metric's default: `Metric.on_error`).
 """
 
 from __future__ import annotations
@@ -31,10 +25,6 @@ from .accum import ExampleIds, PerExample
 ON_ERROR = ("exclude", "not_met")
 
 
-# ---------------------------------------------------------------------------------------------------
-# Per-response values (pure; unit-tested against the official formulas)
-
-
 def verdicts_for(
     criteria: Sequence[Criterion], got: Mapping[str, str], on_error: str
 ) -> tuple[list[bool] | None, bool]:
@@ -48,10 +38,6 @@ def verdicts_for(
     if not criteria or (not full and on_error == "exclude"):
         return None, full
     return [v == "met" for v in verdicts], full
-
-
-# ---------------------------------------------------------------------------------------------------
-# Aggregation helpers
 
 
 def _boot_std(values: Sequence[float], n_boot: int, seed: int, clip: Callable[[float], float]) -> float | None:
@@ -90,10 +76,6 @@ def _mean_values(rows: Sequence[Mapping[str, float]]) -> dict[str, float]:
     return {k: fmean(v) for k, v in acc.items()}
 
 
-# ---------------------------------------------------------------------------------------------------
-# The dataset result
-
-
 def expected_criteria(
     ex: Example, judgments: Sequence[Judgment], criteria: Sequence[Criterion] | None = None
 ) -> tuple[Criterion, ...]:
@@ -125,12 +107,10 @@ def dataset_result(
     criteria: Mapping[str, Sequence[Criterion]] | None = None,
     samples_per_prompt: Mapping[str, int] | None = None,
 ) -> DatasetResult:
-    """Every candidate's `metric` on this dataset's `examples` (responses and judgments of other datasets are
-    ignored). `criteria`: example id -> the criteria its responses are scored on (rubric.criteria_for); when
-    absent they are inferred (see expected_criteria). `samples_per_prompt`: candidate -> samples asked per
-    example; it fixes the candidates (in its order) and the expected response count (default: the candidates
-    seen in `responses`, one expected response per response row). A metric with its own accumulator (the judge
-    meta-evaluation's: its rows are judges) is computed by it, as the run computed it."""
+    """Every candidate's `metric` on this dataset's `examples` (rows of other datasets are ignored), as the run
+    computed it (DatasetAcc, or the metric's own accumulator). `criteria`: example id -> the criteria its responses
+    are scored on (else expected_criteria infers them). `samples_per_prompt`: candidate -> samples asked per example;
+    it fixes the candidates and the expected response count (default: those seen, one per response row)."""
     acc = _dataset_acc(name, metric, on_error, n_boot, seed, samples_per_prompt)
     by_id = {ex.id: ex for ex in examples}
     rs: dict[str, list[Response]] = defaultdict(list)

@@ -10,7 +10,7 @@ that lost every comparison (often, in a bootstrap resample) still has a finite r
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from statistics import fmean
 from typing import Any
@@ -33,11 +33,6 @@ _KINDS = 1024  # at most this many kinds of example: the bootstrap draws counts 
 def _score(row: PairJudgment) -> float | None:
     """a's score in the comparison: 1 win, 0.5 tie, 0 loss; None for an error."""
     return {row.a: 1.0, "tie": 0.5, row.b: 0.0}.get(row.winner) if row.winner != "error" else None
-
-
-def _rate_ci(per_example: Sequence[float], cfg: Config) -> tuple[float | None, tuple[float | None, float | None]]:
-    ci = stats.mean_ci(per_example, n_boot=cfg.run.bootstrap_samples, seed=cfg.run.seed)
-    return rounded(ci["mean"]), (rounded(ci["ci_low"]), rounded(ci["ci_high"]))
 
 
 def _length_control(rows: Sequence[PairJudgment], text_len: Mapping[str, int]) -> dict[str, Any]:
@@ -68,25 +63,23 @@ def pair_outcome(cfg: Config, a: str, b: str, rows: Sequence[PairJudgment], text
         s = _score(r)
         if s is not None:
             per_example[r.example_id].append(s)
-    rates = {}
+    rates: dict[str, Any] = {}
     for what, target in (("win", 1.0), ("tie", 0.5), ("loss", 0.0)):
         values = [sum(1 for s in ss if s == target) / len(ss) for ss in per_example.values()]
-        rates[what] = _rate_ci(values, cfg)
+        ci = stats.mean_ci(values, n_boot=cfg.run.bootstrap_samples, seed=cfg.run.seed)
+        rates[f"{what}_rate"] = rounded(ci["mean"])
+        rates[f"{what}_ci"] = (rounded(ci["ci_low"]), rounded(ci["ci_high"]))
+    winners = Counter(r.winner for r in rows)
     return PairOutcome(
         a=a,
         b=b,
         n=len(per_example),
         comparisons=len(rows),
-        wins=sum(1 for r in rows if r.winner == a),
-        ties=sum(1 for r in rows if r.winner == "tie"),
-        losses=sum(1 for r in rows if r.winner == b),
-        errors=sum(1 for r in rows if r.winner == "error"),
-        win_rate=rates["win"][0],
-        win_ci=rates["win"][1],
-        tie_rate=rates["tie"][0],
-        tie_ci=rates["tie"][1],
-        loss_rate=rates["loss"][0],
-        loss_ci=rates["loss"][1],
+        wins=winners[a],
+        ties=winners["tie"],
+        losses=winners[b],
+        errors=winners["error"],
+        **rates,
         **_length_control(rows, text_len),
     )
 

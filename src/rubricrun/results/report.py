@@ -1,13 +1,7 @@
 """report.html: one self-contained, offline page for a run, rendered from templates/report.html.j2 with its CSS and
-JavaScript (templates/report.css, templates/report.js) inlined. Jinja2 autoescapes every value.
-
-The page shows the typed summary (summary_types.Summary) as results/summary.py computed it: nothing here recomputes a
-statistic. Per-example data is embedded once as JSON in a <script type="application/json"> block (Jinja's
-`tojson`, which writes "<", ">", "&" and "'" as \\u escapes, so model text can never close the script) and rendered
-by the page's JS with textContent only, 25 examples a page, with a text filter and a failures / disagreements
-selector.
-
-Rows may be the row types of types.py or the plain dicts read back from the JSONL files.
+JavaScript inlined; Jinja2 autoescapes every value. It shows the summary as results/summary.py computed it
+(nothing is recomputed here). Per-example data is embedded once as JSON with Jinja's `tojson`, which escapes "<",
+">", "&" and "'", so model text can never close the script; the page's JS renders it with textContent only.
 """
 
 from __future__ import annotations
@@ -416,12 +410,10 @@ def _rows(ex: Any, rs: Sequence[Any], js: Sequence[Any], crit: Any, sc: Any) -> 
 
 
 def sample(batches: Iterable[Batch], limit: int = REPORT_EXAMPLES) -> dict[str, Any]:
-    """write_report's arguments for at most `limit` examples, reading `batches` once (each batch's criteria are
-    those of its own example): every example when there are
-    no more than `limit` (the page is then the same as from all the rows); else the first limit // 2 in input
-    order and the limit - limit // 2 worst of the rest (failed rows, then lowest scores), shown in input order.
-    Holds `limit` examples' rows and FAILURE_CAP failed rows of each kind, whatever the run's size; rows become
-    dicts only once they are kept (a run of a million examples keeps a few hundred)."""
+    """write_report's arguments for at most `limit` examples, reading `batches` once: every example when there are
+    no more than `limit`; else the first limit // 2 in input order and the limit - limit // 2 worst of the rest
+    (failed rows, then lowest scores), shown in input order. Holds `limit` examples' rows and FAILURE_CAP failed
+    rows of each kind, whatever the run's size."""
     picker = Sampler(limit)
     for batch in batches:
         picker.add(*batch)

@@ -1,15 +1,9 @@
-"""summary.json's types: what results/summary.py builds, the runner completes with the run's facts, and
-results/report.py reads. summary.json is the per-dataset results (`datasets`), their macro average (`overall`) and
-the run-level sections (judges, pairwise judging, calls, costs, budget, synthesis, export, executor).
-
-Field order is the key order in the file; the codec (codec.py) writes and reads them, through `summary_data` and
-`read_summary` below. A type declared `omit_defaults` has two kinds of field: those without a default are always
-written, and those with one (None) are written only when set (summary.json has always left out keys it had nothing
-for). The other types give every field a default, which a summary of an older version that lacks the key reads
-(an unknown key, such as the pooled `candidates` of releases before issue 21, is ignored). Irregularities, kept by
-`summary_data`: a dataset candidate's `extra` (its metric's own figures) sits beside its fields in the file, and a
-candidate's or pair outcome's `ppi` is left out when None. One key is not its field's name: an anchored score's
-`lambda` (a Python keyword) is the field `lam`.
+"""summary.json's types: what results/summary.py builds, the runner completes with the run's facts and
+results/report.py reads (docs/run-folder.md lists every key). Field order is the file's key order. A type declared
+`omit_defaults` writes a field with a default (None) only when set; the other types give every field a default,
+which an older summary that lacks the key reads. Irregularities, kept by `summary_data` and `read_summary`: a
+candidate's `extra` sits beside its fields, a candidate's or pair outcome's `ppi` is left out when None, and an
+anchored score's `lambda` (a Python keyword) is the field `lam`.
 """
 
 from __future__ import annotations
