@@ -36,7 +36,7 @@ from rubricrun.engine.preflight import Examples, validate_examples
 from rubricrun.judging.answers import final_answer, span_number
 from rubricrun.results import export, metrics, stats
 from rubricrun.results.agreement import AgreementCounts, cohen_kappa_counts
-from rubricrun.results.summary import SummaryAcc, _JudgeAcc
+from rubricrun.results.summary import SummaryAcc
 from rubricrun.results.summary_types import Summary
 from rubricrun.tasks import registry
 from rubricrun.tasks.registry import TASKS
@@ -159,8 +159,7 @@ def counted(
 ) -> AgreementCounts:
     """The agreement counts of `judgments`; `criteria` maps (example id, criterion id) to the criterion judged."""
     acc = AgreementCounts()
-    for j in judgments:
-        acc.add(j, (criteria or {}).get((j.example_id, j.criterion_id)))
+    acc.add(judgments, criteria or {})
     return acc
 
 
@@ -190,9 +189,7 @@ def cohen_kappa(pairs: Sequence[tuple[Hashable, Hashable]]) -> float | None:
 
 def judge_stats(judgments: Sequence[Judgment], criteria: Mapping[tuple[str, str], Criterion] | None = None) -> Any:
     """The summary's judge statistics (met rates, agreement) of a list of judgments."""
-    acc = _JudgeAcc()
-    acc.add(judgments, criteria or {})
-    return acc.summary()
+    return counted(judgments, criteria).summary()
 
 
 def meta_rows(rows: Sequence[Mapping[str, Any]], *, fields: Mapping[str, str] | None = None, file: str = "") -> list:

@@ -17,7 +17,7 @@ from msgspec.structs import replace
 from test_agreement import unit
 
 from rubricrun.results import agreement, stats
-from rubricrun.results.summary import _JudgeAcc
+from rubricrun.results.agreement import AgreementCounts
 from rubricrun.types import Criterion, Judgment
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -140,10 +140,10 @@ def test_counts_equal_the_list_definitions_over_random_panels(seed: int) -> None
     rng = random.Random(seed)
     by_example, criteria = random_panel(rng, rng.choice([1, 3, 20, 200]))
     everything = [j for js in by_example for j in js]
-    acc = _JudgeAcc()
+    acc = AgreementCounts()
     for js in by_example:  # as SummaryAcc feeds it: one example at a time
         acc.add(js, {k: v for k, v in criteria.items() if k[0] == js[0].example_id})
-    counts = acc.voted
+    counts = acc
     items, pairs, by_text, first = ref_units(everything, criteria)
 
     assert counts.units.total() == len(items)
@@ -196,9 +196,9 @@ def test_judge_accumulator_memory_does_not_grow_with_the_judgments() -> None:
     # kinds of keys, so the same few counters; the old accumulator kept one slim Judgment per voted unit.
     crits = [Criterion(f"c{i}", f"criterion {i}") for i in range(5)]
 
-    def fed(examples: int) -> _JudgeAcc:
+    def fed(examples: int) -> AgreementCounts:
         rng = random.Random(7)
-        acc = _JudgeAcc()
+        acc = AgreementCounts()
         for e in range(examples):
             eid = f"e{e}"
             js = [
@@ -210,9 +210,9 @@ def test_judge_accumulator_memory_does_not_grow_with_the_judgments() -> None:
 
     small, big = fed(100), fed(10_000)
     assert footprint(big) <= footprint(small) + 10  # the 100-example run may not have met every composition yet
-    assert big.voted.units.total() == 50_000
+    assert big.units.total() == 50_000
     # Compositions of up to 3 verdicts in 2 categories: at most 1 + 2 + 3 + 4 = 10 keys; per judge pair at most 4
     # verdict pairs; per criterion text at most 3 + 4 compositions of 2 or 3 verdicts.
-    assert len(big.voted.units) <= 10 and len(big.voted.pairs) == 3 and len(big.voted.criteria) == 5
-    assert all(len(p) <= 4 for p in big.voted.pairs.values())
-    assert all(len(c) <= 7 for c in big.voted.criteria.values())
+    assert len(big.units) <= 10 and len(big.pairs) == 3 and len(big.criteria) == 5
+    assert all(len(p) <= 4 for p in big.pairs.values())
+    assert all(len(c) <= 7 for c in big.criteria.values())

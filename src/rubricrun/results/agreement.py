@@ -10,12 +10,22 @@ texts seen, not on the number of judgments.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from itertools import combinations
 
 from ..tasks.judge_eval import cohen_kappa_counts as cohen_kappa_counts  # the one definition (re-exported)
 from ..types import Criterion, Judgment
-from .stats import Composition, composition, krippendorff_alpha_counts, percent_agreement_counts, rounded
-from .summary_types import CriterionAgreement, JudgePairAgreement
+from .stats import (
+    Composition,
+    composition,
+    fleiss_kappa_counts,
+    krippendorff_alpha_counts,
+    percent_agreement_counts,
+    rate,
+    rounded,
+)
+from .summary_types import Agreement, CriterionAgreement, JudgePairAgreement, JudgeRates, JudgeSummary
 
 MOST_DISAGREED = 10  # how many criteria `AgreementCounts.report` lists
 
@@ -25,25 +35,47 @@ def _valid_votes(j: Judgment) -> dict[str, str]:
     return {v["judge"]: v["verdict"] for v in j.votes if v["verdict"] != "error"}
 
 
-class AgreementCounts:
-    """What the agreement figures read of the judgments that carry votes, kept as counts.
+@dataclass(slots=True)
+class _JudgeCounts:
+    met: int = 0
+    judged: int = 0  # met or not met
+    errors: int = 0
 
-    `units`: every voted judgment's valid verdicts as a composition (the overall figures; a judgment whose votes
-    all failed counts too, with an empty one); `ties_to_error`: voted judgments whose combined verdict is error;
-    `pairs`: (judge a, judge b) -> (verdict a, verdict b) -> units; `criteria`: criterion text -> composition ->
-    units with >= 2 valid votes, and `first_id` the first criterion id seen for each text."""
+
+class AgreementCounts:
+    """The judges' figures fed judgments as they come, kept as counts (a panel run of millions of judgments keeps a
+    few counters per judge, judge pair, verdict composition and criterion text: issue 13).
+
+    `per_judge`: judge -> met / judged / errors, over every vote (a judgment without votes: its own verdict;
+    judge-free `auto:` verdicts left out). Of the judgments that carry votes: `units`, their valid verdicts as a
+    composition (a judgment whose votes all failed counts too, with an empty one); `ties_to_error`, those whose
+    combined verdict is error; `pairs`: (judge a, judge b) -> (verdict a, verdict b) -> units; `criteria`: criterion
+    text -> composition -> units with >= 2 valid votes, and `first_id` the first criterion id seen for each text."""
 
     def __init__(self) -> None:
+        self.per_judge: defaultdict[str, _JudgeCounts] = defaultdict(_JudgeCounts)
         self.units: Counter[Composition] = Counter()
         self.ties_to_error = 0
         self.pairs: defaultdict[tuple[str, str], Counter[tuple[str, str]]] = defaultdict(Counter)
         self.criteria: defaultdict[str, Counter[Composition]] = defaultdict(Counter)
         self.first_id: dict[str, str] = {}
 
-    def add(self, j: Judgment, criterion: Criterion | None) -> None:
-        """One judgment (nothing if it has no votes) and the criterion it was judged on, if known."""
-        if not j.votes:
-            return
+    def add(self, judgments: Sequence[Judgment], criteria: Mapping[tuple[str, str], Criterion]) -> None:
+        """Judgments, and the criteria they were judged on by (example id, criterion id), where known."""
+        for j in judgments:
+            if j.judge.startswith("auto:"):
+                continue
+            for v in j.votes or ({"judge": j.judge, "verdict": j.verdict},):
+                counts = self.per_judge[v["judge"]]
+                if v["verdict"] == "error":
+                    counts.errors += 1
+                else:
+                    counts.met += v["verdict"] == "met"
+                    counts.judged += 1
+            if j.votes:
+                self._add_votes(j, criteria.get((j.example_id, j.criterion_id)))
+
+    def _add_votes(self, j: Judgment, criterion: Criterion | None) -> None:
         self.units[composition(v["verdict"] for v in j.votes if v["verdict"] != "error")] += 1
         self.ties_to_error += j.verdict == "error"
         votes = _valid_votes(j)
@@ -54,6 +86,24 @@ class AgreementCounts:
         text = criterion.text if criterion is not None else j.criterion_id
         self.first_id.setdefault(text, j.criterion_id)
         self.criteria[text][composition(votes.values())] += 1
+
+    def summary(self) -> JudgeSummary:
+        """summary.json's `judges`: met rates per judge; agreement where judgments carry votes."""
+        per = {
+            name: JudgeRates(met_rate=rounded(rate(c.met, c.judged)), judged=c.judged, errors=c.errors)
+            for name, c in sorted(self.per_judge.items())
+        }
+        if not self.units:
+            return JudgeSummary(per_judge=per)
+        overall = Agreement(
+            criteria_with_votes=self.units.total(),
+            percent_agreement=rounded(percent_agreement_counts(self.units)),
+            fleiss_kappa=rounded(fleiss_kappa_counts(self.units)),
+            krippendorff_alpha=rounded(krippendorff_alpha_counts(self.units)),
+            ties_to_error=self.ties_to_error,
+            **self.report(),
+        )
+        return JudgeSummary(per_judge=per, agreement=overall)
 
     def pair_rows(self) -> list[JudgePairAgreement]:
         """One row per pair of judges that voted together on at least one unit: n, percent agreement, kappa."""

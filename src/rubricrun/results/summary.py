@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from itertools import combinations
 from statistics import fmean
 
@@ -20,14 +19,10 @@ from .accum import ByExample, ExampleIds, PerExample, paired
 from .anchor import anchor_results, anchored_line, anchors_for, labels_line, paired_line
 from .charts import histogram_bins
 from .pairwise import pairwise_results
-from .stats import rounded
 from .summary_types import (
-    Agreement,
     DatasetCandidate,
     DatasetRankRow,
     DatasetSummary,
-    JudgeRates,
-    JudgeSummary,
     MacroScore,
     Overall,
     Summary,
@@ -38,8 +33,8 @@ log = logging.getLogger("rubricrun")
 
 
 class SummaryAcc:
-    """The summary of a run's rows, fed one example at a time: per dataset a metrics.DatasetAcc; the judges' counters and
-    the agreement counts of the voted judgments (agreement.AgreementCounts). `counts`: dataset -> metric -> rows calling
+    """The summary of a run's rows, fed one example at a time: per dataset a metrics.DatasetAcc; the judges' counts
+    (agreement.AgreementCounts). `counts`: dataset -> metric -> rows calling
     for it (registry.metric_of), known before the first example (the dataset's metric is a majority vote)."""
 
     def __init__(self, cfg: Config, counts: Mapping[str, Mapping[str, int]]) -> None:
@@ -49,7 +44,7 @@ class SummaryAcc:
         self.examples = 0
         self.datasets = metrics.dataset_accs(cfg, counts, self.ids)
         self.category = Categories()  # each example's string `category`, where it has one
-        self.judges = _JudgeAcc()
+        self.judges = agreement.AgreementCounts()
         self.anchors = anchors_for(cfg, self.datasets)  # datasets with human labels (`datasets[].labels`)
 
     def add(
@@ -184,57 +179,6 @@ def _overall(datasets: Mapping[str, DatasetSummary], names: Sequence[str]) -> Ov
 def _rows_are_candidates(metric: str) -> bool:
     """Whether a dataset's leaderboard rows are candidates (a metric this version does not know: as before)."""
     return registry.section_of(metric).rows == "candidate"
-
-
-@dataclass(slots=True)
-class _JudgeCounts:
-    """One judge's votes so far: met, judged (met or not met) and errors."""
-
-    met: int = 0
-    judged: int = 0
-    errors: int = 0
-
-
-class _JudgeAcc:
-    """judge_stats fed judgments as they come: per-judge counters, and what the agreement statistics read of the
-    judgments that carry votes, as counts (agreement.AgreementCounts): a panel run of millions of judgments keeps a
-    few counters per judge pair, verdict composition and criterion text, not the judgments (issue 13)."""
-
-    def __init__(self) -> None:
-        self.per_judge: dict[str, _JudgeCounts] = defaultdict(_JudgeCounts)
-        self.voted = agreement.AgreementCounts()
-
-    def add(self, judgments: Sequence[Judgment], criteria: Mapping[tuple[str, str], Criterion]) -> None:
-        for j in judgments:
-            if j.judge.startswith("auto:"):
-                continue
-            for v in j.votes or ({"judge": j.judge, "verdict": j.verdict},):
-                acc = self.per_judge[v["judge"]]
-                if v["verdict"] == "error":
-                    acc.errors += 1
-                else:
-                    acc.met += v["verdict"] == "met"
-                    acc.judged += 1
-            if j.votes:
-                self.voted.add(j, criteria.get((j.example_id, j.criterion_id)))
-
-    def summary(self) -> JudgeSummary:
-        per = {
-            name: JudgeRates(met_rate=rounded(stats.rate(c.met, c.judged)), judged=c.judged, errors=c.errors)
-            for name, c in sorted(self.per_judge.items())
-        }
-        units = self.voted.units
-        if not units:
-            return JudgeSummary(per_judge=per)
-        overall = Agreement(
-            criteria_with_votes=units.total(),
-            percent_agreement=rounded(stats.percent_agreement_counts(units)),
-            fleiss_kappa=rounded(stats.fleiss_kappa_counts(units)),
-            krippendorff_alpha=rounded(stats.krippendorff_alpha_counts(units)),
-            ties_to_error=self.voted.ties_to_error,
-            **self.voted.report(),
-        )
-        return JudgeSummary(per_judge=per, agreement=overall)
 
 
 def log_summary(summary: Summary) -> None:
