@@ -1,11 +1,7 @@
 """Judged run data -> training rows (SFT, DPO, KTO, pointwise reward, VellumForge2 "hybrid", prompt-only), written
-as JSONL under the run's export/ folder.
-
-Column forms follow TRL's dataset formats (https://huggingface.co/docs/trl/dataset_formats), conversational flavour:
-a prompt is the example's messages as given (a candidate's own system prompt is not added) and a completion a
-one-message assistant list. docs/export.md lists each format's columns and the selection rules this module keeps:
-which responses count, how pairs are picked (by score or by candidate), the thresholds (compared after rounding to
-9 decimals, `_at_least`), the deterministic order, and the counts each format reports.
+as JSONL under the run's export/ folder, one example at a time. Column forms follow TRL's conversational dataset
+formats (https://huggingface.co/docs/trl/dataset_formats); docs/export.md lists each format's columns and the
+selection rules kept here (which responses count, how pairs are picked, thresholds, order, counts).
 """
 
 from __future__ import annotations
@@ -128,16 +124,13 @@ def _criteria_scores(js: Sequence[Judgment]) -> dict[str, dict[str, Any]]:
 
 def _pools(scored: Sequence[_Scored], cfg: ExportConfig) -> tuple[list[_Scored], list[_Scored]]:
     strong, weak = cfg.chosen_candidate, cfg.rejected_candidate
-    chosen = [s for s in scored if not s.unfit]
-    rejected = list(scored)
-    if strong is not None:
-        chosen = [s for s in chosen if s.response.candidate == strong]
-    elif weak is not None:
-        chosen = [s for s in chosen if s.response.candidate != weak]
-    if weak is not None:
-        rejected = [s for s in rejected if s.response.candidate == weak]
-    elif strong is not None:
-        rejected = [s for s in rejected if s.response.candidate != strong]
+
+    def on_side(s: _Scored, own: str | None, other: str | None) -> bool:
+        """A side holds its own candidate's responses where it names one, else every one but the other side's."""
+        return s.response.candidate == own if own is not None else s.response.candidate != other
+
+    chosen = [s for s in scored if not s.unfit and on_side(s, strong, weak)]
+    rejected = [s for s in scored if on_side(s, weak, strong)]
     chosen.sort(key=lambda s: (-s.score, s.response.id))
     rejected.sort(key=lambda s: (s.score, s.response.id))
     return chosen, rejected

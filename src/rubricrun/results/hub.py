@@ -49,12 +49,10 @@ def _export_files(run_dir: Path) -> tuple[list[tuple[str, Path, int]], list[str]
 
 
 def _card(repo_id: str, files: list[tuple[str, Path, int]], empty: list[str], card: dict[str, Any]) -> str:
-    configs: list[dict[str, Any]] = []
-    for i, (fmt, _, _) in enumerate(files):
-        entry: dict[str, Any] = {"config_name": fmt, "data_files": [{"split": "train", "path": f"data/{fmt}.jsonl"}]}
-        if i == 0:
-            entry["default"] = True
-        configs.append(entry)
+    configs: list[dict[str, Any]] = [
+        {"config_name": fmt, "data_files": [{"split": "train", "path": f"data/{fmt}.jsonl"}]} for fmt, _, _ in files
+    ]
+    configs[0]["default"] = True  # (there is at least one file: _collect)
     meta: dict[str, Any] = {"configs": configs, "tags": ["rubricrun", "synthetic"]}
     front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True)
     out = [f"---\n{front}---\n", f"# {repo_id.split('/')[-1]}\n"]
@@ -69,12 +67,10 @@ def _card(repo_id: str, files: list[tuple[str, Path, int]], empty: list[str], ca
     out.append("")
     if empty:
         out.append(f"Formats with no rows (not uploaded): {', '.join(empty)}.\n")
-    if files:
-        first = files[0][0]
-        out.append(
-            "```python\nfrom datasets import load_dataset\n\n"
-            f'ds = load_dataset("{repo_id}", "{first}", split="train")\n```\n'
-        )
+    out.append(
+        "```python\nfrom datasets import load_dataset\n\n"
+        f'ds = load_dataset("{repo_id}", "{files[0][0]}", split="train")\n```\n'
+    )
     for key, heading in (("models", "Candidate models"), ("judges", "Judges")):
         if card.get(key):
             out.append(f"## {heading}\n")
