@@ -1,12 +1,7 @@
-"""Per-example values kept compactly for the summary's statistics (results/metrics.py, results/summary.py).
-
-The summary is computed example by example (one example's rows at a time) and aggregated at the end; what it keeps
-per example is one float per key (headline, normalized, per-category, per-tag, ...) in typed arrays, aligned by the
-example's position, and the example's id as UTF-8 bytes in one buffer: no Python object per example, so a million
-examples cost a few tens of MB (.agent/plans/009-limits.md, item 3). The statistics read the values of a key in
-sorted example-id order, as they always have (so bootstraps draw the same resamples); that order is computed in
-runs of bounded size merged together, and a column comes back as numpy arrays (positions, values), views of the
-stored arrays where no reordering is needed, never as lists of objects.
+"""Per-example values kept compactly for the summary's statistics (results/metrics.py, results/summary.py): one
+float per key and example in typed arrays aligned by the example's position, and the ids as UTF-8 in one buffer, so
+a million examples cost a few tens of MB (.agent/plans/009-limits.md, item 3). Columns come back in sorted
+example-id order (so bootstraps draw the same resamples as ever) as numpy arrays, never as lists of objects.
 """
 
 from __future__ import annotations

@@ -20,14 +20,8 @@ from .. import codec
 from ..errors import InputError, RubricrunError, RunLockedError
 from ..types import Criterion, Example, Judgment, PairJudgment, Response
 
-
-def _current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _current_umask()
+_UMASK = os.umask(0)  # the process's umask: read by setting it, then put back
+os.umask(_UMASK)
 
 
 def _atomic_write(path: Path, write: Any) -> None:

@@ -77,14 +77,11 @@ _cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
 
 def resample_means(values: Sequence[float], n_boot: int, seed: int, chunk: int = CHUNK) -> np.ndarray:
     """The means of `n_boot` resamples (with replacement, same size) of non-empty `values`, in draw order,
-    read-only. With at most DISTINCT distinct values (0/1 scores, differences of them, a few rubric levels), each
-    seen 4 times on average, a resample's mean depends only on how many of its n draws hit each value: those
-    counts are drawn at once as Multinomial(n, share of each value), the same distribution as n index draws at a
-    fraction of the cost. Otherwise the resamples are index draws (`resample_indexes`).
-
-    The same values, size and seed give the same means, so the last few are kept, keyed by the values' bytes: a
-    summary bootstraps one column several times (its CI, its std, a dataset's headline that is also the overall
-    one, a pair's difference overall and per dataset)."""
+    read-only. With at most DISTINCT distinct values (0/1 scores, a few rubric levels), each seen 4 times on
+    average, a resample's mean depends only on how many of its draws hit each value: those counts are drawn as
+    Multinomial(n, share of each value), the same distribution as n index draws at a fraction of the cost;
+    otherwise the resamples are index draws (`resample_indexes`). The last few results are kept, keyed by the
+    values' bytes: a summary bootstraps one column several times (its CI, its std, a pair's difference)."""
     vals = as_floats(values)
     key = (n_boot, seed, chunk, hashlib.blake2b(vals, digest_size=16).digest())
     hit = _cache.get(key)
@@ -155,12 +152,9 @@ def _finite_floats(values: Sequence[float], what: str) -> np.ndarray:
 
 
 def mean_ci(values: Sequence[float], *, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, Any]:
-    """Mean of one-value-per-example `values` with a percentile-bootstrap CI over examples.
-
-    Returns {"mean", "ci_low", "ci_high", "se", "se_boot", "n"}: `se` is the sample standard deviation / sqrt(n),
-    `se_boot` the standard deviation of the bootstrap means. n == 0: everything None (n 0). n == 1: the CI is the
-    value itself and both standard errors are None (one example carries no information about spread).
-    """
+    """Mean of one-value-per-example `values` with a percentile-bootstrap CI over examples: {"mean", "ci_low",
+    "ci_high", "se" (sample std / sqrt(n)), "se_boot" (std of the bootstrap means), "n"}. n == 0: all None; n == 1:
+    the CI is the value and both standard errors are None (one example says nothing about spread)."""
     _check_boot_args(n_boot, level)
     vals = _finite_floats(values, "mean_ci")
     n = len(vals)
@@ -192,17 +186,11 @@ def paired_diff(
     level: float = 0.95,
     tie_eps: float = 1e-9,
 ) -> dict[str, Any]:
-    """Paired comparison of a against b over the example ids both have.
-
-    Returns {"n", "mean_diff", "ci_low", "ci_high", "wins", "ties", "losses", "significant"}. `mean_diff` is
-    mean(a - b); wins/ties/losses count examples from a's point of view, |a - b| <= tie_eps being a tie. The paired
-    bootstrap resamples example ids jointly (both candidates' values of one id travel together), which is the same
-    as resampling the per-id differences. Ids are taken in sorted order, so the result does not depend on mapping
-    order, and paired_diff(b, a) mirrors paired_diff(a, b) exactly for the same seed.
-
-    `significant` is True when the CI excludes 0 and n >= 2; with n == 1 the CI degenerates to the single
-    difference and no claim is made. n == 0: mean_diff and CI are None.
-    """
+    """Paired comparison of a against b over the example ids both have: {"n", "mean_diff" (mean(a - b)), "ci_low",
+    "ci_high", "wins", "ties", "losses" (from a's side; |a - b| <= tie_eps a tie), "significant"}. The bootstrap
+    resamples the per-id differences (both values of an id travel together), ids in sorted order, so
+    paired_diff(b, a) mirrors paired_diff(a, b) exactly. `significant`: the CI excludes 0 and n >= 2 (n == 1: the
+    CI is the one difference); n == 0: mean_diff and CI are None."""
     _check_boot_args(n_boot, level)
     if isinstance(a, ByExample) and isinstance(b, ByExample) and a.ids is b.ids:  # one run's columns, by position
         va, vb = paired(a, b)
@@ -213,35 +201,26 @@ def paired_diff(
     n = len(diffs)
     wins = int(np.count_nonzero(diffs > tie_eps))
     losses = int(np.count_nonzero(diffs < -tie_eps))
-    out: dict[str, Any] = {
+    mean_diff = ci_low = ci_high = fmean(memoryview(diffs)) if n else None
+    if n >= 2:
+        ci_low, ci_high = _percentile_ci(np.sort(resample_means(diffs, n_boot, seed)).tolist(), level)
+    return {
         "n": n,
-        "mean_diff": None,
-        "ci_low": None,
-        "ci_high": None,
+        "mean_diff": mean_diff,
+        "ci_low": ci_low,
+        "ci_high": ci_high,
         "wins": wins,
         "ties": n - wins - losses,
         "losses": losses,
-        "significant": False,
+        "significant": n >= 2 and (ci_low > 0.0 or ci_high < 0.0),  # type: ignore[operator]
     }
-    if n == 0:
-        return out
-    mean_diff = fmean(memoryview(diffs))
-    if n == 1:
-        out.update(mean_diff=mean_diff, ci_low=mean_diff, ci_high=mean_diff)
-        return out
-    ci_low, ci_high = _percentile_ci(np.sort(resample_means(diffs, n_boot, seed)).tolist(), level)
-    out.update(mean_diff=mean_diff, ci_low=ci_low, ci_high=ci_high, significant=ci_low > 0.0 or ci_high < 0.0)
-    return out
 
 
 def rank(cis: Mapping[str, Mapping[str, Any]], separated: set[frozenset[str]]) -> list[dict[str, Any]]:
-    """The leaderboard: each candidate's `mean_ci` result ranked, best first, with its noise neighbours; `separated`
-    holds the pairs whose paired_diff is significant (computed once by the caller, who also reports them).
-
-    Each row is {"rank", "candidate", "score" (the mean), "ci_low", "ci_high", "n", "within_noise_of"}. Rows are
-    sorted by mean descending, then by name; candidates with no scores (mean None) come last. `rank` is competition
-    ranking: exactly equal means share a rank ("1224"). `within_noise_of` lists, in leaderboard order, the other
-    candidates this one cannot be told apart from (the pair is not in `separated`). The relation is symmetric."""
+    """The leaderboard rows {"rank", "candidate", "score", "ci_low", "ci_high", "n", "within_noise_of"} of each
+    candidate's `mean_ci` result: by mean descending, then name, no mean last; competition ranking (equal means
+    share a rank: "1224"); `within_noise_of`, in leaderboard order, the candidates not told apart from this one
+    (the pair is not in `separated`, the pairs the caller found significantly different)."""
     order = sorted(cis, key=lambda name: (cis[name]["mean"] is None, -(cis[name]["mean"] or 0.0), name))
     rows: list[dict[str, Any]] = []
     for pos, name in enumerate(order):

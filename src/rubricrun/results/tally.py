@@ -1,14 +1,11 @@
 """What a run's results need, fed one example at a time in input order: the summary, the export and the report.
 
-The runner hands every finished example (artifacts.Finished) to its tally's `take` and asks for the summary, the
-export files and report.html at the end: `RunTally` is that interface, kept by `Tally` here and by the tally in a
-second process (engine/tally_process.py) alike. Memory per example stays small whatever the texts and the dataset's
-size (.agent/plans/009-limits.md, item 3): with each dataset's metric counts known from preflight (`metric_counts`),
-`take` feeds the summary (summary.SummaryAcc, a few floats per example: results/accum.py) and the report's sampler
-as it goes, and spools the full rows (codec.pack, data/spool.py) only if an export will read them back (`spool`; a
-warm rerun spools nothing, plan 012). A synthesized dataset's metrics are known only at the end: its rows are
-spooled and summarized from the spool. For pairwise judging `take` keeps the pairwise rows, the datasets of their
-examples and the compared responses' text lengths.
+`RunTally` is the interface the runner feeds (`take` each finished example, then the summary, the export and the
+report), kept by `Tally` here and by the tally in a second process (engine/tally_process.py) alike. Memory per
+example stays a few floats whatever the run's size (.agent/plans/009-limits.md, item 3): with each dataset's metric
+counts known from preflight, `take` feeds the summary and the report's sampler as it goes, and spools the full rows
+only if an export will read them back (a warm rerun spools nothing, plan 012). A synthesized dataset's metrics are
+known only at the end: its rows are spooled and summarized from the spool.
 """
 
 from __future__ import annotations
@@ -144,10 +141,8 @@ class Tally:
                 yield ex, rs, js, score_all(rs, js, registry.criteria_for(ex, self.cfg))
 
     def summary(self) -> Summary:
-        """The summary of every example: fed as the run went (no read at all), else (a synthesized dataset, whose
-        metrics are known only now) summary.SummaryAcc fed from the spool one example at a time, equal to the
-        summary of the rows given as lists (tests/oracles.build_summary, tests/test_tally.py): what it keeps per
-        example is a few numbers (results/accum.py)."""
+        """The summary of every example: fed as the run went, else (a synthesized dataset, whose metrics are known
+        only now) fed from the spool one example at a time."""
         if self._acc is None:
             self._acc = SummaryAcc(self.cfg, self.metric_counts)
             for ex, rs, js, _ in self.rows():
