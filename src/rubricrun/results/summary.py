@@ -5,17 +5,20 @@ function of the run's rows. Its types are in results/summary_types.py."""
 from __future__ import annotations
 
 import logging
+from array import array
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from itertools import combinations
 from statistics import fmean
+
+import numpy as np
 
 from ..config import Config
 from ..tasks import registry
 from ..tasks.spec import DatasetResult, figure, interval
 from ..types import Criterion, Example, Judgment, PairJudgment, Response
 from . import agreement, metrics, stats
-from .accum import ByExample, ExampleIds, PerExample, paired
+from .accum import ByExample, ExampleIds
 from .anchor import anchor_results, anchored_line, anchors_for, labels_line, paired_line
 from .charts import histogram_bins
 from .pairwise import pairwise_results
@@ -43,7 +46,8 @@ class SummaryAcc:
         self.ids = ExampleIds()
         self.examples = 0
         self.datasets = metrics.dataset_accs(cfg, counts, self.ids)
-        self.category = Categories()  # each example's string `category`, where it has one
+        self.categories: dict[str, int] = {}  # the examples' string `category` values -> their codes
+        self.category_of = array("i")  # by the example's position in `ids`: its category's code, -1 without one
         self.judges = agreement.AgreementCounts()
         self.anchors = anchors_for(cfg, self.datasets)  # datasets with human labels (`datasets[].labels`)
 
@@ -60,8 +64,8 @@ class SummaryAcc:
         self.judges.add(js, criteria)
         self.examples += 1
         category = ex.metadata.get("category")
-        if isinstance(category, str) and category:
-            self.category.set(pos, category)
+        named = isinstance(category, str) and category
+        self.category_of.append(self.categories.setdefault(category, len(self.categories)) if named else -1)
         if ex.dataset in self.datasets:
             self.datasets[ex.dataset].add(ex, rs, js, rubric, pos)
             if ex.dataset in self.anchors:
@@ -78,7 +82,8 @@ class SummaryAcc:
         compared responses' text lengths, for results/pairwise.py."""
         cfg, names = self.cfg, self.names
         results = {name: d.result() for name, d in self.datasets.items()}
-        datasets = {name: _dataset(cfg, r, self.category) for name, r in results.items()}
+        categories = np.frombuffer(self.category_of, dtype=np.int32) if self.categories else None
+        datasets = {name: _dataset(cfg, r, categories, list(self.categories)) for name, r in results.items()}
         pairwise = pairwise_results(cfg, dataset_of, pairs, text_len)
         if self.anchors:
             anchor_results(cfg, self.anchors, results, datasets, pairwise, pairs, dataset_of)
@@ -93,10 +98,11 @@ class SummaryAcc:
         )
 
 
-def _dataset(cfg: Config, result: DatasetResult, category: Categories) -> DatasetSummary:
+def _dataset(cfg: Config, result: DatasetResult, categories: np.ndarray | None, names: list[str]) -> DatasetSummary:
     """One dataset's headline per candidate (full precision: the official formulas are matched to 1e-9) and its
     leaderboard, whose noise relation is a paired bootstrap over the dataset's examples, one per pair.
-    `category` (each example's `category`, if any) gives the per-category scores the radar draws."""
+    `categories` (each example's category code, by position; None: no example has one) and their `names` give the
+    per-category scores the radar draws."""
     cands = result.candidates
     separated = _separated(cfg, cands)
     per_example = _rows_are_candidates(result.metric)  # a meta-evaluation's judges have no per-example values
@@ -106,7 +112,7 @@ def _dataset(cfg: Config, result: DatasetResult, category: Categories) -> Datase
         n: DatasetCandidate(
             **{f: getattr(c, f) for f in _AS_THEY_ARE},
             histogram=tuple(histogram_bins(c.per_example.values())) if per_example else (),
-            by_example_category=_category_means(c.per_example, category) if per_example else {},
+            by_example_category=_category_means(c.per_example, categories, names) if per_example else {},
             extra=dict(c.extra),
         )
         for n, c in cands.items()
@@ -136,28 +142,15 @@ def _separated(cfg: Config, cands: Mapping[str, metrics.CandidateResult]) -> set
     return out
 
 
-def _category_means(per_example: ByExample, categories: Categories) -> dict[str, float]:
-    """Mean per-example score per example category (rows without a string `category` are left out)."""
-    codes = categories.codes.column("", per_example.ids)
-    if not len(codes):  # no example has one
+def _category_means(per_example: ByExample, categories: np.ndarray | None, names: list[str]) -> dict[str, float]:
+    """Mean per-example score per example category (examples without a string `category` are left out)."""
+    if categories is None:
         return {}
-    names = list(categories.names)  # in code order
     groups: dict[str, list[float]] = defaultdict(list)
-    for code, v in zip(*(a.tolist() for a in paired(codes, per_example)), strict=True):
-        groups[names[int(code)]].append(v)
+    for code, v in zip(categories[per_example.pos].tolist(), per_example.vals.tolist(), strict=True):
+        if code >= 0:
+            groups[names[code]].append(v)
     return {cat: fmean(vs) for cat, vs in sorted(groups.items())}
-
-
-class Categories:
-    """Each example's string `category`: its code (results/accum.py, by the example's position in SummaryAcc's id
-    store) and the names of the codes."""
-
-    def __init__(self) -> None:
-        self.codes = PerExample()
-        self.names: dict[str, int] = {}
-
-    def set(self, pos: int, category: str) -> None:
-        self.codes.add(pos, {"": self.names.setdefault(category, len(self.names))})
 
 
 def _overall(datasets: Mapping[str, DatasetSummary], names: Sequence[str]) -> Overall | None:
