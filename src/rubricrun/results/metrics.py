@@ -60,11 +60,10 @@ def _headline(
 
 def _group(by_group: Mapping[str, Sequence[float]], n_boot: int, seed: int, clip: Callable) -> dict:
     """{group: {"score", "std", "n"}} from {group: one value per example, in sorted example-id order}."""
-    out = {}
-    for g in sorted(by_group):
-        vals = by_group[g]
-        out[g] = {"score": clip(fmean(vals)), "std": _boot_std(vals, n_boot, seed, clip), "n": len(vals)}
-    return out
+    return {
+        g: {"score": clip(fmean(vals)), "std": _boot_std(vals, n_boot, seed, clip), "n": len(vals)}
+        for g, vals in sorted(by_group.items())
+    }
 
 
 def _mean_values(rows: Sequence[Mapping[str, float]]) -> dict[str, float]:
@@ -325,11 +324,10 @@ def dataset_accs(
     (registry.metric_of), which decides the metric unless the config sets it. `ids`: one id store for them all
     (their examples are added to it by the caller), else each keeps its own."""
     samples = {c.name: c.samples_per_prompt for c in cfg.candidates}
-    out: dict[str, DatasetAccumulator] = {}
-    for name, metric in dataset_metrics(cfg, counts).items():
-        on_error = registry.on_error_for(cfg.judging.on_error, metric)
-        out[name] = _dataset_acc(name, metric, on_error, cfg.run.bootstrap_samples, cfg.run.seed, samples, ids)
-    return out
+    return {
+        name: _dataset_acc(name, metric, cfg.judging.on_error, cfg.run.bootstrap_samples, cfg.run.seed, samples, ids)
+        for name, metric in dataset_metrics(cfg, counts).items()
+    }
 
 
 def dataset_metrics(cfg: Config, counts: Mapping[str, Mapping[str, int]]) -> dict[str, str]:
@@ -347,12 +345,14 @@ def dataset_metrics(cfg: Config, counts: Mapping[str, Mapping[str, int]]) -> dic
 def _dataset_acc(
     name: str,
     metric: str,
-    on_error: str,
+    on_error: str | None,
     n_boot: int,
     seed: int,
     samples_per_prompt: Mapping[str, int] | None,
     ids: ExampleIds | None = None,
 ) -> DatasetAccumulator:
-    """A dataset's accumulator: its metric's own (`Metric.accumulator`), else a DatasetAcc."""
+    """A dataset's accumulator: its metric's own (`Metric.accumulator`), else a DatasetAcc; `on_error` None: the
+    metric's default."""
     spec = registry.metric(metric)  # raises ValueError for an unknown one
+    on_error = registry.on_error_for(on_error, metric)
     return (spec.accumulator or DatasetAcc)(AccSpec(name, spec, on_error, n_boot, seed, samples_per_prompt, ids))

@@ -15,15 +15,6 @@ from collections.abc import Sequence
 from ..types import Criterion, Judgment, Response, Score
 
 
-def _normalized(points: float, pos: float, neg: float) -> float | None:
-    span = pos - neg
-    return None if span <= 0 else (points - neg) / span
-
-
-def _clipped(points: float, pos: float) -> float | None:
-    return None if pos <= 0 else min(1.0, max(0.0, points / pos))
-
-
 def score_response(criteria: Sequence[Criterion], verdicts: Sequence[str]) -> Score:
     """Score one response from its criteria and their verdicts ('met', 'not_met', 'error'), in order."""
     if len(criteria) != len(verdicts):
@@ -46,8 +37,8 @@ def score_response(criteria: Sequence[Criterion], verdicts: Sequence[str]) -> Sc
     scored = met + not_met
     return Score(
         points=points,
-        normalized=_normalized(points, pos, neg) if scored else None,
-        clipped=_clipped(points, pos) if scored else None,
+        normalized=(points - neg) / (pos - neg) if scored and pos - neg > 0 else None,
+        clipped=min(1.0, max(0.0, points / pos)) if scored and pos > 0 else None,
         met=met,
         not_met=not_met,
         errors=errors,
