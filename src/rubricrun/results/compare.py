@@ -75,10 +75,10 @@ class DatasetChange:
     only_in: str | None = None  # "a" or "b" when the dataset is in one run only (nothing is compared)
 
 
-def _criteria(run: RunData, exs: Sequence[Example]) -> dict[str, tuple[Criterion, ...]]:
-    """What each example was scored on: its rubric, else the run's default rubric for an open example, else
-    metrics.expected_criteria's inference (judge-free `correct`)."""
-    return {ex.id: run.default_rubric for ex in exs if not ex.rubric and ex.kind == "open" and run.default_rubric}
+def _scored_on(run: RunData, ex: Example) -> tuple[Criterion, ...]:
+    """What an example was scored on: its rubric, else the run's default rubric for an open example (none:
+    metrics.expected_criteria infers it from the judgments), else judge-free `correct`."""
+    return ex.rubric or (run.default_rubric if ex.kind == "open" else (AUTO_CRITERION,))
 
 
 def _result(run: RunData, name: str, exs: list[Example]) -> DatasetResult:
@@ -96,7 +96,7 @@ def _result(run: RunData, name: str, exs: list[Example]) -> DatasetResult:
         on_error=registry.on_error_for(on_error, metric),
         n_boot=run.bootstrap_samples,
         seed=run.seed,
-        criteria=_criteria(run, exs),
+        criteria={ex.id: crit for ex in exs if (crit := _scored_on(run, ex))},
     )
 
 
@@ -129,12 +129,7 @@ def _flips(name: str, a: RunData, b: RunData, ids: set[str], texts: Mapping[tupl
 
 def _texts(runs: Sequence[RunData]) -> dict[tuple[str, str], str]:
     """(example id, criterion id) -> criterion text, from either run (B's wins)."""
-    out: dict[tuple[str, str], str] = {}
-    for run in runs:
-        for ex in run.examples:
-            for c in ex.rubric or (run.default_rubric if ex.kind == "open" else (AUTO_CRITERION,)):
-                out[(ex.id, c.id)] = c.text
-    return out
+    return {(ex.id, c.id): c.text for run in runs for ex in run.examples for c in _scored_on(run, ex)}
 
 
 def _candidate_change(
