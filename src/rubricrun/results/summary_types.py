@@ -245,17 +245,14 @@ def summary_data(obj: Summary | DatasetSummary) -> dict[str, Any]:
     summary = isinstance(obj, Summary)
     for d in data["datasets"].values() if summary else (data,):
         for c in d["candidates"].values():
-            _drop_none(c, "ppi")
+            if c["ppi"] is None:
+                del c["ppi"]
             c.update(c.pop("extra"))
     for pj in (data.get("pairwise_judging") or {}).values() if summary else ():
         for p in pj["pairs"]:
-            _drop_none(p, "ppi")
+            if p["ppi"] is None:
+                del p["ppi"]
     return data
-
-
-def _drop_none(d: dict[str, Any], key: str) -> None:
-    if d[key] is None:
-        del d[key]
 
 
 def read_summary(data: Mapping[str, Any]) -> Summary:
