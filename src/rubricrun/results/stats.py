@@ -130,15 +130,12 @@ def _index_means(dev: np.ndarray, n_boot: int, seed: int, chunk: int) -> np.ndar
     return out
 
 
-def _percentile_ci(boot_means: Sequence[float], level: float) -> tuple[float, float]:
-    """The percentile-bootstrap interval at `level` from sorted bootstrap means."""
-    tail = (1.0 - level) / 2.0
-    return _quantile(boot_means, tail), _quantile(boot_means, 1.0 - tail)
-
-
 def percentile_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
-    """The percentile-bootstrap interval at `level` of (unsorted) bootstrap statistics."""
-    return _percentile_ci(sorted(np.asarray(values, dtype=np.float64).tolist()), level)
+    """The percentile-bootstrap interval at `level` of bootstrap statistics (a stable sort: sorted ones keep their
+    order)."""
+    ordered = sorted(np.asarray(values, dtype=np.float64).tolist())
+    tail = (1.0 - level) / 2.0
+    return _quantile(ordered, tail), _quantile(ordered, 1.0 - tail)
 
 
 def _finite_floats(values: Sequence[float], what: str) -> np.ndarray:
@@ -165,7 +162,7 @@ def mean_ci(values: Sequence[float], *, n_boot: int = 1000, seed: int = 0, level
     if n == 1:
         return {"mean": mean, "ci_low": mean, "ci_high": mean, "se": None, "se_boot": None, "n": 1}
     boots = np.sort(resample_means(vals, n_boot, seed)).tolist()
-    ci_low, ci_high = _percentile_ci(boots, level)
+    ci_low, ci_high = percentile_ci(boots, level)
     se_boot = statistics.stdev(boots) if n_boot >= 2 else None
     return {
         "mean": mean,
@@ -203,7 +200,7 @@ def paired_diff(
     losses = int(np.count_nonzero(diffs < -tie_eps))
     mean_diff = ci_low = ci_high = fmean(memoryview(diffs)) if n else None
     if n >= 2:
-        ci_low, ci_high = _percentile_ci(np.sort(resample_means(diffs, n_boot, seed)).tolist(), level)
+        ci_low, ci_high = percentile_ci(np.sort(resample_means(diffs, n_boot, seed)), level)
     return {
         "n": n,
         "mean_diff": mean_diff,
@@ -277,9 +274,7 @@ def _modal_rater_count(units: Mapping[Composition, int]) -> int | None:
     for comp, k in units.items():
         if _size(comp) >= 2 and k:
             sizes[_size(comp)] += k
-    if not sizes:
-        return None
-    return max(sizes, key=lambda size: (sizes[size], size))
+    return max(sizes, key=lambda size: (sizes[size], size), default=None)
 
 
 def fleiss_kappa_counts(
