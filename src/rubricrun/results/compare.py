@@ -24,24 +24,8 @@ from .artifacts import RunData, load_run
 
 log = logging.getLogger("rubricrun")
 FLIP_SHOWN = 200  # flips listed per dataset on the page (compare.json has them all)
-
-
-@dataclass(frozen=True)
-class Flip:
-    """One criterion verdict of one response that differs between run A and run B."""
-
-    dataset: str
-    example_id: str
-    candidate: str
-    response_id: str
-    criterion_id: str
-    criterion: str
-    weight: float
-    a: str
-    b: str
-    judge_a: str
-    judge_b: str
-    explanation_b: str | None
+# One criterion verdict of one response that differs between run A and run B, as compare.json holds it.
+Flip = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -109,22 +93,22 @@ def _flips(name: str, a: RunData, b: RunData, ids: set[str], texts: Mapping[tupl
         if old is None or {old.verdict, j.verdict} != {"met", "not_met"}:
             continue
         out.append(
-            Flip(
-                dataset=name,
-                example_id=j.example_id,
-                candidate=j.candidate,
-                response_id=j.response_id,
-                criterion_id=j.criterion_id,
-                criterion=texts.get((j.example_id, j.criterion_id), ""),
-                weight=float(j.weight),
-                a=old.verdict,
-                b=j.verdict,
-                judge_a=old.judge,
-                judge_b=j.judge,
-                explanation_b=j.explanation,
-            )
+            {
+                "dataset": name,
+                "example_id": j.example_id,
+                "candidate": j.candidate,
+                "response_id": j.response_id,
+                "criterion_id": j.criterion_id,
+                "criterion": texts.get((j.example_id, j.criterion_id), ""),
+                "weight": float(j.weight),
+                "a": old.verdict,
+                "b": j.verdict,
+                "judge_a": old.judge,
+                "judge_b": j.judge,
+                "explanation_b": j.explanation,
+            }
         )
-    return sorted(out, key=lambda f: (f.example_id, f.candidate, f.response_id, f.criterion_id))
+    return sorted(out, key=lambda f: (f["example_id"], f["candidate"], f["response_id"], f["criterion_id"]))
 
 
 def _texts(runs: Sequence[RunData]) -> dict[tuple[str, str], str]:
@@ -144,7 +128,7 @@ def _candidate_change(
     pe_b = rb.per_example if rb else {}
     d = stats.paired_diff(pe_b, pe_a, n_boot=n_boot, seed=seed)  # mean_diff, its CI, wins, ties, losses
     n_shared = d.pop("n")
-    mine = [f for f in flips if f.candidate == cand]
+    mine = [f for f in flips if f["candidate"] == cand]
     return CandidateChange(
         candidate=cand,
         score_a=ra.score if ra else None,
@@ -153,8 +137,8 @@ def _candidate_change(
         n_b=rb.n if rb else 0,
         n_shared=n_shared,
         **d,
-        flips_to_met=sum(1 for f in mine if f.b == "met"),
-        flips_to_not_met=sum(1 for f in mine if f.b == "not_met"),
+        flips_to_met=sum(1 for f in mine if f["b"] == "met"),
+        flips_to_not_met=sum(1 for f in mine if f["b"] == "not_met"),
     )
 
 
