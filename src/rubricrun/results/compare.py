@@ -26,27 +26,9 @@ log = logging.getLogger("rubricrun")
 FLIP_SHOWN = 200  # flips listed per dataset on the page (compare.json has them all)
 # One criterion verdict of one response that differs between run A and run B, as compare.json holds it.
 Flip = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class CandidateChange:
-    """One candidate on one dataset in both runs: headlines (recomputed), and B - A paired over shared examples."""
-
-    candidate: str
-    score_a: float | None
-    score_b: float | None
-    n_a: int
-    n_b: int
-    n_shared: int
-    mean_diff: float | None
-    ci_low: float | None
-    ci_high: float | None
-    significant: bool
-    wins: int  # shared examples where B scored higher
-    ties: int
-    losses: int
-    flips_to_met: int
-    flips_to_not_met: int
+# One candidate on one dataset in both runs, as compare.json holds it: headlines (recomputed), and B - A paired over
+# the shared examples (paired_diff's fields: wins are the examples where B scored higher), flips each way.
+CandidateChange = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -127,19 +109,18 @@ def _candidate_change(
     pe_a = ra.per_example if ra else {}
     pe_b = rb.per_example if rb else {}
     d = stats.paired_diff(pe_b, pe_a, n_boot=n_boot, seed=seed)  # mean_diff, its CI, wins, ties, losses
-    n_shared = d.pop("n")
     mine = [f for f in flips if f["candidate"] == cand]
-    return CandidateChange(
-        candidate=cand,
-        score_a=ra.score if ra else None,
-        score_b=rb.score if rb else None,
-        n_a=ra.n if ra else 0,
-        n_b=rb.n if rb else 0,
-        n_shared=n_shared,
+    return {
+        "candidate": cand,
+        "score_a": ra.score if ra else None,
+        "score_b": rb.score if rb else None,
+        "n_a": ra.n if ra else 0,
+        "n_b": rb.n if rb else 0,
+        "n_shared": d.pop("n"),
         **d,
-        flips_to_met=sum(1 for f in mine if f["b"] == "met"),
-        flips_to_not_met=sum(1 for f in mine if f["b"] == "not_met"),
-    )
+        "flips_to_met": sum(1 for f in mine if f["b"] == "met"),
+        "flips_to_not_met": sum(1 for f in mine if f["b"] == "not_met"),
+    }
 
 
 def _groups(run: RunData) -> dict[str, list[Example]]:
@@ -198,7 +179,7 @@ def write_compare(run_a: str | Path, run_b: str | Path, out: str | Path | None =
     artifacts.write_text(folder / "compare.html", render_compare(data))
     for d in changes:
         for c in d.candidates:
-            log.info("%s %s: %s", d.name, c.candidate, _line(c))
+            log.info("%s %s: %s", d.name, c["candidate"], _line(c))
     return folder
 
 
@@ -206,10 +187,10 @@ def _line(c: CandidateChange) -> str:
     def f(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.3f}"
 
-    flips = c.flips_to_met + c.flips_to_not_met
+    flips = c["flips_to_met"] + c["flips_to_not_met"]
     return (
-        f"{f(c.score_a)} -> {f(c.score_b)}, change {f(c.mean_diff)} [{f(c.ci_low)}, {f(c.ci_high)}] "
-        f"over {c.n_shared} shared examples, {flips} flipped verdicts"
+        f"{f(c['score_a'])} -> {f(c['score_b'])}, change {f(c['mean_diff'])} [{f(c['ci_low'])}, {f(c['ci_high'])}] "
+        f"over {c['n_shared']} shared examples, {flips} flipped verdicts"
     )
 
 
