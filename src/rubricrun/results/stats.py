@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import statistics
 from array import array
 from collections import Counter, OrderedDict
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
@@ -150,28 +149,14 @@ def _finite_floats(values: Sequence[float], what: str) -> np.ndarray:
 
 def mean_ci(values: Sequence[float], *, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, Any]:
     """Mean of one-value-per-example `values` with a percentile-bootstrap CI over examples: {"mean", "ci_low",
-    "ci_high", "se" (sample std / sqrt(n)), "se_boot" (std of the bootstrap means), "n"}. n == 0: all None; n == 1:
-    the CI is the value and both standard errors are None (one example says nothing about spread)."""
+    "ci_high", "n"}. n == 0: all None; n == 1: the CI is the value (one example says nothing about spread)."""
     _check_boot_args(n_boot, level)
     vals = _finite_floats(values, "mean_ci")
     n = len(vals)
-    if n == 0:
-        return {"mean": None, "ci_low": None, "ci_high": None, "se": None, "se_boot": None, "n": 0}
-    listed = memoryview(vals)  # the mean and se from the standard library, on Python floats, with no list of them
-    mean = fmean(listed)
-    if n == 1:
-        return {"mean": mean, "ci_low": mean, "ci_high": mean, "se": None, "se_boot": None, "n": 1}
-    boots = np.sort(resample_means(vals, n_boot, seed)).tolist()
-    ci_low, ci_high = percentile_ci(boots, level)
-    se_boot = statistics.stdev(boots) if n_boot >= 2 else None
-    return {
-        "mean": mean,
-        "ci_low": ci_low,
-        "ci_high": ci_high,
-        "se": statistics.stdev(listed) / math.sqrt(n),
-        "se_boot": se_boot,
-        "n": n,
-    }
+    mean = ci_low = ci_high = fmean(memoryview(vals)) if n else None
+    if n >= 2:
+        ci_low, ci_high = percentile_ci(np.sort(resample_means(vals, n_boot, seed)), level)
+    return {"mean": mean, "ci_low": ci_low, "ci_high": ci_high, "n": n}
 
 
 def paired_diff(
