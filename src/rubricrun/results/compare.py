@@ -10,11 +10,9 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import codec
 from ..judging.auto import AUTO_CRITERION
 from ..tasks import registry
 from ..tasks.spec import CandidateResult, DatasetResult
@@ -29,16 +27,6 @@ Flip = dict[str, Any]
 # One candidate on one dataset in both runs, as compare.json holds it: headlines (recomputed), and B - A paired over
 # the shared examples (paired_diff's fields: wins are the examples where B scored higher), flips each way.
 CandidateChange = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class DatasetChange:
-    name: str
-    metric: str
-    on_error: str
-    candidates: tuple[CandidateChange, ...]
-    flips: tuple[Flip, ...]
-    only_in: str | None = None  # "a" or "b" when the dataset is in one run only (nothing is compared)
 
 
 def _scored_on(run: RunData, ex: Example) -> tuple[Criterion, ...]:
@@ -130,30 +118,38 @@ def _groups(run: RunData) -> dict[str, list[Example]]:
     return out
 
 
-def compare_runs(a: RunData, b: RunData) -> list[DatasetChange]:
-    """Every dataset of either run (A's order, then B's new ones), each candidate of either run."""
+def compare_runs(a: RunData, b: RunData) -> dict[str, dict[str, Any]]:
+    """compare.json's `datasets`: every dataset of either run (A's order, then B's new ones), each candidate of
+    either run; `only_in` is "a" or "b" when the dataset is in one run only (nothing is compared)."""
     ga, gb = _groups(a), _groups(b)
     texts = _texts([a, b])
-    out = []
+    out = {}
     for name in list(ga) + [n for n in gb if n not in ga]:
         if name not in ga or name not in gb:
             metric = (a if name in ga else b).summary["datasets"].get(name, {}).get("metric", "")
-            out.append(DatasetChange(name, metric, "", (), (), only_in="a" if name in ga else "b"))
+            only_in = "a" if name in ga else "b"
+            out[name] = {"metric": metric, "on_error": "", "candidates": [], "flips": [], "only_in": only_in}
             continue
         res_a, res_b = _result(a, name, ga[name]), _result(b, name, gb[name])
         shared_ids = {ex.id for ex in ga[name]} & {ex.id for ex in gb[name]}
         flips = _flips(name, a, b, shared_ids, texts)
         cands = list(res_a.candidates) + [c for c in res_b.candidates if c not in res_a.candidates]
-        changes = tuple(
+        changes = [
             _candidate_change(c, res_a.candidates.get(c), res_b.candidates.get(c), flips, a.bootstrap_samples, a.seed)
             for c in cands
-        )
+        ]
         note = "" if res_a.metric == res_b.metric else f" (run B: {res_b.metric})"
-        out.append(DatasetChange(name, res_a.metric + note, res_a.on_error, changes, tuple(flips)))
+        out[name] = {
+            "metric": res_a.metric + note,
+            "on_error": res_a.on_error,
+            "candidates": changes,
+            "flips": flips,
+            "only_in": None,
+        }
     return out
 
 
-def comparison_row(a: RunData, b: RunData, changes: Sequence[DatasetChange]) -> dict[str, Any]:
+def comparison_row(a: RunData, b: RunData, changes: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     """compare.json's data."""
     return {
         "run_a": str(a.path),
@@ -161,7 +157,7 @@ def comparison_row(a: RunData, b: RunData, changes: Sequence[DatasetChange]) -> 
         "change": "B - A, paired over the examples both runs scored (95% percentile bootstrap CI)",
         "bootstrap_samples": a.bootstrap_samples,
         "seed": a.seed,
-        "datasets": {d.name: {k: v for k, v in codec.to_data(d).items() if k != "name"} for d in changes},
+        "datasets": changes,
     }
 
 
@@ -177,9 +173,9 @@ def write_compare(run_a: str | Path, run_b: str | Path, out: str | Path | None =
     data = comparison_row(a, b, changes)
     artifacts.write_json(folder / "compare.json", data)
     artifacts.write_text(folder / "compare.html", render_compare(data))
-    for d in changes:
-        for c in d.candidates:
-            log.info("%s %s: %s", d.name, c["candidate"], _line(c))
+    for name, d in changes.items():
+        for c in d["candidates"]:
+            log.info("%s %s: %s", name, c["candidate"], _line(c))
     return folder
 
 

@@ -169,7 +169,7 @@ def paired_diff(
     tie_eps: float = 1e-9,
 ) -> dict[str, Any]:
     """Paired comparison of a against b over the example ids both have: {"n", "mean_diff" (mean(a - b)), "ci_low",
-    "ci_high", "wins", "ties", "losses" (from a's side; |a - b| <= tie_eps a tie), "significant"}. The bootstrap
+    "ci_high", "significant", "wins", "ties", "losses" (from a's side; |a - b| <= tie_eps a tie)}. The bootstrap
     resamples the per-id differences (both values of an id travel together), ids in sorted order, so
     paired_diff(b, a) mirrors paired_diff(a, b) exactly. `significant`: the CI excludes 0 and n >= 2 (n == 1: the
     CI is the one difference); n == 0: mean_diff and CI are None."""
@@ -191,10 +191,10 @@ def paired_diff(
         "mean_diff": mean_diff,
         "ci_low": ci_low,
         "ci_high": ci_high,
+        "significant": n >= 2 and (ci_low > 0.0 or ci_high < 0.0),  # type: ignore[operator]
         "wins": wins,
         "ties": n - wins - losses,
         "losses": losses,
-        "significant": n >= 2 and (ci_low > 0.0 or ci_high < 0.0),  # type: ignore[operator]
     }
 
 
