@@ -30,11 +30,6 @@ from .summary_types import Agreement, CriterionAgreement, JudgePairAgreement, Ju
 MOST_DISAGREED = 10  # how many criteria `AgreementCounts.report` lists
 
 
-def _valid_votes(j: Judgment) -> dict[str, str]:
-    """judge -> verdict for one unit, error votes left out."""
-    return {v["judge"]: v["verdict"] for v in j.votes if v["verdict"] != "error"}
-
-
 @dataclass(slots=True)
 class _JudgeCounts:
     met: int = 0
@@ -78,7 +73,7 @@ class AgreementCounts:
     def _add_votes(self, j: Judgment, criterion: Criterion | None) -> None:
         self.units[composition(v["verdict"] for v in j.votes if v["verdict"] != "error")] += 1
         self.ties_to_error += j.verdict == "error"
-        votes = _valid_votes(j)
+        votes = {v["judge"]: v["verdict"] for v in j.votes if v["verdict"] != "error"}  # judge -> valid verdict
         for a, b in combinations(sorted(votes), 2):
             self.pairs[(a, b)][(votes[a], votes[b])] += 1
         if len(votes) < 2:
