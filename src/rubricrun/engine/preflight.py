@@ -226,14 +226,16 @@ def preflight(
 ) -> Prepared:
     """Every check that needs no model call, before the run folder is touched: API key variables, every
     dataset row, the judge template, the synthesis templates. Raises InputError. `visit`: see validate_examples.
-    `spool`: keep the examples read for the run (data/spool.py), which then does not read the files again."""
+    `spool`: keep the examples read for the run (data/spool.py), which then does not read the files again (the run
+    spools, --validate visits: never both)."""
     registry.check_config(cfg)
     check_keys(cfg)
     check_prices(cfg)
     metrics: dict[str, Counter[str]] = {}
     kept = Spool("rubricrun-examples-", Example) if spool else None
     if kept is not None:
-        visit = _and_keep(visit, kept)
+        assert visit is None
+        visit = kept.add
     count, skipped = validate_examples(cfg, max_examples, visit, metrics)
     if kept is not None:
         kept.seal()
@@ -249,17 +251,6 @@ def preflight(
         load_template(cfg.synthesize.prompt_template, "prompts.j2")
     metric_counts = None if cfg.synthesize is not None else metrics
     return Prepared(Examples(cfg, max_examples, count, kept), skipped, metric_counts, large_run(cfg, max_examples))
-
-
-def _and_keep(visit: Callable[[Example], None] | None, kept: Spool) -> Callable[[Example], None]:
-    if visit is None:
-        return kept.add
-
-    def both(ex: Example) -> None:
-        visit(ex)
-        kept.add(ex)
-
-    return both
 
 
 # A large run: from these sizes on a second process pays for its start (0.3-0.5 s of the other core).

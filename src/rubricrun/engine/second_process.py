@@ -10,6 +10,7 @@ kill -9). `wanted`: one rule for both uses; `RUBRICRUN_SECOND_PROCESS=on|off` fo
 from __future__ import annotations
 
 import logging
+import logging.handlers
 import multiprocessing
 import os
 import queue
@@ -120,32 +121,15 @@ class Child:
             self.proc.join()
 
 
-class _Kept(logging.Handler):
-    """The child's log records, kept for the next answer (the main process's logging writes them)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        record.msg, record.args = record.getMessage(), None  # its args need not pickle
-        record.exc_info, record.exc_text = None, None
-        self.records.append(record)
-
-    def take(self) -> list[logging.LogRecord]:
-        out, self.records = self.records, []
-        return out
-
-
 def serve(conn: Any, make: Callable[..., Any], args: tuple[Any, ...]) -> None:
     """The child: the worker `make(*args)` builds is fed each batch's items (`take`) and answers each question
     (`op`, args) with its method `op`, until "close" or the pipe closes. The first error an item raised is kept and
     answered to every question after it (the sender waits for no answer)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C and SIGTERM are the main process's to handle
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    kept = _Kept()
+    kept: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()  # the records, their args made text
     logger = logging.getLogger("rubricrun")
-    logger.handlers[:] = [kept]
+    logger.handlers[:] = [logging.handlers.QueueHandler(kept)]
     logger.setLevel(logging.INFO)
     logger.propagate = False
     worker = make(*args)
@@ -153,7 +137,7 @@ def serve(conn: Any, make: Callable[..., Any], args: tuple[Any, ...]) -> None:
     inbox: queue.Queue[Any] = queue.Queue(_AHEAD)
     threading.Thread(target=_read, args=(conn, inbox), name="child-reader", daemon=True).start()
     try:
-        conn.send(("ok", "up", kept.take()))
+        conn.send(("ok", "up", _taken(kept)))
         while (msg := inbox.get()) is not None:  # None: the main process's end closed
             if type(msg) is list:
                 if failed is None:
@@ -169,9 +153,9 @@ def serve(conn: Any, make: Callable[..., Any], args: tuple[Any, ...]) -> None:
             try:
                 if failed is not None:
                     raise failed
-                conn.send(("ok", getattr(worker, op)(*op_args), kept.take()))
+                conn.send(("ok", getattr(worker, op)(*op_args), _taken(kept)))
             except Exception as exc:  # noqa: BLE001 - raised again in the main process
-                _send_error(conn, exc, kept.take())
+                _send_error(conn, exc, _taken(kept))
     except (EOFError, BrokenPipeError, ConnectionResetError):
         pass  # the main process has gone (an error in its input, kill -9): end quietly, no traceback on its stderr
     finally:
@@ -187,6 +171,11 @@ def _read(conn: Any, inbox: queue.Queue[Any]) -> None:
             inbox.put(conn.recv())
     except (EOFError, OSError):
         inbox.put(None)
+
+
+def _taken(kept: queue.SimpleQueue[logging.LogRecord]) -> list[logging.LogRecord]:
+    """What the child logged since its last answer, sent with this one (the main process's logging writes it)."""
+    return [kept.get() for _ in range(kept.qsize())]
 
 
 def _send_error(conn: Any, exc: BaseException, records: list[logging.LogRecord]) -> None:
