@@ -287,30 +287,16 @@ def _open_counts(cfg: Config) -> Counts:
 
 
 def _counted(cfg: Config, n: int, skipped: int, synthesis: dict[str, int], counts: Counts) -> dict[str, Any]:
-    calls, cached = counts.calls, counts.cached
-    pairwise = {
-        "pairwise_calls": calls["pairwise"],
-        "pairwise_cached": cached["pairwise"],
-        "pairwise_calls_at_most": counts.at_most("pairwise"),
-    }
-    return {
-        "examples": n,
-        "skipped_rows": skipped,
-        **synthesis,
-        "candidate_calls": calls["candidate"],
-        "candidate_cached": cached["candidate"],
-        "judge_calls": calls["judge"],
-        "judge_cached": cached["judge"],
-        "judge_calls_at_most": counts.at_most("judge"),
-        **(pairwise if cfg.judging.pairwise else {}),
-        "cost_upper_bound_usd": round(counts.bound, 4),
-        **(
-            {"cost_upper_bound_online_usd": round(counts.online_bound, 4), "batch_prices": batch_prices(cfg)}
-            if counts.online_prices is not None
-            else {}
-        ),
-        "unpriced_models": sorted(counts.unpriced),
-    }
+    out: dict[str, Any] = {"examples": n, "skipped_rows": skipped, **synthesis}
+    for role in ("candidate", "judge", "pairwise") if cfg.judging.pairwise else ("candidate", "judge"):
+        out[f"{role}_calls"], out[f"{role}_cached"] = counts.calls[role], counts.cached[role]
+        if role != "candidate":
+            out[f"{role}_calls_at_most"] = counts.at_most(role)
+    out["cost_upper_bound_usd"] = round(counts.bound, 4)
+    if counts.online_prices is not None:
+        out.update(cost_upper_bound_online_usd=round(counts.online_bound, 4), batch_prices=batch_prices(cfg))
+    out["unpriced_models"] = sorted(counts.unpriced)
+    return out
 
 
 def batch_prices(cfg: Config) -> dict[str, Any]:
@@ -333,23 +319,8 @@ COUNT_CHUNK = 1000  # examples counted at a time: every count is per example, so
 
 
 class _NotCached(Exception):
-    """A synthesis call that --validate cannot replay from the cache (not a ProviderError: it ends the replay)."""
-
-
-class _CacheReplay(BaseProvider):
-    """Answers from the cache only, counting hits and keeping the first request it could not answer."""
-
-    def __init__(self, cache: ResponseCache | None):
-        self.cache, self.hits = cache, 0
-        self.missed: LLMRequest | None = None
-
-    def generate(self, request: LLMRequest) -> LLMResponse:
-        hit = self.cache.get(cache_key(request)) if self.cache else None
-        if hit is None:
-            self.missed = request
-            raise _NotCached
-        self.hits += 1
-        return hit
+    """A synthesis call (its request) that --validate cannot replay from the cache (not a ProviderError: it ends the
+    replay)."""
 
 
 def _count_synthesis(cfg: Config, scfg: SynthesizeConfig, tally: Counts) -> tuple[Iterable[Example], dict[str, int]]:
@@ -360,18 +331,25 @@ def _count_synthesis(cfg: Config, scfg: SynthesizeConfig, tally: Counts) -> tupl
     prompts_per_subtopic prompts, each at most one reply (max_tokens) long."""
     from ..data.synth import synthesize
 
-    replay = _CacheReplay(tally.cache)
+    hits: list[LLMResponse] = []  # the calls answered from the cache, until the first one it cannot answer
+
+    def replay(messages: list[dict], attempt: int) -> LLMResponse:
+        request = synthesis_request(cfg, messages, attempt)
+        hit = tally.cache.get(cache_key(request)) if tally.cache else None
+        if hit is None:
+            raise _NotCached(request)
+        hits.append(hit)
+        return hit
+
     try:
-        examples, _ = synthesize(scfg, lambda m, a: replay.generate(synthesis_request(cfg, m, a)), log=lambda _: None)
-        return examples, {"synthesis_calls": replay.hits, "synthesis_cached": replay.hits}
-    except _NotCached:
-        pass
-    missed = replay.missed
-    assert missed is not None
+        examples, _ = synthesize(scfg, replay, log=lambda _: None)
+        return examples, {"synthesis_calls": len(hits), "synthesis_cached": len(hits)}
+    except _NotCached as exc:
+        missed: LLMRequest = exc.args[0]
     calls = 2 * (1 + scfg.num_subtopics)
     reply = max_tokens_of(missed.params)
     prompt = estimate_prompt_tokens(list(missed.messages)) + 2 * reply
-    for _ in range(calls - replay.hits):
+    for _ in range(calls - len(hits)):
         tally.cost(missed.model, prompt, reply)
     content = "x" * (3 * reply)  # ~reply tokens (estimate_prompt_tokens); one string for every planned prompt
     planned = (  # made as they are counted: memory does not grow with num_subtopics x prompts_per_subtopic
@@ -383,4 +361,4 @@ def _count_synthesis(cfg: Config, scfg: SynthesizeConfig, tally: Counts) -> tupl
         )
         for i in range(scfg.num_subtopics * scfg.prompts_per_subtopic)
     )
-    return planned, {"synthesis_calls": calls, "synthesis_cached": replay.hits}
+    return planned, {"synthesis_calls": calls, "synthesis_cached": len(hits)}
