@@ -71,7 +71,7 @@ _CLIENT_SIDE_FAILURES = ("Missing credentials", "api_key client option must be s
 
 def import_litellm() -> Any:
     """Import LiteLLM once, offline-safe and quiet."""
-    global _litellm
+    global _litellm, _internal_call
     if _litellm is None:
         with _import_lock:
             if _litellm is None:
@@ -90,17 +90,12 @@ def import_litellm() -> Any:
                 litellm.suppress_debug_info = True
                 litellm.telemetry = False
                 litellm.drop_params = True
-                _find_internal_call()
+                try:
+                    from litellm._internal_context import is_internal_call as _internal_call
+                except ImportError:  # another LiteLLM: its success logging simply runs
+                    pass
                 _litellm = litellm
     return _litellm
-
-
-def _find_internal_call() -> None:
-    global _internal_call
-    try:
-        from litellm._internal_context import is_internal_call as _internal_call
-    except ImportError:  # another LiteLLM: its success logging simply runs
-        pass
 
 
 def _no_success_callbacks(litellm: Any) -> bool:
@@ -131,12 +126,10 @@ def _thread_event_loop() -> None:
 def _retry_after(exc: BaseException) -> float | None:
     """The Retry-After header of the HTTP response behind an exception, in seconds, if any."""
     for holder in (getattr(exc, "response", None), exc):
-        headers = getattr(holder, "headers", None) or getattr(holder, "litellm_response_headers", None)
-        if not headers:
-            continue
+        headers = getattr(holder, "headers", None) or getattr(holder, "litellm_response_headers", None) or {}
         try:
             value = headers.get("retry-after") or headers.get("Retry-After")
-        except AttributeError:
+        except AttributeError:  # not a mapping
             continue
         if value is None:
             continue
@@ -230,6 +223,15 @@ def classify_error(exc: BaseException, model: str, secrets: tuple[str, ...] = ()
     )
 
 
+def completion_kwargs(request: LLMRequest) -> dict[str, Any]:
+    """The arguments of one completion call for `request` (one attempt: the retries are retry.py's)."""
+    kwargs: dict[str, Any] = dict(request.params)
+    kwargs.update(model=request.model, messages=list(request.messages), timeout=request.timeout_s, num_retries=0)
+    if request.response_schema is not None:
+        kwargs["response_format"] = response_format_for(request.response_schema)
+    return kwargs
+
+
 def response_format_for(schema: dict[str, Any]) -> dict[str, Any]:
     """OpenAI-style structured output request; the local provider reads the same shape."""
     return {"type": "json_schema", "json_schema": {"name": "judgment", "schema": schema, "strict": True}}
@@ -275,18 +277,9 @@ class LiteLLMProvider(BaseProvider):
             from . import local
 
             local.register()
-        kwargs: dict[str, Any] = dict(request.params)
-        kwargs.update(
-            model=request.model,
-            messages=list(request.messages),
-            timeout=request.timeout_s,
-            num_retries=0,
-            max_retries=0,
-        )
-        kwargs.update(credentials(request.model, request.api_base, request.api_key_env))
+        kwargs = completion_kwargs(request)
+        kwargs.update(max_retries=0, **credentials(request.model, request.api_base, request.api_key_env))
         key = kwargs.get("api_key") if request.api_key_env else None
-        if request.response_schema is not None:
-            kwargs["response_format"] = response_format_for(request.response_schema)
         _thread_event_loop()
         # With no callback registered, LiteLLM's success logging is work for nobody (~8% of its CPU per call:
         # ExecPlan 009): its own marker for calls nobody logs skips it; the reply is unchanged.
