@@ -26,6 +26,7 @@ from ..judging.graded import SCALES
 from ..judging.pairwise import PairJudging
 from ..providers.base import BaseProvider
 from ..providers.pricing import price_table, unit_prices
+from ..providers.routing import declared
 from ..results.metrics import dataset_metrics
 from ..tasks import registry
 from ..types import Example
@@ -195,12 +196,9 @@ def check_labels(cfg: Config, counts: dict[str, Counter[str]]) -> None:
 
 def check_keys(cfg: Config) -> None:
     """Every api_key_env named in the config is set: detected before any call is paid for."""
-    for key, m in cfg.entries():
-        envs = [(f"{key}.api_key_env", m.api_key_env)] + [(f"{key}.api_key_env", w.api_key_env) for w in m.models]
-        envs += [(f"{key}.deployments[{j}].api_key_env", d.api_key_env) for j, d in enumerate(m.deployments)]
-        for k, env in envs:
-            if env and not os.environ.get(env):
-                raise cfg.fail(k, f"environment variable {env} is not set (model '{m.name}')")
+    for where, m, _, _, env, _ in declared(cfg.entries()):
+        if env and not os.environ.get(env):
+            raise cfg.fail(f"{where}.api_key_env", f"environment variable {env} is not set (model '{m.name}')")
 
 
 def check_prices(cfg: Config) -> None:

@@ -185,23 +185,15 @@ def secrets_of(cfg: Config) -> list[tuple[str, str]]:
     """(value, label) of every credential the config's calls can send: the keys its api_key_env variables hold, the
     variables LiteLLM reads by itself for each entry's provider (provider_variables), the credentials written into
     an api_base, and the values under a secret-looking key of its params (`extra_headers.Authorization`)."""
+    from .routing import declared  # here: the CLI imports this module before any model code
+
     out: list[tuple[str, str]] = []
-    for key, m in cfg.entries():
-        routes = [(key, m.model, m.api_base, m.api_key_env, m.params)]
-        routes += [
-            (f"{key}.models[{j}]", w.model, w.api_base or m.api_base, w.api_key_env or m.api_key_env, {})
-            for j, w in enumerate(m.models)
-        ]
-        routes += [
-            (f"{key}.deployments[{j}]", d.model, d.api_base, d.api_key_env, d.params)
-            for j, d in enumerate(m.deployments)
-        ]
-        for where, model, api_base, key_env, params in routes:
-            names = [key_env] if key_env else []
-            names += provider_variables(model.split("/", 1)[0]) if "/" in model else []
-            out += [(os.environ[n], f"${n}") for n in names if os.environ.get(n)]
-            out += [(v, f"{where}.api_base") for v in url_secrets(api_base or "")]
-            out += [(v, f"{where}.params") for v in _param_secrets(params)]
+    for where, _, model, api_base, key_env, params in declared(cfg.entries()):
+        names = [key_env] if key_env else []
+        names += provider_variables(model.split("/", 1)[0]) if "/" in model else []
+        out += [(os.environ[n], f"${n}") for n in names if os.environ.get(n)]
+        out += [(v, f"{where}.api_base") for v in url_secrets(api_base or "")]
+        out += [(v, f"{where}.params") for v in _param_secrets(params)]
     return out
 
 
