@@ -23,11 +23,11 @@ from typing import Any
 
 from ..config import Config, Price
 from ..errors import Deferred, InputError, ProviderError
-from ..types import LLMRequest, LLMResponse, Usage
+from ..types import LLMRequest, LLMResponse
 from .base import BaseProvider
 from .budget import Budget
 from .cache import CachingProvider, cache_key
-from .litellm import classify_error, credentials, import_litellm, response_format_for, valid_text
+from .litellm import classify_error, credentials, import_litellm, response_format_for, usage_of, valid_text
 from .pricing import call_cost, upper_bound
 from .redact import redact
 from .routing import routes
@@ -84,12 +84,7 @@ def reply_of(body: dict[str, Any], model: str, prices: Mapping[str, Price]) -> L
     (price_table gives batch entries their batch price)."""
     choice = body["choices"][0]
     message = choice.get("message") or {}
-    u = body.get("usage") or {}
-    usage = Usage(
-        prompt_tokens=int(u.get("prompt_tokens") or 0),
-        completion_tokens=int(u.get("completion_tokens") or 0),
-        total_tokens=int(u.get("total_tokens") or 0),
-    )
+    usage = usage_of(body.get("usage") or {})
     reasoning = message.get("reasoning_content")
     return LLMResponse(
         text=valid_text(message.get("content") or ""),

@@ -312,16 +312,10 @@ def to_response(raw: Any, request: LLMRequest, latency_ms: float) -> LLMResponse
         finish = choice.finish_reason
     except (AttributeError, IndexError) as exc:
         raise ProviderError(f"malformed response: {exc}", model=request.model, retryable=True) from None
-    u = getattr(raw, "usage", None)
-    usage = Usage(
-        prompt_tokens=int(getattr(u, "prompt_tokens", 0) or 0),
-        completion_tokens=int(getattr(u, "completion_tokens", 0) or 0),
-        total_tokens=int(getattr(u, "total_tokens", 0) or 0),
-    )
     return LLMResponse(
         text=text,
         finish_reason=finish,
-        usage=usage,
+        usage=usage_of(getattr(raw, "usage", None)),
         model=getattr(raw, "model", None) or request.model,
         cost_usd=_provider_cost(raw),
         cache_hit=False,
@@ -329,6 +323,12 @@ def to_response(raw: Any, request: LLMRequest, latency_ms: float) -> LLMResponse
         reasoning=reasoning,
         worker=worker_name(),
     )
+
+
+def usage_of(u: Any) -> Usage:
+    """A reply's token counts, from LiteLLM's usage object or a batch output line's `usage` mapping (0: absent)."""
+    get = u.get if isinstance(u, dict) else lambda name: getattr(u, name, 0)
+    return Usage(*(int(get(name) or 0) for name in ("prompt_tokens", "completion_tokens", "total_tokens")))
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
