@@ -28,27 +28,14 @@ _internal_call: Any = None  # LiteLLM's "do not log this call" context variable,
 _thread = threading.local()
 
 # Error class names LiteLLM raises, by whether another attempt can help.
-_RETRYABLE_NAMES = {
-    "RateLimitError",
-    "Timeout",
-    "APIConnectionError",
-    "InternalServerError",
-    "ServiceUnavailableError",
-    "BadGatewayError",
-    "APIError",
-    "JSONSchemaValidationError",
-}
-_FATAL_NAMES = {
-    "BadRequestError",
-    "AuthenticationError",
-    "PermissionDeniedError",
-    "NotFoundError",
-    "ContextWindowExceededError",
-    "ContentPolicyViolationError",
-    "UnprocessableEntityError",
-    "UnsupportedParamsError",
-    "InvalidRequestError",
-}
+_RETRYABLE_NAMES = set(
+    "RateLimitError Timeout APIConnectionError InternalServerError ServiceUnavailableError BadGatewayError APIError "
+    "JSONSchemaValidationError".split()
+)
+_FATAL_NAMES = set(
+    "BadRequestError AuthenticationError PermissionDeniedError NotFoundError ContextWindowExceededError "
+    "ContentPolicyViolationError UnprocessableEntityError UnsupportedParamsError InvalidRequestError".split()
+)
 
 
 _worker: tuple[int, str] = (0, "")
