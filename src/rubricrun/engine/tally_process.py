@@ -1,10 +1,6 @@
 """The tally in a second process: a large run's summary and report sample are fed on the machine's other core (the
-tally is a fifth of a warm rerun's work: ExecPlan 012).
-
-The runner hands each finished example to its tally with the lines it wrote (results/artifacts.Finished); a
-`TallyProcess` sends those lines to a child (second_process.py), which reads them back into rows and feeds its own
-tally, built there by the runner's `make`, so every byte the tally writes is the same in both places
-(tests/test_tally_process.py compares every file).
+tally is a fifth of a warm rerun's work: ExecPlan 012). The child reads the lines the runner wrote back into rows and
+feeds its own tally, built by the runner's `make`: every byte it writes is the same (tests/test_tally_process.py).
 """
 
 from __future__ import annotations

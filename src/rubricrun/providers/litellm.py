@@ -1,8 +1,5 @@
-"""Providers: one `generate(request) -> response` call and nothing else.
-
-`LiteLLMProvider` is the only real provider; the cache, retry and throttle are wrappers around it
-(see cache.py, retry.py, ratelimit.py). LiteLLM is imported lazily: `run.py --help`, config
-validation and fully cached reruns never pay its ~4 s import.
+"""The one real provider, `LiteLLMProvider` (the cache, retry and throttle wrap it: cache.py, retry.py, ratelimit.py).
+LiteLLM is imported lazily: `--help`, config validation and fully cached reruns never pay its ~4 s import.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Every credential the process can send, and the one function that takes them out of any text (issue 28).
 
-`use(secrets)` sets what the process can send: the CLI calls it with `secrets_of(cfg)` once the config is loaded, as
-do a run's start (engine/runner.py) and a Dask worker (providers/dask_executor.py). Each secret is a value and a
-label that names it without showing it (`$OPENAI_API_KEY`, `candidates[0].api_base`). Beside them, every environment
-variable whose name ends like a credential's (`..._API_KEY`, `..._TOKEN`, ...) and whose value has LONG characters or
-more is a secret too (`env_secrets`). `redact(text)` replaces them with `***`, and so does it with the user and
-password of any URL (`http://user:pass@host`) and a key-like query parameter's value (`?api-key=...`).
+`use(secrets_of(cfg))` (the CLI, a run's start, a Dask worker) sets them, each a value and a label that names it
+without showing it (`$OPENAI_API_KEY`, `candidates[0].api_base`), beside every environment variable named like a
+credential (`..._API_KEY`, `..._TOKEN`) whose value has LONG characters or more. `redact(text)` replaces them with
+`***`, as it does a URL's user and password and a key-like query parameter's value (`?api-key=...`).
 
 A secret of LONG characters or more is replaced wherever it occurs; a shorter one only where it stands alone (not
 inside a longer run of letters, digits, `_` or `-`), so a four-letter key is masked in `Bearer abcd` and
