@@ -176,7 +176,9 @@ class Batcher:
     def _submit(self, requests: Sequence[LLMRequest]) -> int:
         """One job per model and account, split by the provider's limits; returns how many requests were sent."""
         groups: dict[tuple[str, str | None, str | None], list[LLMRequest]] = {}
-        for r in self._affordable(requests):
+        for r in requests:  # each reserved at its upper bound; those the budget no longer allows stay unsent
+            if self._budgeted and not self.budget.reserve(upper_bound(r, self.budget.prices)):
+                break  # (the run stops on budget)
             groups.setdefault((r.model, r.api_base, r.api_key_env), []).append(r)
         sent = 0
         for (model, api_base, key_env), group in groups.items():
@@ -210,16 +212,6 @@ class Batcher:
             chunks[-1].append((r, line))
             size += n
         return chunks
-
-    def _affordable(self, requests: Sequence[LLMRequest]) -> list[LLMRequest]:
-        """The requests the budget still allows, each reserved at its upper bound (the rest stay unsent: the run
-        stops on budget)."""
-        out = []
-        for r in requests:
-            if self._budgeted and not self.budget.reserve(upper_bound(r, self.budget.prices)):
-                break
-            out.append(r)
-        return out
 
     def _start(self, job: dict[str, Any], data: bytes | None) -> None:
         """Upload the job's file (unless it has one) and create its batch (unless one exists), writing each id."""
