@@ -98,13 +98,11 @@ def _thread_event_loop() -> None:
     import asyncio  # here, not at the top: start-up (`--help`, `--validate`) never needs it
 
     try:
-        asyncio.get_event_loop_policy().get_event_loop()
-        return  # this thread has one already
+        asyncio.get_event_loop_policy().get_event_loop()  # this thread has one already
     except RuntimeError:
-        pass
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    weakref.finalize(threading.current_thread(), loop.close)  # closed when the thread is gone, not leaked
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        weakref.finalize(threading.current_thread(), loop.close)  # closed when the thread is gone, not leaked
 
 
 def _retry_after(exc: BaseException) -> float | None:
