@@ -11,11 +11,11 @@ example are counted by arithmetic from one of them (`InlineDriver._times`), as n
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..config import Config
+from ..config import Config, SynthesizeConfig
 from ..judging.ask import JUDGE_PARSE_ATTEMPTS
 from ..judging.rubric import JudgeItem, tie_breaker
 from ..providers.base import BaseProvider
@@ -127,8 +127,8 @@ class InlineDriver:
     judge prompts are opened with the first full chunk (or at `flush`), so a small dataset's bad row is reported
     before a bad template, as the run reports it."""
 
-    def __init__(self, cfg: Config, open_counts: Callable[[], Counts], chunk: int) -> None:
-        self.cfg, self.open_counts, self.chunk = cfg, open_counts, chunk
+    def __init__(self, cfg: Config, chunk: int) -> None:
+        self.cfg, self.chunk = cfg, chunk
         self.counts: Counts | None = None
         self.examples: list[Example] = []
         self.leaves: list[LLMRequest] = []
@@ -136,7 +136,7 @@ class InlineDriver:
 
     def start(self) -> Counts:
         if self.counts is None:
-            counts = self.counts = self.open_counts()
+            counts = self.counts = _open_counts(self.cfg)
             self.judges = DryStack(counts, "judge", registry.protocol_for(self.cfg.judging.scale).dry_reply)
             self.stacks = (DryStack(counts, "candidate"), self.judges, DryStack(counts, "pairwise", DRY_PAIR))
             dry = {"judge": self.judges, "pairwise": self.stacks[2]}
@@ -147,7 +147,7 @@ class InlineDriver:
         if self.counts is not None and self.counts.cache is not None:
             self.counts.cache.close()
 
-    def add(self, ex: Example) -> None:
+    def take(self, ex: Example) -> None:
         self.examples.append(ex)
         if len(self.examples) >= self.chunk:
             self.flush()
@@ -175,6 +175,11 @@ class InlineDriver:
         for request, key in zip(leaves, keys, strict=True):
             if key not in fresh:
                 counts.priced(request)
+
+    def result(self) -> tuple[int, Counts]:
+        """(examples counted, their Counts without the cache), once every example is taken."""
+        self.flush()
+        return self.n, replace(self.start(), cache=None)
 
     def _times(self, ex: Example, candidate: Any, times: int) -> None:
         """`times` samples of `candidate` on `ex` past the first EXACT_SAMPLES, counted from one of them: it is run
@@ -236,48 +241,18 @@ class ProcessDriver(second_process.Child):
     while preflight parses the next chunk, so every count and sum is the one an InlineDriver here makes
     (tests/test_validate.py). An error of the count is raised by `result`, after preflight's own."""
 
-    def __init__(self, cfg: Config, open_counts: Callable[[Config], Counts], chunk: int) -> None:
-        super().__init__(_count, (cfg, open_counts, chunk), "rubricrun-count", _COUNT_ENDED, rows=chunk)
+    def __init__(self, cfg: Config, chunk: int) -> None:
+        super().__init__(InlineDriver, (cfg, chunk), "rubricrun-count", _COUNT_ENDED, rows=chunk)
 
-    def add(self, ex: Example) -> None:
+    def take(self, ex: Example) -> None:
         """preflight's `visit`: one example, sent with its chunk."""
         self.put(ex)
 
     def result(self) -> tuple[int, Counts]:
-        """(examples counted, their Counts, without a cache)."""
-        return self.ask(None)[0]
+        return self.ask("result")
 
 
 _COUNT_ENDED = "the call count's process ended (exit code {code}); nothing was called: run --validate again"
-
-
-def _count(conn: Any, cfg: Config, open_counts: Callable[[Config], Counts], chunk: int) -> None:
-    """The child of a ProcessDriver: an InlineDriver fed the chunks until None, then its (n, Counts) sent back, or the
-    first error, kept until then (the sender waits for no answer)."""
-    second_process.detach()
-    driver = InlineDriver(cfg, lambda: open_counts(cfg), chunk)
-    failed: BaseException | None = None
-    with second_process.serving():
-        try:
-            conn.send(("ok", "up"))
-            while (msg := conn.recv()) is not None:
-                if failed is None:
-                    try:
-                        for ex in msg:
-                            driver.add(ex)
-                    except Exception as exc:  # noqa: BLE001 - answered once every chunk is read
-                        failed = exc
-            try:
-                if failed is None:
-                    driver.flush()
-                    conn.send(("ok", (driver.n, replace(driver.start(), cache=None))))
-            except Exception as exc:  # noqa: BLE001 - answered here
-                failed = exc
-            if failed is not None:
-                second_process.send_error(conn, failed)
-        finally:
-            driver.close()
-            conn.close()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -286,32 +261,23 @@ def _count(conn: Any, cfg: Config, open_counts: Callable[[Config], Counts], chun
 
 def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
     """--validate: the calls the run would make (synthesis, candidates, judges), how many are cached, and an upper
-    bound on the cost of the rest (see the module's docstring). Calls nothing, stores nothing."""
-    if cfg.synthesize is None and second_process.wanted(large_run(cfg, max_examples)):
-        return _count_in_child(cfg, max_examples)
-    driver = InlineDriver(cfg, lambda: _open_counts(cfg), COUNT_CHUNK)
+    bound on the cost of the rest (see the module's docstring). Calls nothing, stores nothing. The count runs on the
+    other core for a large run without synthesis (whose count needs the cache)."""
+    in_child = cfg.synthesize is None and second_process.wanted(large_run(cfg, max_examples))
+    driver = ProcessDriver(cfg, COUNT_CHUNK) if in_child else InlineDriver(cfg, COUNT_CHUNK)
+    synthesis: dict[str, int] = {}
     try:
         # the same checks a run makes before its first call, in the same pass that counts the examples' calls
-        prepared = preflight(cfg, max_examples, visit=driver.add)
-        counts = driver.start()
-        synthesized, synthesis = _count_synthesis(cfg, counts)
-        for ex in synthesized:
-            driver.add(ex)
-        driver.flush()
-    finally:
-        driver.close()
-    return _counted(cfg, driver.n, len(prepared.skipped), synthesis, counts)
-
-
-def _count_in_child(cfg: Config, max_examples: int | None) -> dict[str, Any]:
-    """count_calls with the count on the other core (ProcessDriver). Without synthesis (its count needs the cache)."""
-    driver = ProcessDriver(cfg, _open_counts, COUNT_CHUNK)
-    try:
-        prepared = preflight(cfg, max_examples, visit=driver.add)
+        prepared = preflight(cfg, max_examples, visit=driver.take)
+        if cfg.synthesize is not None:
+            assert isinstance(driver, InlineDriver)
+            synthesized, synthesis = _count_synthesis(cfg, cfg.synthesize, driver.start())
+            for ex in synthesized:
+                driver.take(ex)
         n, counts = driver.result()
     finally:
         driver.close()
-    return _counted(cfg, n, len(prepared.skipped), {}, counts)
+    return _counted(cfg, n, len(prepared.skipped), synthesis, counts)
 
 
 def _open_counts(cfg: Config) -> Counts:
@@ -321,30 +287,16 @@ def _open_counts(cfg: Config) -> Counts:
 
 
 def _counted(cfg: Config, n: int, skipped: int, synthesis: dict[str, int], counts: Counts) -> dict[str, Any]:
-    calls, cached = counts.calls, counts.cached
-    pairwise = {
-        "pairwise_calls": calls["pairwise"],
-        "pairwise_cached": cached["pairwise"],
-        "pairwise_calls_at_most": counts.at_most("pairwise"),
-    }
-    return {
-        "examples": n,
-        "skipped_rows": skipped,
-        **synthesis,
-        "candidate_calls": calls["candidate"],
-        "candidate_cached": cached["candidate"],
-        "judge_calls": calls["judge"],
-        "judge_cached": cached["judge"],
-        "judge_calls_at_most": counts.at_most("judge"),
-        **(pairwise if cfg.judging.pairwise else {}),
-        "cost_upper_bound_usd": round(counts.bound, 4),
-        **(
-            {"cost_upper_bound_online_usd": round(counts.online_bound, 4), "batch_prices": batch_prices(cfg)}
-            if counts.online_prices is not None
-            else {}
-        ),
-        "unpriced_models": sorted(counts.unpriced),
-    }
+    out: dict[str, Any] = {"examples": n, "skipped_rows": skipped, **synthesis}
+    for role in ("candidate", "judge", "pairwise") if cfg.judging.pairwise else ("candidate", "judge"):
+        out[f"{role}_calls"], out[f"{role}_cached"] = counts.calls[role], counts.cached[role]
+        if role != "candidate":
+            out[f"{role}_calls_at_most"] = counts.at_most(role)
+    out["cost_upper_bound_usd"] = round(counts.bound, 4)
+    if counts.online_prices is not None:
+        out.update(cost_upper_bound_online_usd=round(counts.online_bound, 4), batch_prices=batch_prices(cfg))
+    out["unpriced_models"] = sorted(counts.unpriced)
+    return out
 
 
 def batch_prices(cfg: Config) -> dict[str, Any]:
@@ -367,48 +319,37 @@ COUNT_CHUNK = 1000  # examples counted at a time: every count is per example, so
 
 
 class _NotCached(Exception):
-    """A synthesis call that --validate cannot replay from the cache (not a ProviderError: it ends the replay)."""
+    """A synthesis call (its request) that --validate cannot replay from the cache (not a ProviderError: it ends the
+    replay)."""
 
 
-class _CacheReplay(BaseProvider):
-    """Answers from the cache only, counting hits and keeping the first request it could not answer."""
-
-    def __init__(self, cache: ResponseCache | None):
-        self.cache, self.hits = cache, 0
-        self.missed: LLMRequest | None = None
-
-    def generate(self, request: LLMRequest) -> LLMResponse:
-        hit = self.cache.get(cache_key(request)) if self.cache else None
-        if hit is None:
-            self.missed = request
-            raise _NotCached
-        self.hits += 1
-        return hit
-
-
-def _count_synthesis(cfg: Config, tally: Counts) -> tuple[Iterable[Example], dict[str, int]]:
+def _count_synthesis(cfg: Config, scfg: SynthesizeConfig, tally: Counts) -> tuple[Iterable[Example], dict[str, int]]:
     """The synthesis calls and the examples they give. When every call is cached the synthesis is replayed and
     both are exact. Otherwise they are bounds: each step (subtopics, then prompts per subtopic) asks once and
     retries at most once; a call's prompt holds the template plus at most two replies (the subtopic and the
     exclusions), so at most its rendered length + 2 x max_tokens; and the run gets num_subtopics x
     prompts_per_subtopic prompts, each at most one reply (max_tokens) long."""
-    scfg = cfg.synthesize
-    if scfg is None:
-        return [], {}
     from ..data.synth import synthesize
 
-    replay = _CacheReplay(tally.cache)
+    hits: list[LLMResponse] = []  # the calls answered from the cache, until the first one it cannot answer
+
+    def replay(messages: list[dict], attempt: int) -> LLMResponse:
+        request = synthesis_request(cfg, messages, attempt)
+        hit = tally.cache.get(cache_key(request)) if tally.cache else None
+        if hit is None:
+            raise _NotCached(request)
+        hits.append(hit)
+        return hit
+
     try:
-        examples, _ = synthesize(scfg, lambda m, a: replay.generate(synthesis_request(cfg, m, a)), log=lambda _: None)
-        return examples, {"synthesis_calls": replay.hits, "synthesis_cached": replay.hits}
-    except _NotCached:
-        pass
-    missed = replay.missed
-    assert missed is not None
+        examples, _ = synthesize(scfg, replay, log=lambda _: None)
+        return examples, {"synthesis_calls": len(hits), "synthesis_cached": len(hits)}
+    except _NotCached as exc:
+        missed: LLMRequest = exc.args[0]
     calls = 2 * (1 + scfg.num_subtopics)
     reply = max_tokens_of(missed.params)
     prompt = estimate_prompt_tokens(list(missed.messages)) + 2 * reply
-    for _ in range(calls - replay.hits):
+    for _ in range(calls - len(hits)):
         tally.cost(missed.model, prompt, reply)
     content = "x" * (3 * reply)  # ~reply tokens (estimate_prompt_tokens); one string for every planned prompt
     planned = (  # made as they are counted: memory does not grow with num_subtopics x prompts_per_subtopic
@@ -420,4 +361,4 @@ def _count_synthesis(cfg: Config, tally: Counts) -> tuple[Iterable[Example], dic
         )
         for i in range(scfg.num_subtopics * scfg.prompts_per_subtopic)
     )
-    return planned, {"synthesis_calls": calls, "synthesis_cached": replay.hits}
+    return planned, {"synthesis_calls": calls, "synthesis_cached": len(hits)}

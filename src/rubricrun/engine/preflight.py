@@ -26,6 +26,7 @@ from ..judging.graded import SCALES
 from ..judging.pairwise import PairJudging
 from ..providers.base import BaseProvider
 from ..providers.pricing import price_table, unit_prices
+from ..providers.routing import declared
 from ..results.metrics import dataset_metrics
 from ..tasks import registry
 from ..types import Example
@@ -195,12 +196,9 @@ def check_labels(cfg: Config, counts: dict[str, Counter[str]]) -> None:
 
 def check_keys(cfg: Config) -> None:
     """Every api_key_env named in the config is set: detected before any call is paid for."""
-    for key, m in cfg.entries():
-        envs = [(f"{key}.api_key_env", m.api_key_env)] + [(f"{key}.api_key_env", w.api_key_env) for w in m.models]
-        envs += [(f"{key}.deployments[{j}].api_key_env", d.api_key_env) for j, d in enumerate(m.deployments)]
-        for k, env in envs:
-            if env and not os.environ.get(env):
-                raise cfg.fail(k, f"environment variable {env} is not set (model '{m.name}')")
+    for where, m, _, _, env, _ in declared(cfg.entries()):
+        if env and not os.environ.get(env):
+            raise cfg.fail(f"{where}.api_key_env", f"environment variable {env} is not set (model '{m.name}')")
 
 
 def check_prices(cfg: Config) -> None:
@@ -226,14 +224,16 @@ def preflight(
 ) -> Prepared:
     """Every check that needs no model call, before the run folder is touched: API key variables, every
     dataset row, the judge template, the synthesis templates. Raises InputError. `visit`: see validate_examples.
-    `spool`: keep the examples read for the run (data/spool.py), which then does not read the files again."""
+    `spool`: keep the examples read for the run (data/spool.py), which then does not read the files again (the run
+    spools, --validate visits: never both)."""
     registry.check_config(cfg)
     check_keys(cfg)
     check_prices(cfg)
     metrics: dict[str, Counter[str]] = {}
     kept = Spool("rubricrun-examples-", Example) if spool else None
     if kept is not None:
-        visit = _and_keep(visit, kept)
+        assert visit is None
+        visit = kept.add
     count, skipped = validate_examples(cfg, max_examples, visit, metrics)
     if kept is not None:
         kept.seal()
@@ -249,17 +249,6 @@ def preflight(
         load_template(cfg.synthesize.prompt_template, "prompts.j2")
     metric_counts = None if cfg.synthesize is not None else metrics
     return Prepared(Examples(cfg, max_examples, count, kept), skipped, metric_counts, large_run(cfg, max_examples))
-
-
-def _and_keep(visit: Callable[[Example], None] | None, kept: Spool) -> Callable[[Example], None]:
-    if visit is None:
-        return kept.add
-
-    def both(ex: Example) -> None:
-        visit(ex)
-        kept.add(ex)
-
-    return both
 
 
 # A large run: from these sizes on a second process pays for its start (0.3-0.5 s of the other core).

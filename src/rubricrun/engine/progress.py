@@ -65,8 +65,7 @@ class Progress:
             self._redirect.enter_context(logging_redirect_tqdm([log]))
             self._bar = tqdm(total=total, desc=label, file=stream, unit="call", dynamic_ncols=True, mininterval=0.1)
         self._lines = on and self._bar is None
-        self._logged = False
-        self._said: tuple[int, int] | None = None  # (done, total) of the last line logged
+        self._said: tuple[int, int] | None = None  # (done, total) of the last line logged (None: none yet)
 
     def add(self, n: int = 1) -> None:
         """n more to do (a stage whose work is found as the run goes)."""
@@ -78,7 +77,7 @@ class Progress:
         self.done += n
         if self._bar is not None:
             self._bar.update(n)
-        elif self._logged and self.done >= self.total:
+        elif self._said is not None and self.done >= self.total:
             self._line(time.monotonic())  # a stage that was shown running says once that it is done
         else:
             self.tick()
@@ -93,7 +92,7 @@ class Progress:
     def _line(self, now: float) -> None:
         if (self.done, self.total) == self._said:
             return
-        self._last_line, self._logged, self._said = now, True, (self.done, self.total)
+        self._last_line, self._said = now, (self.done, self.total)
         log.info("progress %s%s", progress_line(self.label, self.done, self.total, now - self.start), self.on)
 
     def close(self) -> None:
@@ -103,6 +102,6 @@ class Progress:
         if self._redirect is not None:
             self._redirect.close()
             self._redirect = None
-        if self._lines and self._logged:  # a stage long enough to show progress also says how it ended (once)
+        if self._lines and self._said is not None:  # a stage long enough to show progress also says how it ended (once)
             self._line(time.monotonic())
             self._lines = False

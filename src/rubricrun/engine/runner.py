@@ -22,7 +22,7 @@ from msgspec.structs import replace
 from ..config import Config, generation_only
 from ..errors import RubricrunError
 from ..providers import redact
-from ..providers.batch import open_batcher
+from ..providers.batch import Batcher, batch_entries
 from ..providers.budget import Budget
 from ..providers.cache import ResponseCache
 from ..providers.executor import Executor, describe, open_executor
@@ -122,7 +122,8 @@ def _execute(run: _Run, prepared: Prepared, extras: Extras) -> Outcome:
     for s in prepared.skipped:
         log.warning("skipped bad row: %s", s)
     artifacts.write_text(run.run_dir / "config.yaml", yaml.safe_dump(redact.redacted_config(cfg), sort_keys=False))
-    batcher = open_batcher(cfg, run.run_dir / "batches.json", artifacts.write_json, run.tracer)
+    batches = run.run_dir / "batches.json"  # the jobs' state, when an entry has `batch: true`
+    batcher = Batcher(cfg, batches, artifacts.write_json, run.tracer) if batch_entries(cfg) else None
     stack, budget = build_stack(cfg, run.tracer, run.stop, run.cache, batcher, run.executor)
     tally: RunTally | None = None
     try:
@@ -153,12 +154,8 @@ def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> RunTally:
     """Synthesis (if configured), generation, judging and comparisons, overlapped (graph.py); every finished
     example's rows are appended to the artifacts in input order and fed to the tally as the run goes."""
     cfg = run.cfg
-    on = describe(run.executor)
-    if generation_only(cfg):
-        log.info("run %s: %d candidates; %s; attempts on %s", run.run_id, len(cfg.candidates), GENERATION_ONLY, on)
-    else:
-        log.info("run %s: %d candidates, %d judges; attempts on %s", run.run_id, len(cfg.candidates),
-                 len(cfg.judge_pool), on)  # fmt: skip
+    judges = f"; {GENERATION_ONLY}" if generation_only(cfg) else f", {len(cfg.judge_pool)} judges"
+    log.info("run %s: %d candidates%s; attempts on %s", run.run_id, len(cfg.candidates), judges, describe(run.executor))
     # The summary and the report's sample are fed as the run goes when preflight counted every example's metric;
     # rows are then spooled only for an export (results/tally.py).
     counts = prepared.metric_counts

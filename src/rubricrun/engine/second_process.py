@@ -2,24 +2,28 @@
 end: a large run's tally (engine/tally_process.py) and `--validate`'s count of calls (estimate.ProcessDriver).
 
 The child is started with `spawn` (the main process has threads) and fed through one pipe, in batches kept here until
-it is up, so its start (0.3-0.5 s) never holds the run up. It ignores SIGINT and SIGTERM (the main process decides how
-a run ends) and ends when the main process's end of the pipe closes (also on kill -9). `wanted`: one rule for both
-uses; `RUBRICRUN_SECOND_PROCESS=on|off` forces it either way.
+it is up, so its start (0.3-0.5 s) never holds the run up. It runs `serve`, one loop for both uses. It ignores SIGINT
+and SIGTERM (the main process decides how a run ends) and ends when the main process's end of the pipe closes (also on
+kill -9). `wanted`: one rule for both uses; `RUBRICRUN_SECOND_PROCESS=on|off` forces it either way.
 """
 
 from __future__ import annotations
 
-import contextlib
+import logging
+import logging.handlers
 import multiprocessing
 import os
+import queue
 import signal
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import RubricrunError
 
 ENV = "RUBRICRUN_SECOND_PROCESS"
 _ON, _OFF = ("on", "1", "true", "yes"), ("off", "0", "false", "no")
+_AHEAD = 8  # batches the child reads ahead of its work, so memory stays bounded
 
 
 def wanted(large: bool) -> bool:
@@ -31,34 +35,19 @@ def wanted(large: bool) -> bool:
     return large and (os.cpu_count() or 1) > 1
 
 
-def detach() -> None:
-    """In the child: Ctrl+C and SIGTERM are the main process's to handle."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-
-
-@contextlib.contextmanager
-def serving() -> Iterator[None]:
-    """In the child, around all its work: when the main process has gone (its end of the pipe closed: an error in
-    its input, kill -9), the child ends quietly, with no traceback on the shared stderr."""
-    try:
-        yield
-    except (EOFError, BrokenPipeError, ConnectionResetError):
-        pass
-
-
 class Child:
-    """The main process's side of a child running `target(conn, *args)`, which first sends one message (up) and
-    then answers each question (`ask`) with `(status, value, *extra)`, status "ok" or "error"."""
+    """The main process's side of a child serving `make(*args)` (see `serve`): items are `put` in batches, questions
+    `ask`ed by the name of the worker's method; what the child logs comes back with its next answer and is logged
+    here."""
 
     def __init__(
-        self, target: Callable[..., None], args: tuple[Any, ...], name: str, ended: str, *, rows: int, chars: int = 0
+        self, make: Callable[..., Any], args: tuple[Any, ...], name: str, ended: str, *, rows: int, chars: int = 0
     ) -> None:
         self.ended = ended  # the error that says it ended, with {code} for its exit code
         self._limits = (rows, chars)  # a batch is sent at `rows` items, or at `chars` of them (0: no such limit)
         ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=target, args=(child, *args), name=name, daemon=True)
+        self.proc = ctx.Process(target=serve, args=(child, make, args), name=name, daemon=True)
         self.proc.start()
         child.close()
         self.up = False
@@ -82,54 +71,47 @@ class Child:
         if not self.up:
             if not wait and not self.conn.poll():
                 return
-            self.receive()  # the child's "up"
+            self._receive()  # the child's "up"
             self.up = True
         for b in self._waiting:
-            self.send(b)
+            self._send(b)
         self._waiting.clear()
 
-    @property
-    def pending(self) -> bool:
-        """Items put that the child has not been sent yet."""
-        return bool(self._batch or self._waiting)
-
-    def ask(self, question: Any) -> tuple[Any, ...]:
-        """`question` after every item put; the answer's value and extras (an error answer is raised)."""
+    def ask(self, op: str, *args: Any) -> Any:
+        """The worker's `op(*args)`, after every item put (an error it raised, or one an item raised, is raised)."""
         self._feed(wait=True)
-        self.send(question)
-        return self.receive()
+        self._send((op, args))
+        return self._receive()
 
-    def send(self, msg: Any) -> None:
+    def _send(self, msg: Any) -> None:
         try:
             self.conn.send(msg)
         except OSError:
-            raise self.died() from None
+            raise self._died() from None
 
-    def receive(self) -> tuple[Any, ...]:
+    def _receive(self) -> Any:
         try:
-            status, value, *extra = self.conn.recv()
+            status, value, records = self.conn.recv()
         except (EOFError, OSError):
-            raise self.died() from None
-        self.answered(extra)
+            raise self._died() from None
+        for record in records:
+            logging.getLogger(record.name).handle(record)
         if status == "error":
             raise value
-        return (value, *extra)
+        return value
 
-    def answered(self, extra: list[Any]) -> None:
-        """What an answer carries besides its value (a subclass reads it)."""
-
-    def died(self) -> RubricrunError:
+    def _died(self) -> RubricrunError:
         self.proc.join(timeout=5)
         return RubricrunError(self.ended.format(code=self.proc.exitcode))
 
-    def close(self, question: Any = None) -> None:
-        """Ends the child: `question` (its "stop") if it takes one, then the pipe; killed after 5 s, or at once when it
-        never came up (the main process stops early: bad input)."""
+    def close(self) -> None:
+        """Ends the child: its "close", then the pipe; killed after 5 s, or at once when it never came up (the main
+        process stops early: bad input)."""
         if not self.up:
             self.proc.kill()
-        elif question is not None:
+        else:
             try:
-                self.conn.send(question)
+                self.conn.send(("close", ()))
             except OSError:
                 pass
         self.conn.close()
@@ -139,9 +121,66 @@ class Child:
             self.proc.join()
 
 
-def send_error(conn: Any, exc: BaseException, *extra: Any) -> None:
-    """In the child: an error answer; one that does not pickle is sent as its type and message."""
+def serve(conn: Any, make: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    """The child: the worker `make(*args)` builds is fed each batch's items (`take`) and answers each question
+    (`op`, args) with its method `op`, until "close" or the pipe closes. The first error an item raised is kept and
+    answered to every question after it (the sender waits for no answer)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C and SIGTERM are the main process's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    kept: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()  # the records, their args made text
+    logger = logging.getLogger("rubricrun")
+    logger.handlers[:] = [logging.handlers.QueueHandler(kept)]
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    worker = make(*args)
+    failed: BaseException | None = None
+    inbox: queue.Queue[Any] = queue.Queue(_AHEAD)
+    threading.Thread(target=_read, args=(conn, inbox), name="child-reader", daemon=True).start()
     try:
-        conn.send(("error", exc, *extra))
+        conn.send(("ok", "up", _taken(kept)))
+        while (msg := inbox.get()) is not None:  # None: the main process's end closed
+            if type(msg) is list:
+                if failed is None:
+                    try:
+                        for item in msg:
+                            worker.take(item)
+                    except Exception as exc:  # noqa: BLE001 - answered at the next question
+                        failed = exc
+                continue
+            op, op_args = msg
+            if op == "close":
+                return
+            try:
+                if failed is not None:
+                    raise failed
+                conn.send(("ok", getattr(worker, op)(*op_args), _taken(kept)))
+            except Exception as exc:  # noqa: BLE001 - raised again in the main process
+                _send_error(conn, exc, _taken(kept))
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        pass  # the main process has gone (an error in its input, kill -9): end quietly, no traceback on its stderr
+    finally:
+        worker.close()
+        conn.close()
+
+
+def _read(conn: Any, inbox: queue.Queue[Any]) -> None:
+    """Reads the main process's messages ahead of the worker (up to _AHEAD): a send never waits for the batch
+    before."""
+    try:
+        while True:
+            inbox.put(conn.recv())
+    except (EOFError, OSError):
+        inbox.put(None)
+
+
+def _taken(kept: queue.SimpleQueue[logging.LogRecord]) -> list[logging.LogRecord]:
+    """What the child logged since its last answer, sent with this one (the main process's logging writes it)."""
+    return [kept.get() for _ in range(kept.qsize())]
+
+
+def _send_error(conn: Any, exc: BaseException, records: list[logging.LogRecord]) -> None:
+    """An error answer; one that does not pickle is sent as its type and message."""
+    try:
+        conn.send(("error", exc, records))
     except Exception:  # noqa: BLE001 - an exception that does not pickle
-        conn.send(("error", RuntimeError(f"{type(exc).__name__}: {exc}"), *extra))
+        conn.send(("error", RuntimeError(f"{type(exc).__name__}: {exc}"), records))

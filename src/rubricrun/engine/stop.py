@@ -24,11 +24,6 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _heard: list[int] = []  # the stop signals this process received, first first (process-wide, as signals are)
 
 
-def heard_stop(signum: int) -> None:
-    """Record a stop signal (its number decides the exit code)."""
-    _heard.append(signum)
-
-
 def stopped_by() -> str | None:
     """The name of the first stop signal received ("SIGTERM"), or None."""
     return signal.Signals(_heard[0]).name if _heard else None
@@ -44,22 +39,19 @@ def install_stop_handlers() -> None:
     """The CLI's handlers for a run: the first SIGINT or SIGTERM raises KeyboardInterrupt; the next ends at once."""
     _heard.clear()
     for s in STOP_SIGNALS:
-        signal.signal(s, interrupt_now)
+        signal.signal(s, _interrupt_now)
 
 
-def end_now(signum: int) -> None:
-    """A second stop signal: the process ends at once, killed by that signal (what was written stays written)."""
-    for s in STOP_SIGNALS:
-        signal.signal(s, signal.SIG_DFL)
-    signal.raise_signal(signum)
-
-
-def interrupt_now(signum: int, frame: object) -> None:
+def _interrupt_now(signum: int, frame: object) -> None:
     """A SIGINT/SIGTERM handler: this signal raises KeyboardInterrupt, and the next one ends the process at once."""
-    heard_stop(signum)
+    _heard.append(signum)  # its number decides the exit code
+    _default_handlers()
+    raise KeyboardInterrupt
+
+
+def _default_handlers() -> None:
     for s in STOP_SIGNALS:
         signal.signal(s, signal.SIG_DFL)
-    raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
@@ -74,9 +66,10 @@ def stop_on_signal(stop: threading.Event) -> Iterator[None]:
     heard = threading.Event()
 
     def first(signum: int, frame: object) -> None:
-        if heard.is_set():
-            end_now(signum)
-        heard_stop(signum)
+        if heard.is_set():  # a second one: the process ends at once, killed by it (what was written stays written)
+            _default_handlers()
+            signal.raise_signal(signum)
+        _heard.append(signum)
         heard.set()
         stop.set()
 

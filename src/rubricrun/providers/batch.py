@@ -23,11 +23,11 @@ from typing import Any
 
 from ..config import Config, Price
 from ..errors import Deferred, InputError, ProviderError
-from ..types import LLMRequest, LLMResponse, Usage
+from ..types import LLMRequest, LLMResponse
 from .base import BaseProvider
 from .budget import Budget
 from .cache import CachingProvider, cache_key
-from .litellm import classify_error, credentials, import_litellm, response_format_for, valid_text
+from .litellm import classify_error, credentials, import_litellm, response_format_for, usage_of, valid_text
 from .pricing import call_cost, upper_bound
 from .redact import redact
 from .routing import routes
@@ -44,11 +44,6 @@ def batch_entries(cfg: Config) -> set[str]:
     """The rate-limit names (`section:name`, as LLMRequest.limiter) of the entries with `batch: true`."""
     out = {f"candidate:{m.name}" for m in cfg.candidates if m.batch}
     return out | {f"judge:{m.name}" for m in cfg.judge_pool if m.batch}
-
-
-def open_batcher(cfg: Config, path: Path, save: Callable[[Path, Any], None], tracer: Tracer) -> Batcher | None:
-    """The run's Batcher (its state in `path`, written with `save`), or None when no entry has `batch: true`."""
-    return Batcher(cfg, path, save, tracer) if batch_entries(cfg) else None
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -89,12 +84,7 @@ def reply_of(body: dict[str, Any], model: str, prices: Mapping[str, Price]) -> L
     (price_table gives batch entries their batch price)."""
     choice = body["choices"][0]
     message = choice.get("message") or {}
-    u = body.get("usage") or {}
-    usage = Usage(
-        prompt_tokens=int(u.get("prompt_tokens") or 0),
-        completion_tokens=int(u.get("completion_tokens") or 0),
-        total_tokens=int(u.get("total_tokens") or 0),
-    )
+    usage = usage_of(body.get("usage") or {})
     reasoning = message.get("reasoning_content")
     return LLMResponse(
         text=valid_text(message.get("content") or ""),
@@ -108,46 +98,6 @@ def reply_of(body: dict[str, Any], model: str, prices: Mapping[str, Price]) -> L
 
 def _jsonl(data: bytes) -> list[dict[str, Any]]:
     return [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
-
-
-class BatchAPI:
-    """The four LiteLLM calls a job needs, for one job's model and account; failures become ProviderErrors."""
-
-    def __init__(self, job: dict[str, Any], api_base: str | None = None):
-        self.model = job["model"]
-        self.provider = self.model.split("/", 1)[0]
-        self.auth = credentials(self.model, api_base, job.get("api_key_env"))
-        self.secrets = (self.auth["api_key"],) if job.get("api_key_env") else ()
-
-    def _call(self, name: str, **kwargs: Any) -> Any:
-        litellm = import_litellm()
-        try:
-            return getattr(litellm, name)(custom_llm_provider=self.provider, **self.auth, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - every provider failure becomes a ProviderError
-            raise classify_error(exc, self.model, self.secrets) from None
-
-    def upload(self, data: bytes, name: str) -> str:
-        return str(self._call("create_file", file=(name, data), purpose="batch").id)
-
-    def create(self, file_id: str, window: str, metadata: dict[str, str]) -> str:
-        b = self._call(
-            "create_batch", completion_window=window, endpoint=_ENDPOINT, input_file_id=file_id, metadata=metadata
-        )
-        return str(b.id)
-
-    def find(self, file_id: str) -> str | None:
-        """The batch already created from this input file (a kill between create and writing its id), if any."""
-        listed = self._call("list_batches", limit=100)
-        for b in getattr(listed, "data", None) or []:
-            if getattr(b, "input_file_id", None) == file_id:
-                return str(b.id)
-        return None
-
-    def retrieve(self, batch_id: str) -> Any:
-        return self._call("retrieve_batch", batch_id=batch_id)
-
-    def content(self, file_id: str) -> bytes:
-        return bytes(self._call("file_content", file_id=file_id).content)
 
 
 class Batcher:
@@ -226,7 +176,9 @@ class Batcher:
     def _submit(self, requests: Sequence[LLMRequest]) -> int:
         """One job per model and account, split by the provider's limits; returns how many requests were sent."""
         groups: dict[tuple[str, str | None, str | None], list[LLMRequest]] = {}
-        for r in self._affordable(requests):
+        for r in requests:  # each reserved at its upper bound; those the budget no longer allows stay unsent
+            if self._budgeted and not self.budget.reserve(upper_bound(r, self.budget.prices)):
+                break  # (the run stops on budget)
             groups.setdefault((r.model, r.api_base, r.api_key_env), []).append(r)
         sent = 0
         for (model, api_base, key_env), group in groups.items():
@@ -261,31 +213,34 @@ class Batcher:
             size += n
         return chunks
 
-    def _affordable(self, requests: Sequence[LLMRequest]) -> list[LLMRequest]:
-        """The requests the budget still allows, each reserved at its upper bound (the rest stay unsent: the run
-        stops on budget)."""
-        out = []
-        for r in requests:
-            if self._budgeted and not self.budget.reserve(upper_bound(r, self.budget.prices)):
-                break
-            out.append(r)
-        return out
-
     def _start(self, job: dict[str, Any], data: bytes | None) -> None:
         """Upload the job's file (unless it has one) and create its batch (unless one exists), writing each id."""
-        api = self._api(job)
         try:
             if job["input_file_id"] is None:
                 if data is None:  # killed before the upload finished: the requests are asked again by the pass
                     job.update(status="failed", error="killed before its file was uploaded")
                     return
-                job["input_file_id"] = api.upload(data, f"rubricrun-{job['id']}.jsonl")
+                upload = (f"rubricrun-{job['id']}.jsonl", data)
+                job["input_file_id"] = str(self._call(job, "create_file", file=upload, purpose="batch").id)
                 self._write()
             if job["batch_id"] is None:
-                job["batch_id"] = api.find(job["input_file_id"]) if data is None else None
-                job["batch_id"] = job["batch_id"] or api.create(
-                    job["input_file_id"], self.settings.completion_window, {"rubricrun_job": job["id"]}
-                )
+                file_id = job["input_file_id"]
+                if data is None:  # a kill between creating the batch and writing its id: find it by its input file
+                    listed = getattr(self._call(job, "list_batches", limit=100), "data", None) or []
+                    job["batch_id"] = next(
+                        (str(b.id) for b in listed if getattr(b, "input_file_id", None) == file_id), None
+                    )
+                if job["batch_id"] is None:
+                    window, metadata = self.settings.completion_window, {"rubricrun_job": job["id"]}
+                    created = self._call(
+                        job,
+                        "create_batch",
+                        completion_window=window,
+                        endpoint=_ENDPOINT,
+                        input_file_id=file_id,
+                        metadata=metadata,
+                    )
+                    job["batch_id"] = str(created.id)
                 job["status"] = "validating"
                 self._write()
         except ProviderError as exc:
@@ -314,18 +269,22 @@ class Batcher:
         done = int(counts.get("completed") or 0) + int(counts.get("failed") or 0)
         return f"{job['batch_id'] or job['id']} {job['status']} {done}/{len(job['keys'])}"
 
-    def _api(self, job: dict[str, Any]) -> BatchAPI:
-        base = job.get("api_base")
-        return BatchAPI(job, self._bases.get(base, base) if base else None)
+    def _call(self, job: dict[str, Any], name: str, **kwargs: Any) -> Any:
+        """One LiteLLM files or batches call for the job's model and account; a failure becomes a ProviderError."""
+        model, base, key_env = job["model"], job.get("api_base"), job.get("api_key_env")
+        auth = credentials(model, self._bases.get(base, base) if base else None, key_env)
+        try:
+            return getattr(import_litellm(), name)(custom_llm_provider=model.split("/", 1)[0], **auth, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - every provider failure becomes a ProviderError
+            raise classify_error(exc, model, (auth["api_key"],) if key_env else ()) from None
 
     def _poll(self, job: dict[str, Any]) -> int:
         if job["batch_id"] is None and job["status"] != "failed":
             self._start(job, None)  # a job from a killed run: find or create its batch
         if job["batch_id"] is None:
             return self._collect(job, None)
-        api = self._api(job)
         try:
-            b = api.retrieve(job["batch_id"])
+            b = self._call(job, "retrieve_batch", batch_id=job["batch_id"])
         except ProviderError as exc:
             if not exc.retryable:  # the provider does not know the batch (any more): its requests failed
                 job.update(status="failed", error=str(exc))
@@ -341,12 +300,11 @@ class Batcher:
 
     def _collect(self, job: dict[str, Any], b: Any) -> int:
         """Deliver an ended job's replies into the cache and trace each line; then mark it collected."""
-        api = self._api(job)
         roles = dict(map(tuple, job["keys"]))
         answered: set[str] = set()
         for file_id in (getattr(b, "output_file_id", None), getattr(b, "error_file_id", None)):
             if file_id:
-                for line in _jsonl(api.content(file_id)):
+                for line in _jsonl(bytes(self._call(job, "file_content", file_id=file_id).content)):
                     if line.get("custom_id") in roles and line["custom_id"] not in answered:
                         answered.add(line["custom_id"])
                         self._line(job, roles[line["custom_id"]], line)

@@ -1,8 +1,5 @@
-"""Providers: one `generate(request) -> response` call and nothing else.
-
-`LiteLLMProvider` is the only real provider; the cache, retry and throttle are wrappers around it
-(see cache.py, retry.py, ratelimit.py). LiteLLM is imported lazily: `run.py --help`, config
-validation and fully cached reruns never pay its ~4 s import.
+"""The one real provider, `LiteLLMProvider` (the cache, retry and throttle wrap it: cache.py, retry.py, ratelimit.py).
+LiteLLM is imported lazily: `--help`, config validation and fully cached reruns never pay its ~4 s import.
 """
 
 from __future__ import annotations
@@ -28,27 +25,14 @@ _internal_call: Any = None  # LiteLLM's "do not log this call" context variable,
 _thread = threading.local()
 
 # Error class names LiteLLM raises, by whether another attempt can help.
-_RETRYABLE_NAMES = {
-    "RateLimitError",
-    "Timeout",
-    "APIConnectionError",
-    "InternalServerError",
-    "ServiceUnavailableError",
-    "BadGatewayError",
-    "APIError",
-    "JSONSchemaValidationError",
-}
-_FATAL_NAMES = {
-    "BadRequestError",
-    "AuthenticationError",
-    "PermissionDeniedError",
-    "NotFoundError",
-    "ContextWindowExceededError",
-    "ContentPolicyViolationError",
-    "UnprocessableEntityError",
-    "UnsupportedParamsError",
-    "InvalidRequestError",
-}
+_RETRYABLE_NAMES = set(
+    "RateLimitError Timeout APIConnectionError InternalServerError ServiceUnavailableError BadGatewayError APIError "
+    "JSONSchemaValidationError".split()
+)
+_FATAL_NAMES = set(
+    "BadRequestError AuthenticationError PermissionDeniedError NotFoundError ContextWindowExceededError "
+    "ContentPolicyViolationError UnprocessableEntityError UnsupportedParamsError InvalidRequestError".split()
+)
 
 
 _worker: tuple[int, str] = (0, "")
@@ -71,7 +55,7 @@ _CLIENT_SIDE_FAILURES = ("Missing credentials", "api_key client option must be s
 
 def import_litellm() -> Any:
     """Import LiteLLM once, offline-safe and quiet."""
-    global _litellm
+    global _litellm, _internal_call
     if _litellm is None:
         with _import_lock:
             if _litellm is None:
@@ -90,17 +74,12 @@ def import_litellm() -> Any:
                 litellm.suppress_debug_info = True
                 litellm.telemetry = False
                 litellm.drop_params = True
-                _find_internal_call()
+                try:
+                    from litellm._internal_context import is_internal_call as _internal_call
+                except ImportError:  # another LiteLLM: its success logging simply runs
+                    pass
                 _litellm = litellm
     return _litellm
-
-
-def _find_internal_call() -> None:
-    global _internal_call
-    try:
-        from litellm._internal_context import is_internal_call as _internal_call
-    except ImportError:  # another LiteLLM: its success logging simply runs
-        pass
 
 
 def _no_success_callbacks(litellm: Any) -> bool:
@@ -119,24 +98,20 @@ def _thread_event_loop() -> None:
     import asyncio  # here, not at the top: start-up (`--help`, `--validate`) never needs it
 
     try:
-        asyncio.get_event_loop_policy().get_event_loop()
-        return  # this thread has one already
+        asyncio.get_event_loop_policy().get_event_loop()  # this thread has one already
     except RuntimeError:
-        pass
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    weakref.finalize(threading.current_thread(), loop.close)  # closed when the thread is gone, not leaked
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        weakref.finalize(threading.current_thread(), loop.close)  # closed when the thread is gone, not leaked
 
 
 def _retry_after(exc: BaseException) -> float | None:
     """The Retry-After header of the HTTP response behind an exception, in seconds, if any."""
     for holder in (getattr(exc, "response", None), exc):
-        headers = getattr(holder, "headers", None) or getattr(holder, "litellm_response_headers", None)
-        if not headers:
-            continue
+        headers = getattr(holder, "headers", None) or getattr(holder, "litellm_response_headers", None) or {}
         try:
             value = headers.get("retry-after") or headers.get("Retry-After")
-        except AttributeError:
+        except AttributeError:  # not a mapping
             continue
         if value is None:
             continue
@@ -230,6 +205,15 @@ def classify_error(exc: BaseException, model: str, secrets: tuple[str, ...] = ()
     )
 
 
+def completion_kwargs(request: LLMRequest) -> dict[str, Any]:
+    """The arguments of one completion call for `request` (one attempt: the retries are retry.py's)."""
+    kwargs: dict[str, Any] = dict(request.params)
+    kwargs.update(model=request.model, messages=list(request.messages), timeout=request.timeout_s, num_retries=0)
+    if request.response_schema is not None:
+        kwargs["response_format"] = response_format_for(request.response_schema)
+    return kwargs
+
+
 def response_format_for(schema: dict[str, Any]) -> dict[str, Any]:
     """OpenAI-style structured output request; the local provider reads the same shape."""
     return {"type": "json_schema", "json_schema": {"name": "judgment", "schema": schema, "strict": True}}
@@ -275,18 +259,9 @@ class LiteLLMProvider(BaseProvider):
             from . import local
 
             local.register()
-        kwargs: dict[str, Any] = dict(request.params)
-        kwargs.update(
-            model=request.model,
-            messages=list(request.messages),
-            timeout=request.timeout_s,
-            num_retries=0,
-            max_retries=0,
-        )
-        kwargs.update(credentials(request.model, request.api_base, request.api_key_env))
+        kwargs = completion_kwargs(request)
+        kwargs.update(max_retries=0, **credentials(request.model, request.api_base, request.api_key_env))
         key = kwargs.get("api_key") if request.api_key_env else None
-        if request.response_schema is not None:
-            kwargs["response_format"] = response_format_for(request.response_schema)
         _thread_event_loop()
         # With no callback registered, LiteLLM's success logging is work for nobody (~8% of its CPU per call:
         # ExecPlan 009): its own marker for calls nobody logs skips it; the reply is unchanged.
@@ -319,16 +294,10 @@ def to_response(raw: Any, request: LLMRequest, latency_ms: float) -> LLMResponse
         finish = choice.finish_reason
     except (AttributeError, IndexError) as exc:
         raise ProviderError(f"malformed response: {exc}", model=request.model, retryable=True) from None
-    u = getattr(raw, "usage", None)
-    usage = Usage(
-        prompt_tokens=int(getattr(u, "prompt_tokens", 0) or 0),
-        completion_tokens=int(getattr(u, "completion_tokens", 0) or 0),
-        total_tokens=int(getattr(u, "total_tokens", 0) or 0),
-    )
     return LLMResponse(
         text=text,
         finish_reason=finish,
-        usage=usage,
+        usage=usage_of(getattr(raw, "usage", None)),
         model=getattr(raw, "model", None) or request.model,
         cost_usd=_provider_cost(raw),
         cache_hit=False,
@@ -336,6 +305,12 @@ def to_response(raw: Any, request: LLMRequest, latency_ms: float) -> LLMResponse
         reasoning=reasoning,
         worker=worker_name(),
     )
+
+
+def usage_of(u: Any) -> Usage:
+    """A reply's token counts, from LiteLLM's usage object or a batch output line's `usage` mapping (0: absent)."""
+    get = u.get if isinstance(u, dict) else lambda name: getattr(u, name, 0)
+    return Usage(*(int(get(name) or 0) for name in ("prompt_tokens", "completion_tokens", "total_tokens")))
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

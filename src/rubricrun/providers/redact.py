@@ -1,11 +1,9 @@
 """Every credential the process can send, and the one function that takes them out of any text (issue 28).
 
-`use(secrets)` sets what the process can send: the CLI calls it with `secrets_of(cfg)` once the config is loaded, as
-do a run's start (engine/runner.py) and a Dask worker (providers/dask_executor.py). Each secret is a value and a
-label that names it without showing it (`$OPENAI_API_KEY`, `candidates[0].api_base`). Beside them, every environment
-variable whose name ends like a credential's (`..._API_KEY`, `..._TOKEN`, ...) and whose value has LONG characters or
-more is a secret too (`env_secrets`). `redact(text)` replaces them with `***`, and so does it with the user and
-password of any URL (`http://user:pass@host`) and a key-like query parameter's value (`?api-key=...`).
+`use(secrets_of(cfg))` (the CLI, a run's start, a Dask worker) sets them, each a value and a label that names it
+without showing it (`$OPENAI_API_KEY`, `candidates[0].api_base`), beside every environment variable named like a
+credential (`..._API_KEY`, `..._TOKEN`) whose value has LONG characters or more. `redact(text)` replaces them with
+`***`, as it does a URL's user and password and a key-like query parameter's value (`?api-key=...`).
 
 A secret of LONG characters or more is replaced wherever it occurs; a shorter one only where it stands alone (not
 inside a longer run of letters, digits, `_` or `-`), so a four-letter key is masked in `Bearer abcd` and
@@ -185,23 +183,15 @@ def secrets_of(cfg: Config) -> list[tuple[str, str]]:
     """(value, label) of every credential the config's calls can send: the keys its api_key_env variables hold, the
     variables LiteLLM reads by itself for each entry's provider (provider_variables), the credentials written into
     an api_base, and the values under a secret-looking key of its params (`extra_headers.Authorization`)."""
+    from .routing import declared  # here: the CLI imports this module before any model code
+
     out: list[tuple[str, str]] = []
-    for key, m in cfg.entries():
-        routes = [(key, m.model, m.api_base, m.api_key_env, m.params)]
-        routes += [
-            (f"{key}.models[{j}]", w.model, w.api_base or m.api_base, w.api_key_env or m.api_key_env, {})
-            for j, w in enumerate(m.models)
-        ]
-        routes += [
-            (f"{key}.deployments[{j}]", d.model, d.api_base, d.api_key_env, d.params)
-            for j, d in enumerate(m.deployments)
-        ]
-        for where, model, api_base, key_env, params in routes:
-            names = [key_env] if key_env else []
-            names += provider_variables(model.split("/", 1)[0]) if "/" in model else []
-            out += [(os.environ[n], f"${n}") for n in names if os.environ.get(n)]
-            out += [(v, f"{where}.api_base") for v in url_secrets(api_base or "")]
-            out += [(v, f"{where}.params") for v in _param_secrets(params)]
+    for where, _, model, api_base, key_env, params in declared(cfg.entries()):
+        names = [key_env] if key_env else []
+        names += provider_variables(model.split("/", 1)[0]) if "/" in model else []
+        out += [(os.environ[n], f"${n}") for n in names if os.environ.get(n)]
+        out += [(v, f"{where}.api_base") for v in url_secrets(api_base or "")]
+        out += [(v, f"{where}.params") for v in _param_secrets(params)]
     return out
 
 

@@ -20,7 +20,7 @@ from ..config import Config, ModelConfig, RouterConfig
 from ..errors import ProviderError
 from ..types import LLMRequest, LLMResponse
 from .base import BaseProvider
-from .litellm import classify_error, credentials, import_litellm, response_format_for, to_response, worker_name
+from .litellm import classify_error, completion_kwargs, credentials, import_litellm, to_response, worker_name
 from .redact import redact
 from .routing import routes
 
@@ -110,13 +110,9 @@ class RouterProvider(BaseProvider):
         if request.model not in self.groups:
             return self.inner.generate(request)
         router = self.router(request.model)
-        kwargs: dict[str, Any] = dict(request.params)
-        kwargs.update(messages=list(request.messages), timeout=request.timeout_s, num_retries=0)
-        if request.response_schema is not None:
-            kwargs["response_format"] = response_format_for(request.response_schema)
         start = time.perf_counter()
         try:
-            raw = router.completion(model=request.model, **kwargs)
+            raw = router.completion(**completion_kwargs(request))
         except Exception as exc:  # noqa: BLE001 - every provider failure becomes a ProviderError
             raise self._error(exc, request) from None
         resp = to_response(raw, request, (time.perf_counter() - start) * 1000)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from msgspec import Struct
@@ -25,6 +25,19 @@ def routes(m: ModelConfig) -> list[tuple[Route, float]]:
     if m.models:
         return [(Route(w.model, w.api_base or m.api_base, w.api_key_env or m.api_key_env), w.weight) for w in m.models]
     return [(Route(m.model, m.api_base, m.api_key_env), 1.0)]
+
+
+def declared(
+    entries: Iterable[tuple[str, ModelConfig]],
+) -> Iterator[tuple[str, ModelConfig, str, str | None, str | None, dict[str, Any]]]:
+    """(config key, entry, model, api_base, api_key_env, params) of every model the entries (Config.entries) may call:
+    its own, its weighted `models:` (which take the entry's server and key when they name none), its `deployments:`."""
+    for key, m in entries:
+        yield key, m, m.model, m.api_base, m.api_key_env, m.params
+        for j, w in enumerate(m.models):
+            yield f"{key}.models[{j}]", m, w.model, w.api_base or m.api_base, w.api_key_env or m.api_key_env, {}
+        for j, d in enumerate(m.deployments):
+            yield f"{key}.deployments[{j}]", m, d.model, d.api_base, d.api_key_env, d.params
 
 
 def deployments_key(m: ModelConfig) -> tuple[str, ...]:
