@@ -15,7 +15,7 @@ from typing import Any
 
 from ..data.schemas import Built, Fail, Row, _number, rubric_of, type_name
 from ..types import Criterion, Example
-from .rubric import by_category, rubric_points
+from .rubric import by_label, rubric_points
 from .spec import Agg, Marks, Metric, Task, Values
 
 SOURCE = "scaleapi/PRBench evals.py (get_clipped_points, get_normalized_points, mean_clipped)"
@@ -23,18 +23,12 @@ _PROMPT = re.compile(r"prompt_(\d+)$")
 _METADATA = ("id", "task", "field", "topic", "title", "turns")
 
 
-def prbench_points(criteria: Sequence[Criterion], met: Sequence[bool]) -> tuple[float | None, float | None]:
-    """PRBench (get_clipped_points, get_normalized_points) of one response; None where the denominator is 0."""
-    point_total, max_w, normalized = rubric_points(criteria, met)
-    return (point_total / max_w if max_w != 0 else None), normalized
-
-
 def floor0(x: float) -> float:
     return max(0.0, x)
 
 
 def _values(ex: Example, criteria: Sequence[Criterion], met: Marks, turn: int) -> Values:
-    clipped, normalized = prbench_points(criteria, met)  # type: ignore[arg-type]
+    clipped, normalized = rubric_points(criteria, met)  # type: ignore[arg-type]
     if clipped is None or normalized is None:
         return {}
     out = {"score": clipped, "normalized": normalized}
@@ -42,7 +36,7 @@ def _values(ex: Example, criteria: Sequence[Criterion], met: Marks, turn: int) -
     if isinstance(field_name, str) and field_name:
         out[f"field:{field_name}"] = clipped
         out[f"field_normalized:{field_name}"] = normalized
-    out.update(by_category(criteria, met, lambda cs, ms: prbench_points(cs, ms)[0]))
+    out.update(by_label(criteria, met, lambda cs, ms: rubric_points(cs, ms)[0]))
     return out
 
 
