@@ -19,29 +19,25 @@ from collections.abc import Sequence
 _THINK_TAG = re.compile(r"</?think(?:ing)?>", re.I)
 _THINK_BLOCK = re.compile(r"<(think(?:ing)?)>(.*?)</\1>", re.I | re.S)
 _THINK_OPEN = re.compile(r"<think(?:ing)?>", re.I)
-_THINK_CLOSE = re.compile(r"</think(?:ing)?>", re.I)
 
 
 def split_reasoning(text: str, reasoning: str | None = None) -> tuple[str, str | None, bool]:
     """(answer, reasoning, unclosed): `<think>` blocks moved out of the text and joined after the provider's own
     reasoning channel. An unclosed `<think>` (cut off by max_tokens) leaves no answer (unclosed True)."""
     thoughts = [reasoning.strip()] if reasoning and reasoning.strip() else []
-    if not _THINK_TAG.search(text):
+    first = _THINK_TAG.search(text)
+    if first is None:
         # LiteLLM itself moves a leading <think> block of some providers into reasoning_content, leaving the blank
         # lines after it: the answer is stripped whenever reasoning was split off.
         return (text.strip(), thoughts[0], False) if thoughts else (text, None, False)
     answer, unclosed = text, False
-    first_close, first_open = _THINK_CLOSE.search(answer), _THINK_OPEN.search(answer)
-    if first_close and (first_open is None or first_close.start() < first_open.start()):
+    if first.group().startswith("</"):
         # R1-style chat templates put the opening tag in the prompt: the reply starts inside the thought.
-        thoughts.append(answer[: first_close.start()].strip())
-        answer = answer[first_close.end() :]
-
-    def take(m: re.Match[str]) -> str:
-        thoughts.append(m.group(2).strip())
-        return ""
-
-    answer = _THINK_BLOCK.sub(take, answer)
+        thoughts.append(text[: first.start()].strip())
+        answer = text[first.end() :]
+    parts = _THINK_BLOCK.split(answer)  # text, tag, thought, text, tag, thought, ..., text
+    thoughts += [t.strip() for t in parts[2::3]]
+    answer = "".join(parts[::3])
     opened = _THINK_OPEN.search(answer)
     if opened:
         thoughts.append(answer[opened.end() :].strip())

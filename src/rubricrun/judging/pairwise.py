@@ -21,7 +21,7 @@ from ..providers.routing import model_request, route_for
 from ..types import Example, LLMRequest, LLMResponse, PairJudgment, Response
 from .ask import Asked, ask_until_readable, judge_offset, judge_params
 from .prompt import content_text, defuse_markers, load_template
-from .protocol import JUDGE_DEFAULT_PARAMS
+from .protocol import JUDGE_DEFAULT_PARAMS, unreadable
 
 # MT-Bench's pair-v2 system prompt and user prompt (FastChat fastchat/llm_judge/data/judge_prompts.jsonl).
 PAIR_SYSTEM = (
@@ -47,6 +47,7 @@ _PLACEHOLDERS = ("question", "answer_a", "answer_b")
 PAIR_MAX_TOKENS = 2048
 
 _VERDICT = re.compile(r"\[\[([ABC])\]\]")
+_VERDICTS = "[[A]]/[[B]]/[[C]]"
 
 
 def parse_pair_verdict(text: str | None, finish_reason: str | None = None) -> tuple[str, str | None]:
@@ -55,12 +56,9 @@ def parse_pair_verdict(text: str | None, finish_reason: str | None = None) -> tu
     found = _VERDICT.findall(text or "")
     if found:
         return found[-1], None
-    if not text or not text.strip():
-        return "error", "empty judge reply"
-    if finish_reason == "length":
-        return "error", "judge reply cut off at max_tokens before its [[A]]/[[B]]/[[C]] verdict"
-    snippet = text.strip().replace("\n", " ")[-120:]
-    return "error", f"no [[A]]/[[B]]/[[C]] verdict in the judge reply: {snippet!r}"
+    return "error", unreadable(
+        text, finish_reason, f"its {_VERDICTS} verdict", f"no {_VERDICTS} verdict in the judge reply"
+    )
 
 
 def read_pair_reply(resp: LLMResponse) -> tuple[str | None, str | None]:

@@ -45,17 +45,24 @@ def graded_schema(max_chars: int) -> dict[str, Any]:
     return _schema({"reasoning": {"type": "string", "maxLength": max_chars}, "score": score})
 
 
+def unreadable(text: str | None, finish_reason: str | None, cut_before: str, missing: str, head: bool = False) -> str:
+    """Why a judge reply gives no verdict: it is empty, it was cut off at max_tokens before `cut_before`, else
+    `missing` and the reply's last 120 characters (`head`: its first)."""
+    if not text or not text.strip():
+        return "empty judge reply"
+    if finish_reason == "length":
+        return f"judge reply cut off at max_tokens before {cut_before}"
+    snippet = text.strip().replace("\n", " ")
+    return f"{missing}: {snippet[:120] if head else snippet[-120:]!r}"
+
+
 def _reply_object(text: str | None, finish_reason: str | None, key: str) -> tuple[dict[str, Any] | None, str]:
     """The object holding `key` in a judge reply, or None and why there is none."""
-    if not text or not text.strip():
-        return None, "empty judge reply"
-    obj = object_with(text, key)
+    obj = object_with(text, key) if text and text.strip() else None
     if obj is not None:
         return obj, ""
-    if finish_reason == "length":
-        return None, "judge reply cut off at max_tokens before the JSON was complete"
-    snippet = text.strip().replace("\n", " ")[:120]
-    return None, f"judge reply is not the expected JSON: {snippet!r}"
+    why = unreadable(text, finish_reason, "the JSON was complete", "judge reply is not the expected JSON", head=True)
+    return None, why
 
 
 @dataclass(frozen=True)

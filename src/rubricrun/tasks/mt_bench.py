@@ -21,7 +21,7 @@ from typing import Any
 from ..data.schemas import Built, Fail, Row, _required, native_id, text_value, type_name
 from ..judging.graded import ParsedScore, verdict_for
 from ..judging.prompt import content_text, defuse_markers
-from ..judging.protocol import JudgeInput, JudgeProtocol
+from ..judging.protocol import JudgeInput, JudgeProtocol, unreadable
 from ..types import Criterion, Example, Turn
 from .rubric import RUBRIC
 from .spec import Agg, Marks, Metric, Task, Values
@@ -71,6 +71,7 @@ _SINGLE_SYSTEM = "You are a helpful assistant."
 
 _RATING = re.compile(r"\[\[(\d+\.?\d*)\]\]")  # FastChat one_score_pattern
 _RATING_BACKUP = re.compile(r"\[(\d+\.?\d*)\]")  # FastChat one_score_pattern_backup
+_NO_RATING = "no 'Rating: [[N]]' in the judge reply"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -121,14 +122,9 @@ def mt_bench_messages(example: Example, answer: str, references: list[str | None
 def parse_rating(text: str | None, finish_reason: str | None = None) -> ParsedScore:
     """FastChat's reading of a single-answer judgment: the first `[[N]]`, else the first `[N]`; the rating must lie
     on the 1-10 scale (FastChat keeps any number; a rating of 0 or 42 is a misread here, an error)."""
-    if not text or not text.strip():
-        return ParsedScore(None, None, "empty judge reply")
-    match = _RATING.search(text) or _RATING_BACKUP.search(text)
-    if match is None:
-        if finish_reason == "length":
-            return ParsedScore(None, None, "judge reply cut off at max_tokens before the rating")
-        tail = text.strip().replace("\n", " ")[-120:]
-        return ParsedScore(None, None, f"no 'Rating: [[N]]' in the judge reply: {tail!r}")
+    match = text and (_RATING.search(text) or _RATING_BACKUP.search(text))
+    if not match:
+        return ParsedScore(None, None, unreadable(text, finish_reason, "the rating", _NO_RATING))
     score = float(match.group(1))
     if not 1.0 <= score <= 10.0:
         return ParsedScore(None, None, f"rating {match.group(1)} is outside the 1-10 scale")
