@@ -3,7 +3,7 @@ judge pool, several judges' votes combined by majority."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..config import Config, ModelConfig
@@ -11,8 +11,7 @@ from ..providers.base import BaseProvider
 from ..providers.routing import model_request, route_for
 from ..types import Criterion, Example, Judgment, LLMRequest, LLMResponse, Response, Usage
 from .answers import split_reasoning
-from .ask import ask_until_readable, judge_offset, judge_params
-from .auto import AUTO_CRITERION
+from .ask import ask_until_readable, judge_params
 from .graded import ParsedScore, verdict_for
 from .prompt import DEFAULT_TEMPLATE, load_template, reference_for
 from .protocol import JudgeInput, JudgeProtocol
@@ -41,58 +40,6 @@ class Vote:
     key: str
     usage: Usage = Usage()
     score: float | None = None  # graded scales only
-
-
-def rubric_for(example: Example, cfg: Config, rating: Criterion | None) -> tuple[Criterion, ...]:
-    """What the judge is asked about: the example's own rubric; else, for open-ended examples, the config's default
-    rubric. `rating` (a protocol's rating criterion: one rating of the whole answer) replaces them, for every
-    example that has a rubric or is open-ended."""
-    if rating is not None and (example.rubric or example.kind == "open"):
-        return (rating,)
-    if example.rubric:
-        return example.rubric
-    if example.kind == "open" and cfg.judging.default_rubric:
-        return tuple(
-            Criterion(id=c.id or f"d{i + 1}", text=c.text, weight=c.weight, tags=tuple(c.tags), category=c.category)
-            for i, c in enumerate(cfg.judging.default_rubric)
-        )
-    return ()
-
-
-def criteria_for(example: Example, cfg: Config, rating: Criterion | None) -> tuple[Criterion, ...]:
-    """What a response to `example` is scored on: its rubric (see rubric_for), else the judge-free `correct`
-    criterion for multiple choice and QA; nothing for an open-ended example without a rubric."""
-    return rubric_for(example, cfg, rating) or ((AUTO_CRITERION,) if example.kind != "open" else ())
-
-
-def judge_items(
-    cfg: Config,
-    examples: dict[str, Example],
-    responses: Sequence[Response],
-    views: Mapping[str, Example],
-    *,
-    per_criterion: Callable[[Example], int],
-    rating: Criterion | None,
-    on_tie: Callable[[Example], str],
-) -> list[JudgeItem]:
-    """One item per criterion of each answered response. `views` holds, by response id, a later turn's conversation
-    (graph.py: the turn's own view of the conversation): the judge sees the conversation up to and including that
-    turn's answer. `per_criterion` and `on_tie` (by example) set how many judges vote on a criterion and how a split
-    is settled; `rating` as rubric_for's."""
-    pool = cfg.judge_pool
-    items = []
-    for r in responses:
-        if r.status != "ok":
-            continue
-        ex = views.get(r.id) or examples[r.example_id]
-        rubric = rubric_for(ex, cfg, rating)
-        if not rubric or not pool:
-            continue
-        offset = judge_offset(ex.id) % len(pool)
-        assignment = assign_judges(len(rubric), len(pool), per_criterion(ex), offset)
-        for c, js in zip(rubric, assignment, strict=True):
-            items.append(JudgeItem(r, ex, c, tuple(js), on_tie(ex)))
-    return items
 
 
 def assign_judges(n_criteria: int, n_judges: int, per_criterion: int = 1, offset: int = 0) -> list[list[int]]:
