@@ -8,7 +8,7 @@ scored the same way; std is the std (ddof 0) of the clipped means of bootstrap r
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
 
@@ -46,10 +46,6 @@ def aggregate(agg: Agg) -> dict[str, Any]:
         "mean_unclipped": fmean(headline) if len(headline) else None,
         "by_tag": agg.groups("tag:", clip01),
     }
-
-
-def _detect(row: Row, keys: Collection[str]) -> bool:
-    return "rubrics" in keys or ("prompt_id" in keys and isinstance(row.get("prompt"), list))
 
 
 def _build(r: Row, fail: Fail) -> Built:
@@ -90,7 +86,7 @@ METRIC = Metric(
 TASK = Task(
     name="healthbench",
     title="HealthBench",
-    detect=_detect,
+    detect=lambda row, keys: "rubrics" in keys or ("prompt_id" in keys and isinstance(row.get("prompt"), list)),
     build=_build,
     metric=METRIC,
     native_fields=("rubrics", "prompt_id", "example_tags"),

@@ -13,10 +13,10 @@ nothing here reads it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..config import Config, ModelConfig
+from ..config import ModelConfig
 from ..data.meta_rows import META_FIELDS, meta_row
 from ..data.schemas import Built, Fail, Row, content_id
 from ..types import Criterion, Example, Judgment, Response
@@ -35,10 +35,6 @@ KEYS = {
 }
 COMPLETION = ModelConfig(name="completion", response_column="completion")  # replays the row's completion
 _VERDICT = {"met": True, "not_met": False}  # error (or no verdict): None
-
-
-def _detect(row: Row, keys: Collection[str]) -> bool:
-    return "binary_labels" in keys and "completion" in keys
 
 
 def _build(row: Row, fail: Fail) -> Built:
@@ -214,30 +210,22 @@ def console_lines(name: str, d: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _no_values(ex: Example, criteria: Sequence[Criterion], marks: Any, turn: int) -> dict[str, float]:
-    return {}  # a row's figures need the other rows: MetaEvalAcc computes them
-
-
-def _judges(cfg: Config) -> int:
-    return max(1, len(cfg.judge_pool))
-
-
 METRIC = Metric(
     name="judge_meta_eval",
     scale="binary",
     source=SOURCE,
-    values=_no_values,
+    values=lambda ex, criteria, marks, turn: {},  # a row's figures need the other rows: MetaEvalAcc has them
     accumulator=MetaEvalAcc,
     section=Section(rows="judge", template="meta_eval.html.j2", console=console_lines),
 )
 
 TASK = Task(
     name="meta_eval",
-    detect=_detect,
+    detect=lambda row, keys: "binary_labels" in keys and "completion" in keys,
     build=_build,
     metric=METRIC,
     native_fields=tuple(n for n in META_FIELDS if n not in ("messages", "prompt", "category", "prompt_id")),
     candidates=lambda cfg: (COMPLETION,),
-    judges_per_criterion=_judges,
+    judges_per_criterion=lambda cfg: max(1, len(cfg.judge_pool)),  # every judge grades every row
     on_tie="error",
 )

@@ -15,7 +15,7 @@ by category is the row's own category (writing, math, ...) whatever the metric.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..data.schemas import Built, Fail, Row, _required, native_id, text_value, type_name
@@ -188,10 +188,6 @@ def regroup(ex: Example, values: Values) -> Values:
     return out
 
 
-def _detect(row: Row, keys: Collection[str]) -> bool:
-    return isinstance(row.get("turns"), list)
-
-
 def _build(r: Row, fail: Fail) -> Built:
     """Every user turn is asked, each after the candidate's own answer to the one before (data/turns.py). A row's
     pre-written `answers` are not a context: a candidate with `response_column: answers` replays them."""
@@ -247,7 +243,7 @@ METRIC = Metric(name="mt_bench", scale="1-10", source=SOURCE, values=_values, ag
 TASK = Task(
     name="mtbench",
     title="MT-Bench",
-    detect=_detect,
+    detect=lambda row, keys: isinstance(row.get("turns"), list),
     build=_build,
     metric=RUBRIC,
     native_fields=("turns", "answers", "question_id", "category"),

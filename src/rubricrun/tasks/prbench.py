@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..data.schemas import Built, Fail, Row, _number, rubric_of, type_name
@@ -56,10 +56,6 @@ def aggregate(agg: Agg) -> dict[str, Any]:
         "by_category": agg.groups("category:", floor0),
         "by_field": by_field,
     }
-
-
-def _detect(row: Row, keys: Collection[str]) -> bool:
-    return "prompt_0" in keys
 
 
 def _build(r: Row, fail: Fail) -> Built:
@@ -160,7 +156,7 @@ METRIC = Metric(
 TASK = Task(
     name="prbench",
     title="PRBench",
-    detect=_detect,
+    detect=lambda row, keys: "prompt_0" in keys,
     build=_build,
     metric=METRIC,
     native_fields=("task", "field"),

@@ -119,10 +119,6 @@ def interval(ci: Sequence[float | None] | None, signed: bool = False) -> str:
     return f"[{figure(lo, signed)}, {figure(hi, signed)}]"
 
 
-def _no_aggregate(agg: Agg) -> dict[str, Any]:
-    return {}
-
-
 @dataclass(frozen=True)
 class Metric:
     name: str  # summary.json "metric", datasets[].metric
@@ -130,7 +126,7 @@ class Metric:
     source: str  # what it reproduces: repository, file, commit
     values: Callable[[Example, Sequence[Criterion], Marks, int], Values]  # (ex, criteria, marks, turn)
     clip: Clip = float  # the headline's (and its CI's) clip
-    aggregate: Callable[[Agg], dict[str, Any]] = _no_aggregate  # the metric's extra fields, in order
+    aggregate: Callable[[Agg], dict[str, Any]] = lambda agg: {}  # the metric's extra fields, in order
     on_error: Literal["exclude", "not_met"] = "exclude"  # judging.on_error default
     accumulator: Callable[[AccSpec], DatasetAccumulator] | None = None  # None: results' per-candidate one
     section: Section = Section()
