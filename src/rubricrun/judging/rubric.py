@@ -12,7 +12,7 @@ from ..providers.routing import model_request, route_for
 from ..types import Criterion, Example, Judgment, LLMRequest, LLMResponse, Response, Usage
 from .answers import split_reasoning
 from .ask import ask_until_readable, judge_params
-from .graded import ParsedScore, verdict_for
+from .graded import Reading, verdict_for
 from .prompt import DEFAULT_TEMPLATE, load_template, reference_for
 from .protocol import JudgeInput, JudgeProtocol
 
@@ -103,16 +103,14 @@ class Judging:
         asked = ask_until_readable(self.stack, lambda attempt: self.request(judge, item, attempt), self.reading)
         if asked is None:
             return None
-        if asked.reading is None:
-            return Vote(judge.name, "error", None, asked.error, asked.key, asked.usage)
-        verdict, parsed = asked.reading
-        return Vote(judge.name, verdict, parsed.explanation, None, asked.key, asked.usage, parsed.score)
+        r = asked.reading or Reading("error", error=asked.error)
+        return Vote(judge.name, r.verdict, r.explanation, r.error, asked.key, asked.usage, r.score)
 
-    def reading(self, resp: LLMResponse) -> tuple[tuple[str, ParsedScore] | None, str | None]:
-        """(verdict, score reading) of a reply, or None and why it cannot be read."""
+    def reading(self, resp: LLMResponse) -> tuple[Reading | None, str | None]:
+        """The reading of a reply, or None and why it cannot be read."""
         # A judge that thinks aloud in <think> (not moved out by LiteLLM) is read on its answer only.
-        verdict, parsed = self.protocol.read(split_reasoning(resp.text)[0], resp.finish_reason)
-        return ((verdict, parsed), None) if verdict != "error" else (None, parsed.error)
+        r = self.protocol.read(split_reasoning(resp.text)[0], resp.finish_reason)
+        return (r, None) if r.verdict != "error" else (None, r.error)
 
     def judge_item(self, item: JudgeItem) -> Judgment | None:
         pool = self.cfg.judge_pool

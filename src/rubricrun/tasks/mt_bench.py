@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..data.schemas import Built, Fail, Row, _required, native_id, text_value, type_name
-from ..judging.graded import ParsedScore, verdict_for
+from ..judging.graded import Reading, verdict_for
 from ..judging.prompt import content_text, defuse_markers
 from ..judging.protocol import JudgeInput, JudgeProtocol, unreadable
 from ..types import Criterion, Example, Turn
@@ -119,16 +119,16 @@ def mt_bench_messages(example: Example, answer: str, references: list[str | None
     return [{"role": "system", "content": system}, {"role": "user", "content": "".join(blocks)}]
 
 
-def parse_rating(text: str | None, finish_reason: str | None = None) -> ParsedScore:
+def parse_rating(text: str | None, finish_reason: str | None = None) -> Reading:
     """FastChat's reading of a single-answer judgment: the first `[[N]]`, else the first `[N]`; the rating must lie
     on the 1-10 scale (FastChat keeps any number; a rating of 0 or 42 is a misread here, an error)."""
     match = text and (_RATING.search(text) or _RATING_BACKUP.search(text))
     if not match:
-        return ParsedScore(None, None, unreadable(text, finish_reason, "the rating", _NO_RATING))
+        return Reading("error", error=unreadable(text, finish_reason, "the rating", _NO_RATING))
     score = float(match.group(1))
     if not 1.0 <= score <= 10.0:
-        return ParsedScore(None, None, f"rating {match.group(1)} is outside the 1-10 scale")
-    return ParsedScore(score, text[: match.start()].strip() or None, None)
+        return Reading("error", error=f"rating {match.group(1)} is outside the 1-10 scale")
+    return Reading(verdict_for(score, "1-10"), score, text[: match.start()].strip() or None)
 
 
 def turn_references(example: Example, reference: str | None) -> list[str | None]:
@@ -146,18 +146,13 @@ def _rating_messages(j: JudgeInput) -> list[dict[str, Any]]:
     return mt_bench_messages(j.example, j.text, turn_references(j.example, j.reference))
 
 
-def _read_1_10(text: str | None, finish_reason: str | None) -> tuple[str, ParsedScore]:
-    parsed = parse_rating(text, finish_reason)
-    return verdict_for(parsed.score, "1-10"), parsed
-
-
 PROTOCOL_1_10 = JudgeProtocol(
     scale="1-10",
     params=MT_BENCH_PARAMS,
     template=None,
     messages=_rating_messages,
     schema=lambda max_chars: None,
-    read=_read_1_10,
+    read=parse_rating,
     rating_criterion=RATING_CRITERION,
     dry_reply="[[5]]",
 )
