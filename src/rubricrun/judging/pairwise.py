@@ -50,21 +50,15 @@ _VERDICT = re.compile(r"\[\[([ABC])\]\]")
 _VERDICTS = "[[A]]/[[B]]/[[C]]"
 
 
-def parse_pair_verdict(text: str | None, finish_reason: str | None = None) -> tuple[str, str | None]:
-    """The verdict `A`, `B` or `C` a judge reply ends on, or ("error", why). The last `[[X]]` counts: a judge
-    that restates the format in its explanation still ends on its own verdict."""
-    found = _VERDICT.findall(text or "")
+def read_pair_reply(resp: LLMResponse) -> tuple[str | None, str | None]:
+    """The verdict `A`, `B` or `C` a judge reply ends on, or None and why it has none. The last `[[X]]` counts: a
+    judge that restates the format in its explanation still ends on its own verdict."""
+    found = _VERDICT.findall(resp.text or "")
     if found:
         return found[-1], None
-    return "error", unreadable(
-        text, finish_reason, f"its {_VERDICTS} verdict", f"no {_VERDICTS} verdict in the judge reply"
+    return None, unreadable(
+        resp.text, resp.finish_reason, f"its {_VERDICTS} verdict", f"no {_VERDICTS} verdict in the judge reply"
     )
-
-
-def read_pair_reply(resp: LLMResponse) -> tuple[str | None, str | None]:
-    """The verdict of a pairwise reply, or None and why it cannot be read."""
-    verdict, why = parse_pair_verdict(resp.text, resp.finish_reason)
-    return (verdict, None) if verdict != "error" else (None, why)
 
 
 def combine(ab: str, ba: str, a: str, b: str) -> str:
