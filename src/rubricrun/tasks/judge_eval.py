@@ -132,27 +132,16 @@ def _figures(counts: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
-def _value(x: float) -> float | None:
-    return None if np.isnan(x) else float(x)
-
-
 def agreement_of(counts: np.ndarray) -> Agreement:
     """The Agreement of one (tp, fp, fn, tn) table, with HealthBench's n for each figure."""
     tp, fp, fn, tn = (int(c) for c in counts)
-    fig = _figures(np.asarray(counts, dtype=np.int64))
-    n_f1_pos = (tp + fp) + (tp + fn) - tp  # TP+FP + TP+FN - TP, as compute_f1_metric counts it
-    n_f1_neg = (tn + fn) + (tn + fp) - tn
-    exists = not np.isnan(fig["f1_pos"]), not np.isnan(fig["f1_neg"])
-    return Agreement(
-        counts=(tp, fp, fn, tn),
-        precision_pos=Metric(_value(fig["precision_pos"]), tp + fp),
-        precision_neg=Metric(_value(fig["precision_neg"]), tn + fn),
-        recall_pos=Metric(_value(fig["recall_pos"]), tp + fn),
-        recall_neg=Metric(_value(fig["recall_neg"]), tn + fp),
-        f1_pos=Metric(_value(fig["f1_pos"]), n_f1_pos if exists[0] else 0),
-        f1_neg=Metric(_value(fig["f1_neg"]), n_f1_neg if exists[1] else 0),
-        f1_balanced=Metric(_value(fig["f1_balanced"]), n_f1_pos + n_f1_neg if all(exists) else 0),
-    )
+    fig = {k: None if np.isnan(x) else float(x) for k, x in _figures(np.asarray(counts, dtype=np.int64)).items()}
+    n = {"precision_pos": tp + fp, "precision_neg": tn + fn, "recall_pos": tp + fn, "recall_neg": tn + fp}
+    n["f1_pos"] = (tp + fp) + (tp + fn) - tp  # TP+FP + TP+FN - TP, as compute_f1_metric counts it
+    n["f1_neg"] = (tn + fn) + (tn + fp) - tn
+    n["f1_balanced"] = n["f1_pos"] + n["f1_neg"]
+    # A figure that does not exist rests on no pair (HealthBench leaves its key out).
+    return Agreement(counts=(tp, fp, fn, tn), **{k: Metric(fig[k], n[k] if fig[k] is not None else 0) for k in n})
 
 
 def balanced_f1_ci(
@@ -264,7 +253,6 @@ def judge_meta_eval(
     if any(j is not None and not isinstance(j, (bool, np.bool_)) for j in judge):
         raise ValueError("judge labels must be True, False or None (a failed verdict)")
     failures = sum(1 for j in judge if j is None)
-    no_labels = sum(1 for j, hs in zip(judge, humans, strict=True) if j is not None and len(hs) == 0)
     keep = [i for i, (j, hs) in enumerate(zip(judge, humans, strict=True)) if j is not None and len(hs) > 0]
     js = [bool(judge[i]) for i in keep]
     hs = [list(humans[i]) for i in keep]
@@ -280,7 +268,7 @@ def judge_meta_eval(
         leniency=leniency(js, hs),
         rows=len(judge),
         failures=failures,
-        no_labels=no_labels,
+        no_labels=len(judge) - failures - len(keep),
     )
 
 
