@@ -215,15 +215,9 @@ def majority(labels: Sequence[bool]) -> bool | None:
 
 def _kappa(judge: Sequence[bool], humans: Sequence[Sequence[bool]]) -> tuple[float | None, int, int]:
     """Cohen's kappa of the judge against each row's majority human label; (kappa, rows used, even splits)."""
-    table: dict[tuple[Hashable, Hashable], int] = defaultdict(int)
-    ties = 0
-    for j, hs in zip(judge, humans, strict=True):
-        m = majority(hs)
-        if m is None:
-            ties += 1
-        else:
-            table[(j, m)] += 1
-    return cohen_kappa_counts(table), sum(table.values()), ties
+    pairs = [(j, majority(hs)) for j, hs in zip(judge, humans, strict=True)]
+    table: Counter[tuple[Hashable, Hashable]] = Counter(p for p in pairs if p[1] is not None)
+    return cohen_kappa_counts(table), table.total(), len(pairs) - table.total()
 
 
 def leniency(judge: Sequence[bool], humans: Sequence[Sequence[bool]]) -> Leniency:
