@@ -43,8 +43,8 @@ PAIR_TEMPLATE = (
 _PLACEHOLDERS = ("question", "answer_a", "answer_b")
 
 # MT-Bench gives its judge 2048 tokens: pair-v2 asks for an explanation before the verdict, and 512 (the rubric
-# judges' default) can cut the reply before it. A judge's own params.max_tokens still wins.
-PAIR_MAX_TOKENS = 2048
+# judges' default) can cut the reply before it. A judge's own params still win.
+PAIR_PARAMS = {**JUDGE_DEFAULT_PARAMS, "max_tokens": 2048}
 
 _VERDICT = re.compile(r"\[\[([ABC])\]\]")
 _VERDICTS = "[[A]]/[[B]]/[[C]]"
@@ -151,9 +151,7 @@ class PairJudging:
             messages.insert(0, {"role": "system", "content": PAIR_SYSTEM})
         if judge.system_prompt:
             messages.insert(0, {"role": "system", "content": judge.system_prompt})
-        params = judge_params(judge.params, attempt, JUDGE_DEFAULT_PARAMS)
-        if "max_tokens" not in judge.params:
-            params["max_tokens"] = PAIR_MAX_TOKENS
+        params = judge_params(judge.params, attempt, PAIR_PARAMS)
         route = route_for(judge, item.id, 0, self.cfg.run.seed)  # one model sees both orders
         return model_request(judge, route, messages, role="judge", section="judge", sample_index=attempt, params=params)
 
