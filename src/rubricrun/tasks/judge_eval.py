@@ -59,6 +59,7 @@ class Agreement:
     f1_balanced: Metric
     ci: tuple[float, float] | None = None  # bootstrap CI of f1_balanced over rows, when asked for
     boot_undefined: int = 0  # resamples in which f1_balanced did not exist (left out of the CI)
+    rows: int = 0  # the rows whose pairs were counted (0 for a table given as counts alone)
 
 
 @dataclass(frozen=True)
@@ -173,10 +174,8 @@ def balanced_f1_ci(
 def _with_ci(row_counts: np.ndarray, n_boot: int, seed: int, level: float) -> Agreement:
     """The Agreement of summed row counts, with the bootstrap CI of its balanced F1 (n_boot 0: no CI)."""
     a = agreement_of(row_counts.sum(axis=0) if len(row_counts) else np.zeros(4, dtype=np.int64))
-    if n_boot == 0:
-        return a
-    ci, undefined = balanced_f1_ci(row_counts, n_boot=n_boot, seed=seed, level=level)
-    return replace(a, ci=ci, boot_undefined=undefined)
+    ci, undefined = balanced_f1_ci(row_counts, n_boot=n_boot, seed=seed, level=level) if n_boot else (None, 0)
+    return replace(a, ci=ci, boot_undefined=undefined, rows=len(row_counts))
 
 
 def _by_category(

@@ -12,7 +12,6 @@ nothing here reads it.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -105,7 +104,7 @@ class MetaEvalAcc:
         judges = {}
         for name, verdicts in self.verdicts.items():
             e = judge_meta_eval(verdicts, self.humans, self.categories, n_boot=spec.n_boot, seed=spec.seed)
-            judges[name] = _judge_result(e, _rows_by_category(verdicts, self.humans, self.categories))
+            judges[name] = _judge_result(e)
         extra = {"human_baseline": self._baseline()} if self.humans else {}
         return DatasetResult(spec.name, spec.metric.name, "exclude", judges, extra)
 
@@ -114,16 +113,15 @@ class MetaEvalAcc:
         named = all(self.raters)
         ids = self.raters if named else [tuple(f"?{k}" for k in range(len(h))) for h in self.humans]
         hb = human_baseline(self.humans, ids, self.categories, n_boot=self.spec.n_boot, seed=self.spec.seed)
-        rows = Counter(self.categories)
         return {
             "weighted": _figure(hb.weighted) if named else None,
-            "pooled": _agreement(hb.pooled, len(self.humans)),
+            "pooled": _agreement(hb.pooled),
             "raters": len(hb.per_rater) if named else None,
             "rows": len(self.humans),
             "by_category": {
                 c: {
                     "weighted": _figure(hb.weighted_by_category[c]) if named else None,
-                    "pooled": _agreement(a, rows[c]),
+                    "pooled": _agreement(a),
                 }
                 for c, a in hb.pooled_by_category.items()
             },
@@ -131,23 +129,16 @@ class MetaEvalAcc:
         }
 
 
-def _rows_by_category(
-    verdicts: Sequence[bool | None], humans: Sequence[Sequence[bool]], categories: Sequence[str]
-) -> Counter[str]:
-    """Per category, the rows that enter a judge's figures (judged, with a human label)."""
-    return Counter(c for v, h, c in zip(verdicts, humans, categories, strict=True) if v is not None and h)
-
-
 def _figure(m: Figure) -> dict[str, Any]:
     return {"score": m.value, "n": m.n}
 
 
-def _agreement(a: Agreement, rows: int) -> dict[str, Any]:
+def _agreement(a: Agreement) -> dict[str, Any]:
     """A balanced F1 as the report shows it: score, its CI, the rows it rests on and HealthBench's n (pairs)."""
-    return {"score": a.f1_balanced.value, "ci": a.ci, "n": rows, "f1_n": a.f1_balanced.n}
+    return {"score": a.f1_balanced.value, "ci": a.ci, "n": a.rows, "f1_n": a.f1_balanced.n}
 
 
-def _judge_result(e: JudgeEval, by_category_rows: Mapping[str, int]) -> CandidateResult:
+def _judge_result(e: JudgeEval) -> CandidateResult:
     """One judge as a leaderboard row: the score is the balanced F1, n the rows in it, partial its failures."""
     rows = e.rows - e.failures - e.no_labels
     a = e.overall
@@ -171,7 +162,7 @@ def _judge_result(e: JudgeEval, by_category_rows: Mapping[str, int]) -> Candidat
             "failures": e.failures,
             "no_labels": e.no_labels,
             "f1_note": _why_none(e, rows) if a.f1_balanced.value is None else None,
-            "by_category": {c: _agreement(x, by_category_rows[c]) for c, x in e.by_category.items()},
+            "by_category": {c: _agreement(x) for c, x in e.by_category.items()},
         },
         scored=rows,
         expected=e.rows,
