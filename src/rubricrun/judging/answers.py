@@ -107,14 +107,13 @@ _LATEX_NOISE = re.compile(
 )
 
 
-def _number_value(m: re.Match[str]) -> float | None:
+def _number_value(m: re.Match[str] | None) -> float | None:
+    """The value a _NUMBER match states; None for no match or a fraction over 0."""
+    if m is None or (m.group(5) and int(m.group(5)) == 0):
+        return None
     sign = -1.0 if (m.group(1) or m.group(2)) else 1.0
     value = float(m.group(3).replace(",", "") + (m.group(4) or ""))
-    if m.group(5):
-        if int(m.group(5)) == 0:
-            return None
-        value /= int(m.group(5))
-    return sign * value
+    return sign * (value / int(m.group(5)) if m.group(5) else value)
 
 
 def _plain(span: str) -> str | None:
@@ -135,8 +134,7 @@ def span_number(span: str) -> float | None:
     s = _plain(span)
     if s is None:
         return None
-    m = _NUMBER.search(s.rsplit("=", 1)[-1])
-    return _number_value(m) if m else None
+    return _number_value(_NUMBER.search(s.rsplit("=", 1)[-1]))
 
 
 def parse_number(s: str) -> float | None:
@@ -145,8 +143,7 @@ def parse_number(s: str) -> float | None:
     if plain is None:
         return None
     plain = plain.rstrip(".%").strip()
-    m = _NUMBER.fullmatch(plain)
-    return _number_value(m) if m else None
+    return _number_value(_NUMBER.fullmatch(plain))
 
 
 def final_answer(text: str) -> str | None:
