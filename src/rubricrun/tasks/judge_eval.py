@@ -181,10 +181,8 @@ def _with_ci(row_counts: np.ndarray, n_boot: int, seed: int, level: float) -> Ag
 def _by_category(
     row_counts: np.ndarray, categories: Sequence[str], n_boot: int, seed: int, level: float
 ) -> dict[str, Agreement]:
-    groups: dict[str, list[int]] = defaultdict(list)
-    for i, c in enumerate(categories):
-        groups[c].append(i)
-    return {c: _with_ci(row_counts[idx], n_boot, seed, level) for c, idx in sorted(groups.items())}
+    of = np.asarray(categories, dtype=object)  # a category's rows keep their order: the same resamples
+    return {c: _with_ci(row_counts[of == c], n_boot, seed, level) for c in sorted(set(categories))}
 
 
 def cohen_kappa_counts(pairs: Mapping[tuple[Hashable, Hashable], int]) -> float | None:
