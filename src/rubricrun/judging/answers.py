@@ -13,9 +13,6 @@ import threading
 import unicodedata
 from collections.abc import Sequence
 
-# ---------------------------------------------------------------------------------------------------
-# Reasoning
-
 _THINK_TAG = re.compile(r"</?think(?:ing)?>", re.I)
 _THINK_BLOCK = re.compile(r"<(think(?:ing)?)>(.*?)</\1>", re.I | re.S)
 _THINK_OPEN = re.compile(r"<think(?:ing)?>", re.I)
@@ -45,9 +42,6 @@ def split_reasoning(text: str, reasoning: str | None = None) -> tuple[str, str |
     joined = "\n\n".join(t for t in thoughts if t)
     return _THINK_TAG.sub("", answer).strip(), joined or None, unclosed
 
-
-# ---------------------------------------------------------------------------------------------------
-# Final-answer spans
 
 # "Answer:", "**Answer:**", "The final answer is", "####", \boxed{...}: where a model states what it commits to.
 # The leading lookahead lets the scan skip every position that cannot start a marker (49 -> 7 us a reply).
@@ -95,9 +89,6 @@ def answer_spans(text: str) -> list[str]:
             spans.append(span)
     return spans[::-1]
 
-
-# ---------------------------------------------------------------------------------------------------
-# Numbers
 
 # A plain number: optional sign and currency, thousands commas only in groups of three, a decimal part, a fraction.
 _NUMBER = re.compile(r"(?=[-$\d])(?<![\w.])(-?)\$?(-?)(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:\s*/\s*(\d+)(?![\d.]))?")
@@ -186,10 +177,6 @@ def _math_verify(gold: str, span: str) -> bool | None:
 _SENTENCE_END = re.compile(r"\.(?:\s|$)")
 
 
-# ---------------------------------------------------------------------------------------------------
-# Text
-
-
 def normalize_text(s: str) -> str:
     """Lowercase, strip accents, punctuation, articles and extra whitespace (SQuAD-style)."""
     s = unicodedata.normalize("NFKD", s)
@@ -241,9 +228,6 @@ def qa_correct(response: str, answer: str) -> bool:
     want = normalize_text(gold)
     return bool(want) and any(normalize_text(c) == want for c in _text_candidates(response))
 
-
-# ---------------------------------------------------------------------------------------------------
-# Multiple choice
 
 # The lookaheads on a first letter let the scan skip most positions (94 -> 15 us on a 460-character reply).
 # "The final answer is", "the correct option:", not a bare "option B" (a model weighing options names them all).
@@ -313,9 +297,6 @@ def extract_choice(text: str, n_choices: int, choices: Sequence[str] | None = No
         return mentioned.pop()
     return _choice_by_text(text, choices) if choices else None
 
-
-# ---------------------------------------------------------------------------------------------------
-# Quality flags
 
 # The lookaheads on a first letter let the scan skip most positions (as _MARKER's).
 _REFUSAL = re.compile(

@@ -74,10 +74,6 @@ _RATING_BACKUP = re.compile(r"\[(\d+\.?\d*)\]")  # FastChat one_score_pattern_ba
 _NO_RATING = "no 'Rating: [[N]]' in the judge reply"
 
 
-# ---------------------------------------------------------------------------------------------------
-# 1-10: MT-Bench single-answer grading
-
-
 def _turns(example: Example, answer: str) -> list[tuple[str, str]]:
     """(question, answer) per user turn of the conversation, the judged answer last. A user turn without an
     assistant reply after it (other than the last) is shown with an empty answer."""
