@@ -210,23 +210,6 @@ def majority(labels: Sequence[bool]) -> bool | None:
     return None if 2 * met == len(labels) else 2 * met > len(labels)
 
 
-def _kappa(judge: Sequence[bool], humans: Sequence[Sequence[bool]]) -> tuple[float | None, int, int]:
-    """Cohen's kappa of the judge against each row's majority human label; (kappa, rows used, even splits)."""
-    pairs = [(j, majority(hs)) for j, hs in zip(judge, humans, strict=True)]
-    table: Counter[tuple[Hashable, Hashable]] = Counter(p for p in pairs if p[1] is not None)
-    return cohen_kappa_counts(table), table.total(), len(pairs) - table.total()
-
-
-def leniency(judge: Sequence[bool], humans: Sequence[Sequence[bool]]) -> Leniency:
-    """The judge's met share against the humans' mean per-row met share, over the same rows."""
-    n = len(judge)
-    if n == 0:
-        return Leniency(None, None, None, 0)
-    judge_met = sum(1 for j in judge if j) / n
-    human_met = float(np.mean([sum(1 for h in hs if h) / len(hs) for hs in humans]))
-    return Leniency(judge_met, human_met, judge_met - human_met, n)
-
-
 def judge_meta_eval(
     judge: Sequence[bool | None],
     humans: Sequence[Sequence[bool]],
@@ -249,14 +232,21 @@ def judge_meta_eval(
     hs = [list(humans[i]) for i in keep]
     cats = [categories[i] for i in keep]
     row_counts = np.array([pair_counts(j, h) for j, h in zip(js, hs, strict=True)], dtype=np.int64).reshape(-1, 4)
-    kappa, kappa_n, ties = _kappa(js, hs)
+    # kappa against each row's majority human label: a row whose humans split evenly has none
+    kappa_table: Counter[tuple[Hashable, Hashable]] = Counter(
+        (j, m) for j, h in zip(js, hs, strict=True) if (m := majority(h)) is not None
+    )
+    lenient = Leniency(None, None, None, 0)
+    if js:  # the judge's met share against the humans' mean per-row met share, over the same rows
+        judge_met, human_met = sum(js) / len(js), float(np.mean([sum(h) / len(h) for h in hs]))
+        lenient = Leniency(judge_met, human_met, judge_met - human_met, len(js))
     return JudgeEval(
         overall=_with_ci(row_counts, n_boot, seed, level),
         by_category=_by_category(row_counts, cats, n_boot, seed, level),
-        kappa=kappa,
-        kappa_n=kappa_n,
-        kappa_ties=ties,
-        leniency=leniency(js, hs),
+        kappa=cohen_kappa_counts(kappa_table),
+        kappa_n=kappa_table.total(),
+        kappa_ties=len(js) - kappa_table.total(),
+        leniency=lenient,
         rows=len(judge),
         failures=failures,
         no_labels=len(judge) - failures - len(keep),
@@ -284,22 +274,6 @@ def _weighted(agreements: Mapping[str, Agreement]) -> Metric:
     return Metric(sum(v * n for v, n in pairs) / total if total else None, total)
 
 
-def _leave_one_out(
-    humans: Sequence[Sequence[bool]], rater_ids: Sequence[Sequence[str]]
-) -> tuple[dict[str, list[tuple[int, np.ndarray]]], np.ndarray]:
-    """Per rater, (row, counts of their label against the row's other labels); and the per-row sum over raters."""
-    per_rater: dict[str, list[tuple[int, np.ndarray]]] = defaultdict(list)
-    pooled = np.zeros((len(humans), 4), dtype=np.int64)
-    for row, (labels, ids) in enumerate(zip(humans, rater_ids, strict=True)):
-        if len(labels) != len(ids):
-            raise ValueError(f"row {row}: {len(labels)} labels but {len(ids)} rater ids")
-        for i, (label, rater) in enumerate(zip(labels, ids, strict=True)):
-            counts = pair_counts(label, [*labels[:i], *labels[i + 1 :]])
-            per_rater[rater].append((row, counts))
-            pooled[row] += counts
-    return per_rater, pooled
-
-
 def human_baseline(
     humans: Sequence[Sequence[bool]],
     rater_ids: Sequence[Sequence[str]],
@@ -312,7 +286,16 @@ def human_baseline(
     """Each human rater's labels against the other raters' labels of the same rows (HealthBench's physician
     agreement): per rater overall and per category, their n-weighted mean, and every pair pooled (with a CI)."""
     _check_labels(humans)
-    per_rater_rows, pooled = _leave_one_out(humans, rater_ids)
+    # each rater's label against the row's other labels: per rater (row, counts), and summed per row
+    per_rater_rows: dict[str, list[tuple[int, np.ndarray]]] = defaultdict(list)
+    pooled = np.zeros((len(humans), 4), dtype=np.int64)
+    for row, (labels, ids) in enumerate(zip(humans, rater_ids, strict=True)):
+        if len(labels) != len(ids):
+            raise ValueError(f"row {row}: {len(labels)} labels but {len(ids)} rater ids")
+        for i, (label, rater) in enumerate(zip(labels, ids, strict=True)):
+            counts = pair_counts(label, [*labels[:i], *labels[i + 1 :]])
+            per_rater_rows[rater].append((row, counts))
+            pooled[row] += counts
     per_rater: dict[str, Agreement] = {}
     per_rater_cat: dict[str, dict[str, Agreement]] = {}
     for rater, items in sorted(per_rater_rows.items()):
