@@ -1,13 +1,11 @@
-"""The judge meta-evaluation (issue 22): how well each judge of the pool agrees with human labels of the same rows,
-beside how well the humans agree with each other. Source: openai/simple-evals `healthbench_meta_eval.py`; the
-figures are tasks/judge_eval.py's, checked against that file's own function (.agent/plans/015-judge-meta-eval.md).
+"""The judge meta-evaluation (issue 22): each judge of the pool against human labels of the same rows, beside the
+humans against each other. The figures are tasks/judge_eval.py's, checked against openai/simple-evals
+`healthbench_meta_eval.py` (.agent/plans/015-judge-meta-eval.md).
 
-A row is one (conversation, completion, rubric criterion) with the humans' met / not-met labels of it, read by
-data/meta_rows.py: HealthBench's meta-eval keys (`KEYS`), or any file mapped with `fields:` to the generic names.
-No candidate is called: the row's completion is the response, replayed by the synthetic candidate `completion` as a
-`response_column:` candidate replays a column. Every judge of the pool grades every row (`judges_per_criterion`);
-each judge's own verdict is read from the judgment's votes. The combined verdict of a tie is an error (`on_tie`):
-nothing here reads it.
+A row (data/meta_rows.py: HealthBench's keys, `KEYS`, or generic names mapped with `fields:`) is one conversation,
+completion and criterion with the humans' met / not-met labels. No candidate is called: the synthetic candidate
+`completion` replays the row's completion. Every judge grades every row and each judge's verdict is read from the
+votes; the combined verdict (a tie is an error) is not read.
 """
 
 from __future__ import annotations

@@ -1,15 +1,14 @@
 """MT-Bench (lm-sys/FastChat llm_judge): multi-turn questions, each user turn asked after the candidate's own
 answer to the one before, judged by single-answer grading (judging.scale 1-10).
 
-The 1-10 prompts are MT-Bench's own (lm-sys/FastChat, fastchat/llm_judge/data/judge_prompts.jsonl, Apache-2.0:
-single-v1, single-math-v1 when the example has a reference, and their -multi-turn variants when the judged answer
-follows earlier turns), and the rating is read as FastChat's `run_judge_single` reads it: the first `[[N]]`, else
-the first `[N]`. A reply with neither is an error verdict (re-asked once, then left out), where FastChat records -1.
+The 1-10 prompts are FastChat's own (fastchat/llm_judge/data/judge_prompts.jsonl, Apache-2.0: single-v1,
+single-math-v1 with a reference, their -multi-turn variants after earlier turns); the rating is read as
+`run_judge_single` reads it: the first `[[N]]`, else the first `[N]`. A reply with neither is an error verdict
+(re-asked once, then left out), where FastChat records -1.
 
-Metric `mt_bench` (judging.scale 1-10): one rating per response, reported on its own scale (`rating`, `rating_ci`,
-by category and by turn, as FastChat's show_result.py averages the judgments) and, as `score`, normalized
-(rating - 1) / 9, which is what enters leaderboards. At scale binary its rows get the rubric metric; its breakdown
-by category is the row's own category (writing, math, ...) whatever the metric.
+Metric `mt_bench`: the rating on its own scale (`rating`, `rating_ci`, by category and turn, as show_result.py
+averages) and, as `score`, (rating - 1) / 9. At scale binary its rows get the rubric metric; under any metric its
+breakdown by category is the row's own category (writing, math, ...).
 """
 
 from __future__ import annotations
