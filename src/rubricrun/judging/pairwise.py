@@ -1,11 +1,9 @@
-"""Pairwise judging with position swap, as MT-Bench does it (FastChat llm_judge, prompt `pair-v2`).
-
-For each example (and turn) and each pair of candidates, one judge sees the two answers twice: a shown first (as
-"Assistant A"), then b shown first. Each order is its own call with its own cache key. The judge ends its reply with
-`[[A]]`, `[[B]]` or `[[C]]` (tie). The two verdicts combine as FastChat's show_result.py combines them: a candidate
-wins only when both orders pick it; a verdict that flips with the order is a tie. An unreadable reply is asked again
-once (judging/ask.py, as for rubric judging); one that still cannot be read makes the comparison `error`, and its
-replies leave the cache so that a rerun asks again.
+"""Pairwise judging with position swap, as MT-Bench does it (FastChat llm_judge, prompt `pair-v2`): one judge sees
+each pair of answers in both orders (a first, then b first), each order its own call with its own cache key, and ends
+its reply with `[[A]]`, `[[B]]` or `[[C]]` (tie). As FastChat's show_result.py combines them, a candidate wins only
+when both orders pick it; a verdict that flips with the order is a tie. An unreadable reply is asked again once
+(judging/ask.py); one that still cannot be read makes the comparison `error`, and its replies leave the cache so
+that a rerun asks again.
 """
 
 from __future__ import annotations

@@ -1,25 +1,16 @@
 """Judge meta-evaluation: how well a judge's met / not-met verdicts agree with human labels of the same rows, and how
-well the humans agree with each other. Pure functions over plain lists and numpy arrays.
+well the humans agree with each other (docs/benchmarks.md explains each figure). Pure functions over plain lists and
+numpy arrays.
 
-A *row* is one (conversation, completion, rubric criterion) with one or more human labels (HealthBench's meta-eval
-rows, data/meta_rows.py). The figures:
-
-- HealthBench's balanced F1, computed as openai/simple-evals `healthbench_meta_eval.py` computes
-  `pairwise_model_f1_balanced`: the judge's label of a row is paired with *every* human label of that row, and each
-  (judge, human) pair counts once. With tp = (met, met), fp = (met, not met), fn = (not met, met), tn = (not met,
-  not met) summed over all pairs: precision_pos = tp/(tp+fp), recall_pos = tp/(tp+fn), precision_neg =
-  tn/(tn+fn), recall_neg = tn/(tn+fp); F1 of a class = 0 when its precision and recall are both 0, else
-  2*(p*r)/(p+r); balanced F1 = the mean of the two classes' F1. A figure whose denominator is 0 does not exist
-  (HealthBench leaves the key out; here it is None), and an F1 or balanced F1 needing it is None too.
-- Cohen's kappa of the judge against the row's majority human label; a row whose humans split evenly has no
-  majority (HealthBench defines none) and is left out of kappa and counted (`kappa_ties`).
-- Leniency: the judge's share of met verdicts against the humans' share over the same rows, the humans' share
-  being the mean over rows of the row's share of met labels (HealthBench's `percent_physician_pos`).
-- The human baseline (`human_baseline`): each rater's label against the other raters' labels of the same rows
-  (leave one out), per rater as HealthBench does, their n-weighted mean (HealthBench's analysis notebook), and
-  all raters' pairs pooled.
-
-A judge failure (None: an error verdict) is counted and left out, never guessed.
+A *row* is one (conversation, completion, rubric criterion) with one or more human labels (data/meta_rows.py). The
+balanced F1 is simple-evals `healthbench_meta_eval.py`'s `pairwise_model_f1_balanced`: the judge's label of a row is
+paired with *every* human label of that row, each (judge, human) pair counting once in (tp, fp, fn, tn) (`_figures`
+has the formulas); a class's F1 is 0 when its precision and recall are both 0; the balanced F1 is the two classes'
+mean. A figure whose denominator is 0 does not exist (HealthBench leaves its key out; here it is None), nor does an
+F1 needing it. Kappa is against each row's majority human label (an even split has none: `kappa_ties`); leniency sets
+the judge's met share against HealthBench's `percent_physician_pos`; the human baseline is leave one out, per rater,
+their n-weighted mean (HealthBench's analysis notebook) and pooled. A judge failure (None) is counted and left out,
+never guessed.
 
 Bootstrap CIs resample rows (a row brings all its pairs), percentile method with linear interpolation between order
 statistics (as results/stats.py), drawn from np.random.Generator(np.random.PCG64(seed)).
