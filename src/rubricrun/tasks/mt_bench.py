@@ -126,19 +126,17 @@ def parse_rating(text: str | None, finish_reason: str | None = None) -> Reading:
     return Reading(verdict_for(score, "1-10"), score, text[: match.start()].strip() or None)
 
 
-def turn_references(example: Example, reference: str | None) -> list[str | None]:
-    """One reference per user turn of the example: `metadata.references` (joined from `datasets[].references`) for
-    the earlier turns, the example's own (shown) reference for the last; none at all when it is not shown."""
-    n = sum(1 for m in example.messages if m.get("role") == "user")
-    if reference is None:
-        return [None] * n
-    joined = example.metadata.get("references")
-    earlier = list(joined[: n - 1]) if isinstance(joined, list) else []
-    return [*(earlier + [None] * n)[: n - 1], reference]
-
-
 def _rating_messages(j: JudgeInput) -> list[dict[str, Any]]:
-    return mt_bench_messages(j.example, j.text, turn_references(j.example, j.reference))
+    """MT-Bench's messages with one reference per user turn: `metadata.references` (joined from
+    `datasets[].references`) for the earlier turns, the example's own (shown) reference for the last; none at all
+    when it is not shown."""
+    n = sum(1 for m in j.example.messages if m.get("role") == "user")
+    references: list[str | None] = [None] * n
+    if j.reference is not None:
+        joined = j.example.metadata.get("references")
+        earlier = list(joined[: n - 1]) if isinstance(joined, list) else []
+        references = [*(earlier + [None] * n)[: n - 1], j.reference]
+    return mt_bench_messages(j.example, j.text, references)
 
 
 PROTOCOL_1_10 = JudgeProtocol(
