@@ -43,8 +43,7 @@ def split_reasoning(text: str, reasoning: str | None = None) -> tuple[str, str |
     return _THINK_TAG.sub("", answer).strip(), joined or None, unclosed
 
 
-# "Answer:", "**Answer:**", "The final answer is", "####", \boxed{...}: where a model states what it commits to.
-# The leading lookahead lets the scan skip every position that cannot start a marker (49 -> 7 us a reply).
+# "Answer:", "The final answer is", "####", \boxed{...}; the lookahead skips positions that cannot start one (plan 007).
 _MARKER = re.compile(r"(?=[#\\Aa])(?:####|\\(?:boxed|fbox)\s*\{|(?i:\banswer\b\s*\**\s*(?:is\b\s*:?|:|=)))")
 _MINUS = str.maketrans({"\u2212": "-", "\ufe63": "-", "\uff0d": "-"})  # minus signs, not dashes ("3–5" is a range)
 
@@ -229,7 +228,7 @@ def qa_correct(response: str, answer: str) -> bool:
     return bool(want) and any(normalize_text(c) == want for c in _text_candidates(response))
 
 
-# The lookaheads on a first letter let the scan skip most positions (94 -> 15 us on a 460-character reply).
+# The lookaheads on a first letter (here and in _REFUSAL) let the scan skip most positions (plan 007).
 # "The final answer is", "the correct option:", not a bare "option B" (a model weighing options names them all).
 _ANSWER_WORD = r"(?=[acrb])\b(?:answer|(?:correct|right|best)\s+(?:option|choice))\b"
 _AFTER_MARKER = r"\s*\**\s*(?:is\b\s*:?|:|=)?\s*(?:(?:option|choice)\b)?[\s*_$]*[(\[]?\s*"
@@ -298,17 +297,13 @@ def extract_choice(text: str, n_choices: int, choices: Sequence[str] | None = No
     return _choice_by_text(text, choices) if choices else None
 
 
-# The lookaheads on a first letter let the scan skip most positions (as _MARKER's).
 _REFUSAL = re.compile(
     r"(?i)(?=[ia])\b(i can(?:no|')t (?:help|assist|provide|do that)|i(?:'m| am) (?:sorry|unable)|as an ai\b"
     r"|i won't be able)"
 )
-
-
 _FINAL_MARKER = re.compile(r"(?i)(?=[#f\\t])(####|final answer|\\boxed\{|the answer is)")
-# What each pattern cannot match without: an ASCII text lowercased holds one of these, or neither pattern matches
-# (its cases are ASCII letters, where lower() and IGNORECASE agree). A few substring tests against a regex scan of
-# every position: 0.6 against 4 us for a short reply (plan 012). Other texts go to the patterns directly.
+# What each pattern cannot match without: an ASCII text lowercased holds one, or neither matches (ASCII letters, where
+# lower() and IGNORECASE agree); substring tests cost less than a regex scan (plan 012). Other texts: the patterns.
 _REFUSAL_NEEDS = ("i can", "sorry", "unable", "as an ai", "won't be able")
 _FINAL_NEEDS = ("####", "final answer", "\\boxed{", "the answer is")
 
