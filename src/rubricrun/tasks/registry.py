@@ -83,8 +83,7 @@ def metric_of_counts(counts: Mapping[str, int], override: str | None = None) -> 
         return metric(override).name
     if not any(counts.values()):
         return rubric.RUBRIC.name
-    names = list(METRICS)
-    return max(names, key=lambda m: (counts.get(m, 0), -names.index(m)))
+    return max(METRICS, key=lambda m: counts.get(m, 0))  # the first of equal counts: METRICS order
 
 
 def metric_on_scale(name: str, scale: str) -> str:
