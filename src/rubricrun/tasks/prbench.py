@@ -92,14 +92,10 @@ def _build(r: Row, fail: Fail) -> Built:
     return {
         "messages": messages,
         "messages_key": f"prompt_{last_prompt}",
-        "id_key": _id_key(row),
+        "id_key": "id" if row.get("id") is not None else "task" if row.get("task") is not None else None,
         "rubric": rubric,
         "metadata": metadata,
     }
-
-
-def _id_key(row: dict[str, Any]) -> str | None:
-    return "id" if row.get("id") is not None else ("task" if row.get("task") is not None else None)
 
 
 def _with_references(refs: Any, key: str, fail: Fail) -> str:
@@ -107,10 +103,9 @@ def _with_references(refs: Any, key: str, fail: Fail) -> str:
         refs = [refs]
     if not isinstance(refs, list) or not all(isinstance(t, str) for t in refs):
         fail(key, f"expected a string or a list of strings, got {type_name(refs)}")
-    parts = [
+    return "".join(
         f"--- Reference text {n} ---\n{t.strip()}\n--- End of reference text {n} ---\n\n" for n, t in enumerate(refs, 1)
-    ]
-    return "".join(parts)
+    )
 
 
 def criterion_reader(item: dict[str, Any], k: str, fail: Fail) -> tuple[str, float, list[str], str | None] | None:
