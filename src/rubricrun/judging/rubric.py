@@ -74,7 +74,6 @@ class Judging:
         hidden_reference: Callable[[Example], bool] | None = None,
     ):
         self.cfg, self.stack, self.protocol, self.hidden = cfg, stack, protocol, hidden_reference
-        self.scale = protocol.scale
         default = protocol.template if protocol.template is not None else DEFAULT_TEMPLATE
         self.template = load_template(cfg.judging.prompt_template, default)
         self.max_chars = cfg.judging.max_explanation_chars
@@ -126,7 +125,7 @@ class Judging:
             if v is None:
                 return None
             votes.append(v)
-        return judgment_from_votes(item, votes, item.on_tie, self.scale)
+        return judgment_from_votes(item, votes, item.on_tie, self.protocol.scale)
 
 
 def tie_breaker(judges: Sequence[int], pool_size: int) -> int:
@@ -150,11 +149,6 @@ def judgment_from_votes(
         verdict = majority_vote([v.verdict for v in votes], on_tie)
     agreeing = [v for v in votes if v.verdict == verdict] or [v for v in votes if v.verdict != "error"]
     explanation = agreeing[0].explanation if agreeing and verdict != "error" else None
-    error = None
-    if verdict == "error":
-        errs = [f"{v.judge}: {v.error}" for v in votes if v.error]
-        error = "; ".join(errs) if errs else "judges tied"
-    usage = sum((v.usage for v in votes), Usage())
     return Judgment(
         id=f"{item.response.id}#{item.criterion.id}",
         response_id=item.response.id,
@@ -165,7 +159,9 @@ def judgment_from_votes(
         judge="+".join(v.judge for v in votes),
         verdict=verdict,  # type: ignore[arg-type]
         explanation=explanation,
-        error=error,
+        error=("; ".join(f"{v.judge}: {v.error}" for v in votes if v.error) or "judges tied")
+        if verdict == "error"
+        else None,
         key=votes[0].key,
         votes=tuple(
             {"judge": v.judge, "verdict": v.verdict, "explanation": v.explanation, "error": v.error, "key": v.key}
@@ -174,7 +170,7 @@ def judgment_from_votes(
         )
         if len(votes) > 1
         else (),
-        usage=usage,
+        usage=sum((v.usage for v in votes), Usage()),
         score=score,
         scale=scale,
     )
