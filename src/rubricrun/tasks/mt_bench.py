@@ -197,9 +197,7 @@ def _build(r: Row, fail: Fail) -> Built:
         refs = [ref[i] if i < len(ref) else None for i in range(len(turns))]
     elif ref is not None:
         refs[0] = text_value(ref, r.key("reference"), fail)
-    metadata: dict[str, Any] = {}
-    if r.get("category") is not None:
-        metadata["category"] = r.get("category")
+    category = r.get("category")
     later = tuple(Turn({"role": "user", "content": t}, refs[i]) for i, t in enumerate(turns[1:], 1))
     return Built(
         messages=[{"role": "user", "content": turns[0]}],
@@ -207,7 +205,7 @@ def _build(r: Row, fail: Fail) -> Built:
         id_key=r.key("question_id"),
         reference=refs[0],
         later_turns=later,
-        metadata=metadata,
+        metadata={"category": category} if category is not None else {},
     )
 
 
