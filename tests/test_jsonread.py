@@ -22,7 +22,7 @@ from rubricrun.judging.protocol import parse_judge_reply
 )
 def test_judge_reply_repaired(text: str, met: bool, explanation: str) -> None:
     p = parse_judge_reply(text)
-    assert (p.criteria_met, p.explanation, p.error) == (met, explanation, None)
+    assert (p.verdict, p.explanation, p.error) == ("met" if met else "not_met", explanation, None)
 
 
 def test_two_complete_verdicts_the_first_wins() -> None:
@@ -43,7 +43,7 @@ def test_two_complete_verdicts_the_first_wins() -> None:
 )
 def test_truncated_verdict_is_an_error_not_a_guess(text: str) -> None:
     p = parse_judge_reply(text, finish_reason="length")
-    assert p.criteria_met is None and p.error
+    assert p.verdict == "error" and p.error
 
 
 def test_synthesis_list_repaired_keeps_only_complete_double_quoted_items() -> None:

@@ -123,58 +123,58 @@ def test_assign_k_larger_than_pool_clamps() -> None:
 
 def test_parse_plain_json() -> None:
     p = parse_judge_reply('{"explanation": "Names the dose.", "criteria_met": true}')
-    assert (p.criteria_met, p.explanation, p.error) == (True, "Names the dose.", None)
+    assert (p.verdict, p.explanation, p.error) == ("met", "Names the dose.", None)
 
 
 def test_parse_fenced_json() -> None:
     p = parse_judge_reply('```json\n{"explanation": "No dose.", "criteria_met": false}\n```')
-    assert (p.criteria_met, p.explanation, p.error) == (False, "No dose.", None)
+    assert (p.verdict, p.explanation, p.error) == ("not_met", "No dose.", None)
 
 
 def test_parse_stray_text_around() -> None:
     text = 'Sure! My verdict: {"explanation": "ok", "criteria_met": true} Hope this {helps}.'
-    assert parse_judge_reply(text).criteria_met is True
+    assert parse_judge_reply(text).verdict == "met"
     # a brace pair in the prose before the JSON is skipped
-    assert parse_judge_reply('I read {this} first. {"explanation": "x", "criteria_met": false}').criteria_met is False
+    assert parse_judge_reply('I read {this} first. {"explanation": "x", "criteria_met": false}').verdict == "not_met"
 
 
 @pytest.mark.parametrize("value, expected", [('"true"', True), ('"false"', False), ('"True "', True), ('"no"', False)])
 def test_parse_boolean_as_string(value: str, expected: bool) -> None:
     p = parse_judge_reply('{"explanation": "e", "criteria_met": ' + value + "}")
-    assert p.criteria_met is expected and p.error is None
+    assert p.verdict == ("met" if expected else "not_met") and p.error is None
 
 
 def test_parse_braces_and_quotes_inside_the_explanation() -> None:
     text = '{"explanation": "uses {x} and a } brace and \\"quotes\\"", "criteria_met": true}'
     p = parse_judge_reply(text)
-    assert p.criteria_met is True
+    assert p.verdict == "met"
     assert p.explanation == 'uses {x} and a } brace and "quotes"'
 
 
 def test_parse_unmatched_brace_in_prose_before_json() -> None:
     p = parse_judge_reply('The response opens a { and never closes it. {"explanation": "x", "criteria_met": false}')
-    assert p.criteria_met is False
+    assert p.verdict == "not_met"
 
 
 def test_parse_missing_field_is_error() -> None:
     p = parse_judge_reply('{"explanation": "It does."}')
-    assert p.criteria_met is None and p.error
+    assert p.verdict == "error" and p.error
 
 
 def test_parse_non_boolean_is_error() -> None:
     p = parse_judge_reply('{"explanation": "e", "criteria_met": "maybe"}')
-    assert p.criteria_met is None and "maybe" in (p.error or "")
+    assert p.verdict == "error" and "maybe" in (p.error or "")
 
 
 def test_parse_not_json_is_error_with_a_snippet() -> None:
     p = parse_judge_reply("The response meets the criterion.")
-    assert p.criteria_met is None
+    assert p.verdict == "error"
     assert "not the expected JSON" in (p.error or "") and "meets the criterion" in (p.error or "")
 
 
 def test_parse_cut_off_at_max_tokens() -> None:
     p = parse_judge_reply('{"explanation": "The response is long and', finish_reason="length")
-    assert p.criteria_met is None
+    assert p.verdict == "error"
     assert "max_tokens" in (p.error or "")
     # the same text without finish_reason "length" is an ordinary parse error
     assert "max_tokens" not in (parse_judge_reply('{"explanation": "The response is long and').error or "")
@@ -183,4 +183,4 @@ def test_parse_cut_off_at_max_tokens() -> None:
 @pytest.mark.parametrize("text", ["", "   \n", None])
 def test_parse_empty(text: str | None) -> None:
     p = parse_judge_reply(text)
-    assert p.criteria_met is None and "empty" in (p.error or "")
+    assert p.verdict == "error" and "empty" in (p.error or "")

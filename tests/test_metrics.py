@@ -25,7 +25,7 @@ from rubricrun.results.metrics import dataset_result
 from rubricrun.results.scoring import score_response
 from rubricrun.tasks import registry
 from rubricrun.tasks.healthbench import healthbench_score
-from rubricrun.tasks.prbench import prbench_points
+from rubricrun.tasks.rubric import rubric_points
 from rubricrun.tasks.spec import CandidateResult, DatasetResult
 from rubricrun.types import Criterion, Example, Judgment, Response, Turn
 
@@ -271,7 +271,7 @@ PR_PLAN = {
 
 
 def test_prbench_mean_clipped_and_mean_normalized() -> None:
-    assert prbench_points(PR[0].rubric, [True, False, True, False]) == (approx(12 / 17), approx(17 / 22))
+    assert rubric_points(PR[0].rubric, [True, False, True, False]) == (approx(12 / 17), approx(17 / 22))
     res = run("prbench", PR, {"p": PR_PLAN}).candidates["p"]
     # mean_clipped = max(0, mean(12/17, -8/13)) = max(0, (0.7058823529 - 0.6153846154) / 2) = 0.0452488688
     assert res.score == approx((12 / 17 - 8 / 13) / 2)

@@ -16,9 +16,10 @@ from conftest import DELETE, model_entry, read_jsonl, write_jsonl
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request, message_text
 from oracles import bradley_terry
 
-from rubricrun.judging.pairwise import combine, parse_pair_verdict
+from rubricrun.judging.pairwise import combine, read_pair_reply
 from rubricrun.results import stats
 from rubricrun.results.pairwise import BT_PRIOR_TIES, _example_features, bootstrap_ratings
+from rubricrun.types import LLMResponse
 
 PROMPTS = [{"id": f"q{i}", "prompt": f"Question number {i}?"} for i in range(1, 5)]
 
@@ -73,11 +74,12 @@ def _summary(tmp_path: Path, run_id: str) -> dict[str, Any]:
 
 
 def test_verdict_parsing_takes_the_last_bracketed_verdict() -> None:
-    assert parse_pair_verdict("A is more precise. [[A]]") == ("A", None)
-    assert parse_pair_verdict('Format: "[[A]]", "[[B]]" or "[[C]]". Here: [[C]]') == ("C", None)
-    verdict, why = parse_pair_verdict("Both are fine, I think.")
-    assert verdict == "error" and "no [[A]]/[[B]]/[[C]] verdict" in (why or "")
-    assert parse_pair_verdict("Assistant A", "length")[0] == "error"
+    assert read_pair_reply(LLMResponse("A is more precise. [[A]]")) == ("A", None)
+    assert read_pair_reply(LLMResponse('Format: "[[A]]", "[[B]]" or "[[C]]". Here: [[C]]')) == ("C", None)
+    verdict, why = read_pair_reply(LLMResponse("Both are fine, I think."))
+    assert verdict is None and "no [[A]]/[[B]]/[[C]] verdict" in (why or "")
+    verdict, why = read_pair_reply(LLMResponse("Assistant A", "length"))
+    assert verdict is None and "max_tokens" in (why or "")
 
 
 def test_combining_the_two_orders() -> None:

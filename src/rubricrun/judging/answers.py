@@ -13,35 +13,28 @@ import threading
 import unicodedata
 from collections.abc import Sequence
 
-# ---------------------------------------------------------------------------------------------------
-# Reasoning
-
 _THINK_TAG = re.compile(r"</?think(?:ing)?>", re.I)
 _THINK_BLOCK = re.compile(r"<(think(?:ing)?)>(.*?)</\1>", re.I | re.S)
 _THINK_OPEN = re.compile(r"<think(?:ing)?>", re.I)
-_THINK_CLOSE = re.compile(r"</think(?:ing)?>", re.I)
 
 
 def split_reasoning(text: str, reasoning: str | None = None) -> tuple[str, str | None, bool]:
     """(answer, reasoning, unclosed): `<think>` blocks moved out of the text and joined after the provider's own
     reasoning channel. An unclosed `<think>` (cut off by max_tokens) leaves no answer (unclosed True)."""
     thoughts = [reasoning.strip()] if reasoning and reasoning.strip() else []
-    if not _THINK_TAG.search(text):
+    first = _THINK_TAG.search(text)
+    if first is None:
         # LiteLLM itself moves a leading <think> block of some providers into reasoning_content, leaving the blank
         # lines after it: the answer is stripped whenever reasoning was split off.
         return (text.strip(), thoughts[0], False) if thoughts else (text, None, False)
     answer, unclosed = text, False
-    first_close, first_open = _THINK_CLOSE.search(answer), _THINK_OPEN.search(answer)
-    if first_close and (first_open is None or first_close.start() < first_open.start()):
+    if first.group().startswith("</"):
         # R1-style chat templates put the opening tag in the prompt: the reply starts inside the thought.
-        thoughts.append(answer[: first_close.start()].strip())
-        answer = answer[first_close.end() :]
-
-    def take(m: re.Match[str]) -> str:
-        thoughts.append(m.group(2).strip())
-        return ""
-
-    answer = _THINK_BLOCK.sub(take, answer)
+        thoughts.append(text[: first.start()].strip())
+        answer = text[first.end() :]
+    parts = _THINK_BLOCK.split(answer)  # text, tag, thought, text, tag, thought, ..., text
+    thoughts += [t.strip() for t in parts[2::3]]
+    answer = "".join(parts[::3])
     opened = _THINK_OPEN.search(answer)
     if opened:
         thoughts.append(answer[opened.end() :].strip())
@@ -50,11 +43,7 @@ def split_reasoning(text: str, reasoning: str | None = None) -> tuple[str, str |
     return _THINK_TAG.sub("", answer).strip(), joined or None, unclosed
 
 
-# ---------------------------------------------------------------------------------------------------
-# Final-answer spans
-
-# "Answer:", "**Answer:**", "The final answer is", "####", \boxed{...}: where a model states what it commits to.
-# The leading lookahead lets the scan skip every position that cannot start a marker (49 -> 7 us a reply).
+# "Answer:", "The final answer is", "####", \boxed{...}; the lookahead skips positions that cannot start one (plan 007).
 _MARKER = re.compile(r"(?=[#\\Aa])(?:####|\\(?:boxed|fbox)\s*\{|(?i:\banswer\b\s*\**\s*(?:is\b\s*:?|:|=)))")
 _MINUS = str.maketrans({"\u2212": "-", "\ufe63": "-", "\uff0d": "-"})  # minus signs, not dashes ("3–5" is a range)
 
@@ -100,9 +89,6 @@ def answer_spans(text: str) -> list[str]:
     return spans[::-1]
 
 
-# ---------------------------------------------------------------------------------------------------
-# Numbers
-
 # A plain number: optional sign and currency, thousands commas only in groups of three, a decimal part, a fraction.
 _NUMBER = re.compile(r"(?=[-$\d])(?<![\w.])(-?)\$?(-?)(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:\s*/\s*(\d+)(?![\d.]))?")
 # LaTeX that wraps a plain number without changing it: \$18, 1{,}234, 18\,000, \text{ dollars}, \left( \right).
@@ -111,14 +97,13 @@ _LATEX_NOISE = re.compile(
 )
 
 
-def _number_value(m: re.Match[str]) -> float | None:
+def _number_value(m: re.Match[str] | None) -> float | None:
+    """The value a _NUMBER match states; None for no match or a fraction over 0."""
+    if m is None or (m.group(5) and int(m.group(5)) == 0):
+        return None
     sign = -1.0 if (m.group(1) or m.group(2)) else 1.0
     value = float(m.group(3).replace(",", "") + (m.group(4) or ""))
-    if m.group(5):
-        if int(m.group(5)) == 0:
-            return None
-        value /= int(m.group(5))
-    return sign * value
+    return sign * (value / int(m.group(5)) if m.group(5) else value)
 
 
 def _plain(span: str) -> str | None:
@@ -139,8 +124,7 @@ def span_number(span: str) -> float | None:
     s = _plain(span)
     if s is None:
         return None
-    m = _NUMBER.search(s.rsplit("=", 1)[-1])
-    return _number_value(m) if m else None
+    return _number_value(_NUMBER.search(s.rsplit("=", 1)[-1]))
 
 
 def parse_number(s: str) -> float | None:
@@ -149,8 +133,7 @@ def parse_number(s: str) -> float | None:
     if plain is None:
         return None
     plain = plain.rstrip(".%").strip()
-    m = _NUMBER.fullmatch(plain)
-    return _number_value(m) if m else None
+    return _number_value(_NUMBER.fullmatch(plain))
 
 
 def final_answer(text: str) -> str | None:
@@ -191,10 +174,6 @@ def _math_verify(gold: str, span: str) -> bool | None:
 
 
 _SENTENCE_END = re.compile(r"\.(?:\s|$)")
-
-
-# ---------------------------------------------------------------------------------------------------
-# Text
 
 
 def normalize_text(s: str) -> str:
@@ -249,10 +228,7 @@ def qa_correct(response: str, answer: str) -> bool:
     return bool(want) and any(normalize_text(c) == want for c in _text_candidates(response))
 
 
-# ---------------------------------------------------------------------------------------------------
-# Multiple choice
-
-# The lookaheads on a first letter let the scan skip most positions (94 -> 15 us on a 460-character reply).
+# The lookaheads on a first letter (here and in _REFUSAL) let the scan skip most positions (plan 007).
 # "The final answer is", "the correct option:", not a bare "option B" (a model weighing options names them all).
 _ANSWER_WORD = r"(?=[acrb])\b(?:answer|(?:correct|right|best)\s+(?:option|choice))\b"
 _AFTER_MARKER = r"\s*\**\s*(?:is\b\s*:?|:|=)?\s*(?:(?:option|choice)\b)?[\s*_$]*[(\[]?\s*"
@@ -321,20 +297,13 @@ def extract_choice(text: str, n_choices: int, choices: Sequence[str] | None = No
     return _choice_by_text(text, choices) if choices else None
 
 
-# ---------------------------------------------------------------------------------------------------
-# Quality flags
-
-# The lookaheads on a first letter let the scan skip most positions (as _MARKER's).
 _REFUSAL = re.compile(
     r"(?i)(?=[ia])\b(i can(?:no|')t (?:help|assist|provide|do that)|i(?:'m| am) (?:sorry|unable)|as an ai\b"
     r"|i won't be able)"
 )
-
-
 _FINAL_MARKER = re.compile(r"(?i)(?=[#f\\t])(####|final answer|\\boxed\{|the answer is)")
-# What each pattern cannot match without: an ASCII text lowercased holds one of these, or neither pattern matches
-# (its cases are ASCII letters, where lower() and IGNORECASE agree). A few substring tests against a regex scan of
-# every position: 0.6 against 4 us for a short reply (plan 012). Other texts go to the patterns directly.
+# What each pattern cannot match without: an ASCII text lowercased holds one, or neither matches (ASCII letters, where
+# lower() and IGNORECASE agree); substring tests cost less than a regex scan (plan 012). Other texts: the patterns.
 _REFUSAL_NEEDS = ("i can", "sorry", "unable", "as an ai", "won't be able")
 _FINAL_NEEDS = ("####", "final answer", "\\boxed{", "the answer is")
 

@@ -1,4 +1,4 @@
-"""Graded scales: their ranges, the reading of a judge's score, and the binary reading of a score. The 1-5 protocol
+"""Graded scales: their ranges, a judge reply as read (`Reading`), and the binary reading of a score. The 1-5 protocol
 (a score per rubric criterion, with reasoning) is judging/protocol.py's; the 1-10 protocol (MT-Bench single-answer
 grading, one rating per response) is its task's: tasks/mt_bench.py."""
 
@@ -10,10 +10,14 @@ SCALES: dict[str, tuple[float, float]] = {"1-5": (1.0, 5.0), "1-10": (1.0, 10.0)
 
 
 @dataclass(frozen=True)
-class ParsedScore:
-    score: float | None  # None: could not be read
-    explanation: str | None
-    error: str | None
+class Reading:
+    """A judge reply as a protocol reads it: met / not_met (on a graded scale: verdict_for its score), or error
+    with why it cannot be read."""
+
+    verdict: str
+    score: float | None = None  # graded scales only
+    explanation: str | None = None
+    error: str | None = None
 
 
 def normalized(score: float, scale: str) -> float:

@@ -1,11 +1,9 @@
-"""Pairwise judging with position swap, as MT-Bench does it (FastChat llm_judge, prompt `pair-v2`).
-
-For each example (and turn) and each pair of candidates, one judge sees the two answers twice: a shown first (as
-"Assistant A"), then b shown first. Each order is its own call with its own cache key. The judge ends its reply with
-`[[A]]`, `[[B]]` or `[[C]]` (tie). The two verdicts combine as FastChat's show_result.py combines them: a candidate
-wins only when both orders pick it; a verdict that flips with the order is a tie. An unreadable reply is asked again
-once (judging/ask.py, as for rubric judging); one that still cannot be read makes the comparison `error`, and its
-replies leave the cache so that a rerun asks again.
+"""Pairwise judging with position swap, as MT-Bench does it (FastChat llm_judge, prompt `pair-v2`): one judge sees
+each pair of answers in both orders (a first, then b first), each order its own call with its own cache key, and ends
+its reply with `[[A]]`, `[[B]]` or `[[C]]` (tie). As FastChat's show_result.py combines them, a candidate wins only
+when both orders pick it; a verdict that flips with the order is a tie. An unreadable reply is asked again once
+(judging/ask.py); one that still cannot be read makes the comparison `error`, and its replies leave the cache so
+that a rerun asks again.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from ..providers.routing import model_request, route_for
 from ..types import Example, LLMRequest, LLMResponse, PairJudgment, Response
 from .ask import Asked, ask_until_readable, judge_offset, judge_params
 from .prompt import content_text, defuse_markers, load_template
-from .protocol import JUDGE_DEFAULT_PARAMS
+from .protocol import JUDGE_DEFAULT_PARAMS, unreadable
 
 # MT-Bench's pair-v2 system prompt and user prompt (FastChat fastchat/llm_judge/data/judge_prompts.jsonl).
 PAIR_SYSTEM = (
@@ -43,30 +41,22 @@ PAIR_TEMPLATE = (
 _PLACEHOLDERS = ("question", "answer_a", "answer_b")
 
 # MT-Bench gives its judge 2048 tokens: pair-v2 asks for an explanation before the verdict, and 512 (the rubric
-# judges' default) can cut the reply before it. A judge's own params.max_tokens still wins.
-PAIR_MAX_TOKENS = 2048
+# judges' default) can cut the reply before it. A judge's own params still win.
+PAIR_PARAMS = {**JUDGE_DEFAULT_PARAMS, "max_tokens": 2048}
 
 _VERDICT = re.compile(r"\[\[([ABC])\]\]")
-
-
-def parse_pair_verdict(text: str | None, finish_reason: str | None = None) -> tuple[str, str | None]:
-    """The verdict `A`, `B` or `C` a judge reply ends on, or ("error", why). The last `[[X]]` counts: a judge
-    that restates the format in its explanation still ends on its own verdict."""
-    found = _VERDICT.findall(text or "")
-    if found:
-        return found[-1], None
-    if not text or not text.strip():
-        return "error", "empty judge reply"
-    if finish_reason == "length":
-        return "error", "judge reply cut off at max_tokens before its [[A]]/[[B]]/[[C]] verdict"
-    snippet = text.strip().replace("\n", " ")[-120:]
-    return "error", f"no [[A]]/[[B]]/[[C]] verdict in the judge reply: {snippet!r}"
+_VERDICTS = "[[A]]/[[B]]/[[C]]"
 
 
 def read_pair_reply(resp: LLMResponse) -> tuple[str | None, str | None]:
-    """The verdict of a pairwise reply, or None and why it cannot be read."""
-    verdict, why = parse_pair_verdict(resp.text, resp.finish_reason)
-    return (verdict, None) if verdict != "error" else (None, why)
+    """The verdict `A`, `B` or `C` a judge reply ends on, or None and why it has none. The last `[[X]]` counts: a
+    judge that restates the format in its explanation still ends on its own verdict."""
+    found = _VERDICT.findall(resp.text or "")
+    if found:
+        return found[-1], None
+    return None, unreadable(
+        resp.text, resp.finish_reason, f"its {_VERDICTS} verdict", f"no {_VERDICTS} verdict in the judge reply"
+    )
 
 
 def combine(ab: str, ba: str, a: str, b: str) -> str:
@@ -159,9 +149,7 @@ class PairJudging:
             messages.insert(0, {"role": "system", "content": PAIR_SYSTEM})
         if judge.system_prompt:
             messages.insert(0, {"role": "system", "content": judge.system_prompt})
-        params = judge_params(judge.params, attempt, JUDGE_DEFAULT_PARAMS)
-        if "max_tokens" not in judge.params:
-            params["max_tokens"] = PAIR_MAX_TOKENS
+        params = judge_params(judge.params, attempt, PAIR_PARAMS)
         route = route_for(judge, item.id, 0, self.cfg.run.seed)  # one model sees both orders
         return model_request(judge, route, messages, role="judge", section="judge", sample_index=attempt, params=params)
 

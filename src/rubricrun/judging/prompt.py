@@ -112,9 +112,7 @@ TAG_CHARS = 16  # hex digits of the tag: 64 bits, far beyond what text could be 
 
 
 def conversation_tag(turns: list[tuple[str, str]]) -> str:
-    """The delimiter tag of a conversation: sha256 of its (role, text) turns as canonical JSON. Deterministic, so a
-    rerun renders the same judge prompt (same cache key); text cannot know it in advance, so it cannot close its
-    message or open a forged one."""
+    """The delimiter tag of a conversation: sha256 of its (role, text) turns as canonical JSON (module docstring)."""
     blob = json.dumps(turns, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:TAG_CHARS]
 

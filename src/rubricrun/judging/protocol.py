@@ -13,7 +13,7 @@ from typing import Any
 
 from ..data.jsonread import object_with
 from ..types import Criterion
-from .graded import ParsedScore, verdict_for
+from .graded import Reading, verdict_for
 from .prompt import DEFAULT_TEMPLATE, GRADED_TEMPLATE, JudgeInput, judge_messages
 
 
@@ -24,7 +24,7 @@ class JudgeProtocol:
     template: str | None  # the default template; None: the protocol takes no prompt_template
     messages: Callable[[JudgeInput], list[dict[str, Any]]]
     schema: Callable[[int], dict[str, Any] | None]  # max_chars -> the JSON schema asked for, or None
-    read: Callable[[str | None, str | None], tuple[str, ParsedScore]]  # (text, finish_reason) -> (verdict, reading)
+    read: Callable[[str | None, str | None], Reading]  # (text, finish_reason) -> its reading
     rating_criterion: Criterion | None = None  # one rating of the whole answer replaces the rubric
     dry_reply: str = ""  # the shortest reply `read` takes as a verdict
 
@@ -45,68 +45,57 @@ def graded_schema(max_chars: int) -> dict[str, Any]:
     return _schema({"reasoning": {"type": "string", "maxLength": max_chars}, "score": score})
 
 
+def unreadable(text: str | None, finish_reason: str | None, cut_before: str, missing: str, head: bool = False) -> str:
+    """Why a judge reply gives no verdict: it is empty, it was cut off at max_tokens before `cut_before`, else
+    `missing` and the reply's last 120 characters (`head`: its first)."""
+    if not text or not text.strip():
+        return "empty judge reply"
+    if finish_reason == "length":
+        return f"judge reply cut off at max_tokens before {cut_before}"
+    snippet = text.strip().replace("\n", " ")
+    return f"{missing}: {snippet[:120] if head else snippet[-120:]!r}"
+
+
 def _reply_object(text: str | None, finish_reason: str | None, key: str) -> tuple[dict[str, Any] | None, str]:
     """The object holding `key` in a judge reply, or None and why there is none."""
-    if not text or not text.strip():
-        return None, "empty judge reply"
-    obj = object_with(text, key)
+    obj = object_with(text, key) if text and text.strip() else None
     if obj is not None:
         return obj, ""
-    if finish_reason == "length":
-        return None, "judge reply cut off at max_tokens before the JSON was complete"
-    snippet = text.strip().replace("\n", " ")[:120]
-    return None, f"judge reply is not the expected JSON: {snippet!r}"
-
-
-@dataclass(frozen=True)
-class ParsedVerdict:
-    criteria_met: bool | None  # None: could not be read
-    explanation: str | None
-    error: str | None
+    why = unreadable(text, finish_reason, "the JSON was complete", "judge reply is not the expected JSON", head=True)
+    return None, why
 
 
 _BOOL = {"true": True, "yes": True, "met": True, "1": True, "false": False, "no": False, "not_met": False, "0": False}
 
 
-def parse_judge_reply(text: str | None, finish_reason: str | None = None) -> ParsedVerdict:
+def parse_judge_reply(text: str | None, finish_reason: str | None = None) -> Reading:
     """Read `{explanation, criteria_met}` out of a judge reply."""
     obj, why = _reply_object(text, finish_reason, "criteria_met")
     if obj is None:
-        return ParsedVerdict(None, None, why)
+        return Reading("error", error=why)
     met = obj["criteria_met"]
     if isinstance(met, str):
         met = _BOOL.get(met.strip().lower())
     if not isinstance(met, bool):
-        return ParsedVerdict(None, None, f"criteria_met is not a boolean: {obj['criteria_met']!r}")
+        return Reading("error", error=f"criteria_met is not a boolean: {obj['criteria_met']!r}")
     expl = obj.get("explanation")
-    return ParsedVerdict(met, expl if isinstance(expl, str) else None, None)
+    return Reading("met" if met else "not_met", explanation=expl if isinstance(expl, str) else None)
 
 
-def parse_graded_reply(text: str | None, finish_reason: str | None = None) -> ParsedScore:
+def parse_graded_reply(text: str | None, finish_reason: str | None = None) -> Reading:
     """Read `{reasoning, score}` (score 1-5) out of a judge reply."""
     obj, why = _reply_object(text, finish_reason, "score")
     if obj is None:
-        return ParsedScore(None, None, why)
+        return Reading("error", error=why)
     raw = obj["score"]
     try:
         score = float(raw.strip() if isinstance(raw, str) else raw)
     except (TypeError, ValueError):
-        return ParsedScore(None, None, f"score is not a number: {raw!r}")
+        return Reading("error", error=f"score is not a number: {raw!r}")
     if isinstance(raw, bool) or not 1.0 <= score <= 5.0:
-        return ParsedScore(None, None, f"score {raw!r} is outside the 1-5 scale")
+        return Reading("error", error=f"score {raw!r} is outside the 1-5 scale")
     reasoning = obj.get("reasoning")
-    return ParsedScore(score, reasoning if isinstance(reasoning, str) else None, None)
-
-
-def _read_binary(text: str | None, finish_reason: str | None) -> tuple[str, ParsedScore]:
-    p = parse_judge_reply(text, finish_reason)
-    verdict = "error" if p.criteria_met is None else ("met" if p.criteria_met else "not_met")
-    return verdict, ParsedScore(None, p.explanation, p.error)
-
-
-def _read_1_5(text: str | None, finish_reason: str | None) -> tuple[str, ParsedScore]:
-    parsed = parse_graded_reply(text, finish_reason)
-    return verdict_for(parsed.score, "1-5"), parsed
+    return Reading(verdict_for(score, "1-5"), score, reasoning if isinstance(reasoning, str) else None)
 
 
 JUDGE_DEFAULT_PARAMS = {"temperature": 0.0, "max_tokens": 512}  # under the judge's own params
@@ -117,7 +106,7 @@ BINARY = JudgeProtocol(
     template=DEFAULT_TEMPLATE,
     messages=judge_messages,
     schema=judge_schema,
-    read=_read_binary,
+    read=parse_judge_reply,
     dry_reply='{"criteria_met": true}',
 )
 
@@ -127,6 +116,6 @@ GRADED_1_5 = JudgeProtocol(
     template=GRADED_TEMPLATE,
     messages=judge_messages,
     schema=graded_schema,
-    read=_read_1_5,
+    read=parse_graded_reply,
     dry_reply='{"score": 3}',
 )

@@ -3,7 +3,7 @@ judge pool, several judges' votes combined by majority."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..config import Config, ModelConfig
@@ -11,9 +11,8 @@ from ..providers.base import BaseProvider
 from ..providers.routing import model_request, route_for
 from ..types import Criterion, Example, Judgment, LLMRequest, LLMResponse, Response, Usage
 from .answers import split_reasoning
-from .ask import ask_until_readable, judge_offset, judge_params
-from .auto import AUTO_CRITERION
-from .graded import ParsedScore, verdict_for
+from .ask import ask_until_readable, judge_params
+from .graded import Reading, verdict_for
 from .prompt import DEFAULT_TEMPLATE, load_template, reference_for
 from .protocol import JudgeInput, JudgeProtocol
 
@@ -41,58 +40,6 @@ class Vote:
     key: str
     usage: Usage = Usage()
     score: float | None = None  # graded scales only
-
-
-def rubric_for(example: Example, cfg: Config, rating: Criterion | None) -> tuple[Criterion, ...]:
-    """What the judge is asked about: the example's own rubric; else, for open-ended examples, the config's default
-    rubric. `rating` (a protocol's rating criterion: one rating of the whole answer) replaces them, for every
-    example that has a rubric or is open-ended."""
-    if rating is not None and (example.rubric or example.kind == "open"):
-        return (rating,)
-    if example.rubric:
-        return example.rubric
-    if example.kind == "open" and cfg.judging.default_rubric:
-        return tuple(
-            Criterion(id=c.id or f"d{i + 1}", text=c.text, weight=c.weight, tags=tuple(c.tags), category=c.category)
-            for i, c in enumerate(cfg.judging.default_rubric)
-        )
-    return ()
-
-
-def criteria_for(example: Example, cfg: Config, rating: Criterion | None) -> tuple[Criterion, ...]:
-    """What a response to `example` is scored on: its rubric (see rubric_for), else the judge-free `correct`
-    criterion for multiple choice and QA; nothing for an open-ended example without a rubric."""
-    return rubric_for(example, cfg, rating) or ((AUTO_CRITERION,) if example.kind != "open" else ())
-
-
-def judge_items(
-    cfg: Config,
-    examples: dict[str, Example],
-    responses: Sequence[Response],
-    views: Mapping[str, Example],
-    *,
-    per_criterion: Callable[[Example], int],
-    rating: Criterion | None,
-    on_tie: Callable[[Example], str],
-) -> list[JudgeItem]:
-    """One item per criterion of each answered response. `views` holds, by response id, a later turn's conversation
-    (graph.py: the turn's own view of the conversation): the judge sees the conversation up to and including that
-    turn's answer. `per_criterion` and `on_tie` (by example) set how many judges vote on a criterion and how a split
-    is settled; `rating` as rubric_for's."""
-    pool = cfg.judge_pool
-    items = []
-    for r in responses:
-        if r.status != "ok":
-            continue
-        ex = views.get(r.id) or examples[r.example_id]
-        rubric = rubric_for(ex, cfg, rating)
-        if not rubric or not pool:
-            continue
-        offset = judge_offset(ex.id) % len(pool)
-        assignment = assign_judges(len(rubric), len(pool), per_criterion(ex), offset)
-        for c, js in zip(rubric, assignment, strict=True):
-            items.append(JudgeItem(r, ex, c, tuple(js), on_tie(ex)))
-    return items
 
 
 def assign_judges(n_criteria: int, n_judges: int, per_criterion: int = 1, offset: int = 0) -> list[list[int]]:
@@ -127,7 +74,6 @@ class Judging:
         hidden_reference: Callable[[Example], bool] | None = None,
     ):
         self.cfg, self.stack, self.protocol, self.hidden = cfg, stack, protocol, hidden_reference
-        self.scale = protocol.scale
         default = protocol.template if protocol.template is not None else DEFAULT_TEMPLATE
         self.template = load_template(cfg.judging.prompt_template, default)
         self.max_chars = cfg.judging.max_explanation_chars
@@ -156,16 +102,14 @@ class Judging:
         asked = ask_until_readable(self.stack, lambda attempt: self.request(judge, item, attempt), self.reading)
         if asked is None:
             return None
-        if asked.reading is None:
-            return Vote(judge.name, "error", None, asked.error, asked.key, asked.usage)
-        verdict, parsed = asked.reading
-        return Vote(judge.name, verdict, parsed.explanation, None, asked.key, asked.usage, parsed.score)
+        r = asked.reading or Reading("error", error=asked.error)
+        return Vote(judge.name, r.verdict, r.explanation, r.error, asked.key, asked.usage, r.score)
 
-    def reading(self, resp: LLMResponse) -> tuple[tuple[str, ParsedScore] | None, str | None]:
-        """(verdict, score reading) of a reply, or None and why it cannot be read."""
+    def reading(self, resp: LLMResponse) -> tuple[Reading | None, str | None]:
+        """The reading of a reply, or None and why it cannot be read."""
         # A judge that thinks aloud in <think> (not moved out by LiteLLM) is read on its answer only.
-        verdict, parsed = self.protocol.read(split_reasoning(resp.text)[0], resp.finish_reason)
-        return ((verdict, parsed), None) if verdict != "error" else (None, parsed.error)
+        r = self.protocol.read(split_reasoning(resp.text)[0], resp.finish_reason)
+        return (r, None) if r.verdict != "error" else (None, r.error)
 
     def judge_item(self, item: JudgeItem) -> Judgment | None:
         pool = self.cfg.judge_pool
@@ -181,7 +125,7 @@ class Judging:
             if v is None:
                 return None
             votes.append(v)
-        return judgment_from_votes(item, votes, item.on_tie, self.scale)
+        return judgment_from_votes(item, votes, item.on_tie, self.protocol.scale)
 
 
 def tie_breaker(judges: Sequence[int], pool_size: int) -> int:
@@ -205,11 +149,6 @@ def judgment_from_votes(
         verdict = majority_vote([v.verdict for v in votes], on_tie)
     agreeing = [v for v in votes if v.verdict == verdict] or [v for v in votes if v.verdict != "error"]
     explanation = agreeing[0].explanation if agreeing and verdict != "error" else None
-    error = None
-    if verdict == "error":
-        errs = [f"{v.judge}: {v.error}" for v in votes if v.error]
-        error = "; ".join(errs) if errs else "judges tied"
-    usage = sum((v.usage for v in votes), Usage())
     return Judgment(
         id=f"{item.response.id}#{item.criterion.id}",
         response_id=item.response.id,
@@ -220,7 +159,9 @@ def judgment_from_votes(
         judge="+".join(v.judge for v in votes),
         verdict=verdict,  # type: ignore[arg-type]
         explanation=explanation,
-        error=error,
+        error=("; ".join(f"{v.judge}: {v.error}" for v in votes if v.error) or "judges tied")
+        if verdict == "error"
+        else None,
         key=votes[0].key,
         votes=tuple(
             {"judge": v.judge, "verdict": v.verdict, "explanation": v.explanation, "error": v.error, "key": v.key}
@@ -229,7 +170,7 @@ def judgment_from_votes(
         )
         if len(votes) > 1
         else (),
-        usage=usage,
+        usage=sum((v.usage for v in votes), Usage()),
         score=score,
         scale=scale,
     )

@@ -8,25 +8,16 @@ scored the same way; std is the std (ddof 0) of the clipped means of bootstrap r
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
 
 from ..data.schemas import Built, Fail, Row, _messages, _required, rubric_of, type_name
 from ..types import Criterion, Example
+from .rubric import by_label, rubric_points
 from .spec import Agg, Marks, Metric, Task, Values
 
 SOURCE = "openai/simple-evals healthbench_eval.py (calculate_score, _compute_clipped_stats)"
-
-
-def healthbench_score(criteria: Sequence[Criterion], met: Sequence[bool]) -> float | None:
-    """simple-evals `calculate_score`: sum of met points / sum of positive points; None when no positive points."""
-    total = math.fsum(c.weight for c in criteria if c.weight > 0)
-    if total == 0:
-        return None
-    return math.fsum(c.weight for c, m in zip(criteria, met, strict=True) if m) / total
 
 
 def clip01(x: float) -> float:
@@ -34,20 +25,18 @@ def clip01(x: float) -> float:
 
 
 def _values(ex: Example, criteria: Sequence[Criterion], met: Marks, turn: int) -> Values:
-    overall = healthbench_score(criteria, met)  # type: ignore[arg-type]
+    overall = healthbench_score(criteria, met)
     if overall is None:  # simple-evals asserts here: an example needs a positive criterion
         return {}
     # Same namespace and order as grade_sample's metrics: example tags, then rubric tags (which win a clash).
     out = {"score": overall, **{f"tag:{t}": overall for t in ex.metadata.get("example_tags") or ()}}
-    tagged: dict[str, list[int]] = defaultdict(list)
-    for i, c in enumerate(criteria):
-        for t in dict.fromkeys(c.tags):
-            tagged[t].append(i)
-    for t, idx in tagged.items():
-        s = healthbench_score([criteria[i] for i in idx], [met[i] for i in idx])  # type: ignore[misc]
-        if s is not None:
-            out[f"tag:{t}"] = s
+    out.update(by_label(criteria, met, healthbench_score, "tag", lambda c: dict.fromkeys(c.tags)))
     return out
+
+
+def healthbench_score(criteria: Sequence[Criterion], met: Marks) -> float | None:
+    """simple-evals `calculate_score`: sum of met points / sum of positive points; None when no positive points."""
+    return rubric_points(criteria, met)[0]  # type: ignore[arg-type]
 
 
 def aggregate(agg: Agg) -> dict[str, Any]:
@@ -57,10 +46,6 @@ def aggregate(agg: Agg) -> dict[str, Any]:
         "mean_unclipped": fmean(headline) if len(headline) else None,
         "by_tag": agg.groups("tag:", clip01),
     }
-
-
-def _detect(row: Row, keys: Collection[str]) -> bool:
-    return "rubrics" in keys or ("prompt_id" in keys and isinstance(row.get("prompt"), list))
 
 
 def _build(r: Row, fail: Fail) -> Built:
@@ -101,7 +86,7 @@ METRIC = Metric(
 TASK = Task(
     name="healthbench",
     title="HealthBench",
-    detect=_detect,
+    detect=lambda row, keys: "rubrics" in keys or ("prompt_id" in keys and isinstance(row.get("prompt"), list)),
     build=_build,
     metric=METRIC,
     native_fields=("rubrics", "prompt_id", "example_tags"),

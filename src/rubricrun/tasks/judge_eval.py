@@ -1,25 +1,16 @@
 """Judge meta-evaluation: how well a judge's met / not-met verdicts agree with human labels of the same rows, and how
-well the humans agree with each other. Pure functions over plain lists and numpy arrays.
+well the humans agree with each other (docs/benchmarks.md explains each figure). Pure functions over plain lists and
+numpy arrays.
 
-A *row* is one (conversation, completion, rubric criterion) with one or more human labels (HealthBench's meta-eval
-rows, data/meta_rows.py). The figures:
-
-- HealthBench's balanced F1, computed as openai/simple-evals `healthbench_meta_eval.py` computes
-  `pairwise_model_f1_balanced`: the judge's label of a row is paired with *every* human label of that row, and each
-  (judge, human) pair counts once. With tp = (met, met), fp = (met, not met), fn = (not met, met), tn = (not met,
-  not met) summed over all pairs: precision_pos = tp/(tp+fp), recall_pos = tp/(tp+fn), precision_neg =
-  tn/(tn+fn), recall_neg = tn/(tn+fp); F1 of a class = 0 when its precision and recall are both 0, else
-  2*(p*r)/(p+r); balanced F1 = the mean of the two classes' F1. A figure whose denominator is 0 does not exist
-  (HealthBench leaves the key out; here it is None), and an F1 or balanced F1 needing it is None too.
-- Cohen's kappa of the judge against the row's majority human label; a row whose humans split evenly has no
-  majority (HealthBench defines none) and is left out of kappa and counted (`kappa_ties`).
-- Leniency: the judge's share of met verdicts against the humans' share over the same rows, the humans' share
-  being the mean over rows of the row's share of met labels (HealthBench's `percent_physician_pos`).
-- The human baseline (`human_baseline`): each rater's label against the other raters' labels of the same rows
-  (leave one out), per rater as HealthBench does, their n-weighted mean (HealthBench's analysis notebook), and
-  all raters' pairs pooled.
-
-A judge failure (None: an error verdict) is counted and left out, never guessed.
+A *row* is one (conversation, completion, rubric criterion) with one or more human labels (data/meta_rows.py). The
+balanced F1 is simple-evals `healthbench_meta_eval.py`'s `pairwise_model_f1_balanced`: the judge's label of a row is
+paired with *every* human label of that row, each (judge, human) pair counting once in (tp, fp, fn, tn) (`_figures`
+has the formulas); a class's F1 is 0 when its precision and recall are both 0; the balanced F1 is the two classes'
+mean. A figure whose denominator is 0 does not exist (HealthBench leaves its key out; here it is None), nor does an
+F1 needing it. Kappa is against each row's majority human label (an even split has none: `kappa_ties`); leniency sets
+the judge's met share against HealthBench's `percent_physician_pos`; the human baseline is leave one out, per rater,
+their n-weighted mean (HealthBench's analysis notebook) and pooled. A judge failure (None) is counted and left out,
+never guessed.
 
 Bootstrap CIs resample rows (a row brings all its pairs), percentile method with linear interpolation between order
 statistics (as results/stats.py), drawn from np.random.Generator(np.random.PCG64(seed)).
@@ -59,6 +50,7 @@ class Agreement:
     f1_balanced: Metric
     ci: tuple[float, float] | None = None  # bootstrap CI of f1_balanced over rows, when asked for
     boot_undefined: int = 0  # resamples in which f1_balanced did not exist (left out of the CI)
+    rows: int = 0  # the rows whose pairs were counted (0 for a table given as counts alone)
 
 
 @dataclass(frozen=True)
@@ -132,27 +124,16 @@ def _figures(counts: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
-def _value(x: float) -> float | None:
-    return None if np.isnan(x) else float(x)
-
-
 def agreement_of(counts: np.ndarray) -> Agreement:
     """The Agreement of one (tp, fp, fn, tn) table, with HealthBench's n for each figure."""
     tp, fp, fn, tn = (int(c) for c in counts)
-    fig = _figures(np.asarray(counts, dtype=np.int64))
-    n_f1_pos = (tp + fp) + (tp + fn) - tp  # TP+FP + TP+FN - TP, as compute_f1_metric counts it
-    n_f1_neg = (tn + fn) + (tn + fp) - tn
-    exists = not np.isnan(fig["f1_pos"]), not np.isnan(fig["f1_neg"])
-    return Agreement(
-        counts=(tp, fp, fn, tn),
-        precision_pos=Metric(_value(fig["precision_pos"]), tp + fp),
-        precision_neg=Metric(_value(fig["precision_neg"]), tn + fn),
-        recall_pos=Metric(_value(fig["recall_pos"]), tp + fn),
-        recall_neg=Metric(_value(fig["recall_neg"]), tn + fp),
-        f1_pos=Metric(_value(fig["f1_pos"]), n_f1_pos if exists[0] else 0),
-        f1_neg=Metric(_value(fig["f1_neg"]), n_f1_neg if exists[1] else 0),
-        f1_balanced=Metric(_value(fig["f1_balanced"]), n_f1_pos + n_f1_neg if all(exists) else 0),
-    )
+    fig = {k: None if np.isnan(x) else float(x) for k, x in _figures(np.asarray(counts, dtype=np.int64)).items()}
+    n = {"precision_pos": tp + fp, "precision_neg": tn + fn, "recall_pos": tp + fn, "recall_neg": tn + fp}
+    n["f1_pos"] = (tp + fp) + (tp + fn) - tp  # TP+FP + TP+FN - TP, as compute_f1_metric counts it
+    n["f1_neg"] = (tn + fn) + (tn + fp) - tn
+    n["f1_balanced"] = n["f1_pos"] + n["f1_neg"]
+    # A figure that does not exist rests on no pair (HealthBench leaves its key out).
+    return Agreement(counts=(tp, fp, fn, tn), **{k: Metric(fig[k], n[k] if fig[k] is not None else 0) for k in n})
 
 
 def balanced_f1_ci(
@@ -184,19 +165,15 @@ def balanced_f1_ci(
 def _with_ci(row_counts: np.ndarray, n_boot: int, seed: int, level: float) -> Agreement:
     """The Agreement of summed row counts, with the bootstrap CI of its balanced F1 (n_boot 0: no CI)."""
     a = agreement_of(row_counts.sum(axis=0) if len(row_counts) else np.zeros(4, dtype=np.int64))
-    if n_boot == 0:
-        return a
-    ci, undefined = balanced_f1_ci(row_counts, n_boot=n_boot, seed=seed, level=level)
-    return replace(a, ci=ci, boot_undefined=undefined)
+    ci, undefined = balanced_f1_ci(row_counts, n_boot=n_boot, seed=seed, level=level) if n_boot else (None, 0)
+    return replace(a, ci=ci, boot_undefined=undefined, rows=len(row_counts))
 
 
 def _by_category(
     row_counts: np.ndarray, categories: Sequence[str], n_boot: int, seed: int, level: float
 ) -> dict[str, Agreement]:
-    groups: dict[str, list[int]] = defaultdict(list)
-    for i, c in enumerate(categories):
-        groups[c].append(i)
-    return {c: _with_ci(row_counts[idx], n_boot, seed, level) for c, idx in sorted(groups.items())}
+    of = np.asarray(categories, dtype=object)  # a category's rows keep their order: the same resamples
+    return {c: _with_ci(row_counts[of == c], n_boot, seed, level) for c in sorted(set(categories))}
 
 
 def cohen_kappa_counts(pairs: Mapping[tuple[Hashable, Hashable], int]) -> float | None:
@@ -224,29 +201,6 @@ def majority(labels: Sequence[bool]) -> bool | None:
     return None if 2 * met == len(labels) else 2 * met > len(labels)
 
 
-def _kappa(judge: Sequence[bool], humans: Sequence[Sequence[bool]]) -> tuple[float | None, int, int]:
-    """Cohen's kappa of the judge against each row's majority human label; (kappa, rows used, even splits)."""
-    table: dict[tuple[Hashable, Hashable], int] = defaultdict(int)
-    ties = 0
-    for j, hs in zip(judge, humans, strict=True):
-        m = majority(hs)
-        if m is None:
-            ties += 1
-        else:
-            table[(j, m)] += 1
-    return cohen_kappa_counts(table), sum(table.values()), ties
-
-
-def leniency(judge: Sequence[bool], humans: Sequence[Sequence[bool]]) -> Leniency:
-    """The judge's met share against the humans' mean per-row met share, over the same rows."""
-    n = len(judge)
-    if n == 0:
-        return Leniency(None, None, None, 0)
-    judge_met = sum(1 for j in judge if j) / n
-    human_met = float(np.mean([sum(1 for h in hs if h) / len(hs) for hs in humans]))
-    return Leniency(judge_met, human_met, judge_met - human_met, n)
-
-
 def judge_meta_eval(
     judge: Sequence[bool | None],
     humans: Sequence[Sequence[bool]],
@@ -264,23 +218,29 @@ def judge_meta_eval(
     if any(j is not None and not isinstance(j, (bool, np.bool_)) for j in judge):
         raise ValueError("judge labels must be True, False or None (a failed verdict)")
     failures = sum(1 for j in judge if j is None)
-    no_labels = sum(1 for j, hs in zip(judge, humans, strict=True) if j is not None and len(hs) == 0)
     keep = [i for i, (j, hs) in enumerate(zip(judge, humans, strict=True)) if j is not None and len(hs) > 0]
     js = [bool(judge[i]) for i in keep]
     hs = [list(humans[i]) for i in keep]
     cats = [categories[i] for i in keep]
     row_counts = np.array([pair_counts(j, h) for j, h in zip(js, hs, strict=True)], dtype=np.int64).reshape(-1, 4)
-    kappa, kappa_n, ties = _kappa(js, hs)
+    # kappa against each row's majority human label: a row whose humans split evenly has none
+    kappa_table: Counter[tuple[Hashable, Hashable]] = Counter(
+        (j, m) for j, h in zip(js, hs, strict=True) if (m := majority(h)) is not None
+    )
+    lenient = Leniency(None, None, None, 0)
+    if js:  # the judge's met share against the humans' mean per-row met share, over the same rows
+        judge_met, human_met = sum(js) / len(js), float(np.mean([sum(h) / len(h) for h in hs]))
+        lenient = Leniency(judge_met, human_met, judge_met - human_met, len(js))
     return JudgeEval(
         overall=_with_ci(row_counts, n_boot, seed, level),
         by_category=_by_category(row_counts, cats, n_boot, seed, level),
-        kappa=kappa,
-        kappa_n=kappa_n,
-        kappa_ties=ties,
-        leniency=leniency(js, hs),
+        kappa=cohen_kappa_counts(kappa_table),
+        kappa_n=kappa_table.total(),
+        kappa_ties=len(js) - kappa_table.total(),
+        leniency=lenient,
         rows=len(judge),
         failures=failures,
-        no_labels=no_labels,
+        no_labels=len(judge) - failures - len(keep),
     )
 
 
@@ -305,22 +265,6 @@ def _weighted(agreements: Mapping[str, Agreement]) -> Metric:
     return Metric(sum(v * n for v, n in pairs) / total if total else None, total)
 
 
-def _leave_one_out(
-    humans: Sequence[Sequence[bool]], rater_ids: Sequence[Sequence[str]]
-) -> tuple[dict[str, list[tuple[int, np.ndarray]]], np.ndarray]:
-    """Per rater, (row, counts of their label against the row's other labels); and the per-row sum over raters."""
-    per_rater: dict[str, list[tuple[int, np.ndarray]]] = defaultdict(list)
-    pooled = np.zeros((len(humans), 4), dtype=np.int64)
-    for row, (labels, ids) in enumerate(zip(humans, rater_ids, strict=True)):
-        if len(labels) != len(ids):
-            raise ValueError(f"row {row}: {len(labels)} labels but {len(ids)} rater ids")
-        for i, (label, rater) in enumerate(zip(labels, ids, strict=True)):
-            counts = pair_counts(label, [*labels[:i], *labels[i + 1 :]])
-            per_rater[rater].append((row, counts))
-            pooled[row] += counts
-    return per_rater, pooled
-
-
 def human_baseline(
     humans: Sequence[Sequence[bool]],
     rater_ids: Sequence[Sequence[str]],
@@ -333,7 +277,16 @@ def human_baseline(
     """Each human rater's labels against the other raters' labels of the same rows (HealthBench's physician
     agreement): per rater overall and per category, their n-weighted mean, and every pair pooled (with a CI)."""
     _check_labels(humans)
-    per_rater_rows, pooled = _leave_one_out(humans, rater_ids)
+    # each rater's label against the row's other labels: per rater (row, counts), and summed per row
+    per_rater_rows: dict[str, list[tuple[int, np.ndarray]]] = defaultdict(list)
+    pooled = np.zeros((len(humans), 4), dtype=np.int64)
+    for row, (labels, ids) in enumerate(zip(humans, rater_ids, strict=True)):
+        if len(labels) != len(ids):
+            raise ValueError(f"row {row}: {len(labels)} labels but {len(ids)} rater ids")
+        for i, (label, rater) in enumerate(zip(labels, ids, strict=True)):
+            counts = pair_counts(label, [*labels[:i], *labels[i + 1 :]])
+            per_rater_rows[rater].append((row, counts))
+            pooled[row] += counts
     per_rater: dict[str, Agreement] = {}
     per_rater_cat: dict[str, dict[str, Agreement]] = {}
     for rater, items in sorted(per_rater_rows.items()):

@@ -1,22 +1,19 @@
-"""The judge meta-evaluation (issue 22): how well each judge of the pool agrees with human labels of the same rows,
-beside how well the humans agree with each other. Source: openai/simple-evals `healthbench_meta_eval.py`; the
-figures are tasks/judge_eval.py's, checked against that file's own function (.agent/plans/015-judge-meta-eval.md).
+"""The judge meta-evaluation (issue 22): each judge of the pool against human labels of the same rows, beside the
+humans against each other. The figures are tasks/judge_eval.py's, checked against openai/simple-evals
+`healthbench_meta_eval.py` (.agent/plans/015-judge-meta-eval.md).
 
-A row is one (conversation, completion, rubric criterion) with the humans' met / not-met labels of it, read by
-data/meta_rows.py: HealthBench's meta-eval keys (`KEYS`), or any file mapped with `fields:` to the generic names.
-No candidate is called: the row's completion is the response, replayed by the synthetic candidate `completion` as a
-`response_column:` candidate replays a column. Every judge of the pool grades every row (`judges_per_criterion`);
-each judge's own verdict is read from the judgment's votes. The combined verdict of a tie is an error (`on_tie`):
-nothing here reads it.
+A row (data/meta_rows.py: HealthBench's keys, `KEYS`, or generic names mapped with `fields:`) is one conversation,
+completion and criterion with the humans' met / not-met labels. No candidate is called: the synthetic candidate
+`completion` replays the row's completion. Every judge grades every row and each judge's verdict is read from the
+votes; the combined verdict (a tie is an error) is not read.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..config import Config, ModelConfig
+from ..config import ModelConfig
 from ..data.meta_rows import META_FIELDS, meta_row
 from ..data.schemas import Built, Fail, Row, content_id
 from ..types import Criterion, Example, Judgment, Response
@@ -35,10 +32,6 @@ KEYS = {
 }
 COMPLETION = ModelConfig(name="completion", response_column="completion")  # replays the row's completion
 _VERDICT = {"met": True, "not_met": False}  # error (or no verdict): None
-
-
-def _detect(row: Row, keys: Collection[str]) -> bool:
-    return "binary_labels" in keys and "completion" in keys
 
 
 def _build(row: Row, fail: Fail) -> Built:
@@ -109,7 +102,7 @@ class MetaEvalAcc:
         judges = {}
         for name, verdicts in self.verdicts.items():
             e = judge_meta_eval(verdicts, self.humans, self.categories, n_boot=spec.n_boot, seed=spec.seed)
-            judges[name] = _judge_result(e, _rows_by_category(verdicts, self.humans, self.categories))
+            judges[name] = _judge_result(e)
         extra = {"human_baseline": self._baseline()} if self.humans else {}
         return DatasetResult(spec.name, spec.metric.name, "exclude", judges, extra)
 
@@ -118,16 +111,15 @@ class MetaEvalAcc:
         named = all(self.raters)
         ids = self.raters if named else [tuple(f"?{k}" for k in range(len(h))) for h in self.humans]
         hb = human_baseline(self.humans, ids, self.categories, n_boot=self.spec.n_boot, seed=self.spec.seed)
-        rows = Counter(self.categories)
         return {
             "weighted": _figure(hb.weighted) if named else None,
-            "pooled": _agreement(hb.pooled, len(self.humans)),
+            "pooled": _agreement(hb.pooled),
             "raters": len(hb.per_rater) if named else None,
             "rows": len(self.humans),
             "by_category": {
                 c: {
                     "weighted": _figure(hb.weighted_by_category[c]) if named else None,
-                    "pooled": _agreement(a, rows[c]),
+                    "pooled": _agreement(a),
                 }
                 for c, a in hb.pooled_by_category.items()
             },
@@ -135,23 +127,16 @@ class MetaEvalAcc:
         }
 
 
-def _rows_by_category(
-    verdicts: Sequence[bool | None], humans: Sequence[Sequence[bool]], categories: Sequence[str]
-) -> Counter[str]:
-    """Per category, the rows that enter a judge's figures (judged, with a human label)."""
-    return Counter(c for v, h, c in zip(verdicts, humans, categories, strict=True) if v is not None and h)
-
-
 def _figure(m: Figure) -> dict[str, Any]:
     return {"score": m.value, "n": m.n}
 
 
-def _agreement(a: Agreement, rows: int) -> dict[str, Any]:
+def _agreement(a: Agreement) -> dict[str, Any]:
     """A balanced F1 as the report shows it: score, its CI, the rows it rests on and HealthBench's n (pairs)."""
-    return {"score": a.f1_balanced.value, "ci": a.ci, "n": rows, "f1_n": a.f1_balanced.n}
+    return {"score": a.f1_balanced.value, "ci": a.ci, "n": a.rows, "f1_n": a.f1_balanced.n}
 
 
-def _judge_result(e: JudgeEval, by_category_rows: Mapping[str, int]) -> CandidateResult:
+def _judge_result(e: JudgeEval) -> CandidateResult:
     """One judge as a leaderboard row: the score is the balanced F1, n the rows in it, partial its failures."""
     rows = e.rows - e.failures - e.no_labels
     a = e.overall
@@ -175,7 +160,7 @@ def _judge_result(e: JudgeEval, by_category_rows: Mapping[str, int]) -> Candidat
             "failures": e.failures,
             "no_labels": e.no_labels,
             "f1_note": _why_none(e, rows) if a.f1_balanced.value is None else None,
-            "by_category": {c: _agreement(x, by_category_rows[c]) for c, x in e.by_category.items()},
+            "by_category": {c: _agreement(x) for c, x in e.by_category.items()},
         },
         scored=rows,
         expected=e.rows,
@@ -214,30 +199,22 @@ def console_lines(name: str, d: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _no_values(ex: Example, criteria: Sequence[Criterion], marks: Any, turn: int) -> dict[str, float]:
-    return {}  # a row's figures need the other rows: MetaEvalAcc computes them
-
-
-def _judges(cfg: Config) -> int:
-    return max(1, len(cfg.judge_pool))
-
-
 METRIC = Metric(
     name="judge_meta_eval",
     scale="binary",
     source=SOURCE,
-    values=_no_values,
+    values=lambda ex, criteria, marks, turn: {},  # a row's figures need the other rows: MetaEvalAcc has them
     accumulator=MetaEvalAcc,
     section=Section(rows="judge", template="meta_eval.html.j2", console=console_lines),
 )
 
 TASK = Task(
     name="meta_eval",
-    detect=_detect,
+    detect=lambda row, keys: "binary_labels" in keys and "completion" in keys,
     build=_build,
     metric=METRIC,
     native_fields=tuple(n for n in META_FIELDS if n not in ("messages", "prompt", "category", "prompt_id")),
     candidates=lambda cfg: (COMPLETION,),
-    judges_per_criterion=_judges,
+    judges_per_criterion=lambda cfg: max(1, len(cfg.judge_pool)),  # every judge grades every row
     on_tie="error",
 )

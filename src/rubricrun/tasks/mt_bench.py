@@ -1,27 +1,26 @@
 """MT-Bench (lm-sys/FastChat llm_judge): multi-turn questions, each user turn asked after the candidate's own
 answer to the one before, judged by single-answer grading (judging.scale 1-10).
 
-The 1-10 prompts are MT-Bench's own (lm-sys/FastChat, fastchat/llm_judge/data/judge_prompts.jsonl, Apache-2.0:
-single-v1, single-math-v1 when the example has a reference, and their -multi-turn variants when the judged answer
-follows earlier turns), and the rating is read as FastChat's `run_judge_single` reads it: the first `[[N]]`, else
-the first `[N]`. A reply with neither is an error verdict (re-asked once, then left out), where FastChat records -1.
+The 1-10 prompts are FastChat's own (fastchat/llm_judge/data/judge_prompts.jsonl, Apache-2.0: single-v1,
+single-math-v1 with a reference, their -multi-turn variants after earlier turns); the rating is read as
+`run_judge_single` reads it: the first `[[N]]`, else the first `[N]`. A reply with neither is an error verdict
+(re-asked once, then left out), where FastChat records -1.
 
-Metric `mt_bench` (judging.scale 1-10): one rating per response, reported on its own scale (`rating`, `rating_ci`,
-by category and by turn, as FastChat's show_result.py averages the judgments) and, as `score`, normalized
-(rating - 1) / 9, which is what enters leaderboards. At scale binary its rows get the rubric metric; its breakdown
-by category is the row's own category (writing, math, ...) whatever the metric.
+Metric `mt_bench`: the rating on its own scale (`rating`, `rating_ci`, by category and turn, as show_result.py
+averages) and, as `score`, (rating - 1) / 9. At scale binary its rows get the rubric metric; under any metric its
+breakdown by category is the row's own category (writing, math, ...).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..data.schemas import Built, Fail, Row, _required, native_id, text_value, type_name
-from ..judging.graded import ParsedScore, verdict_for
+from ..judging.graded import Reading, verdict_for
 from ..judging.prompt import content_text, defuse_markers
-from ..judging.protocol import JudgeInput, JudgeProtocol
+from ..judging.protocol import JudgeInput, JudgeProtocol, unreadable
 from ..types import Criterion, Example, Turn
 from .rubric import RUBRIC
 from .spec import Agg, Marks, Metric, Task, Values
@@ -71,10 +70,7 @@ _SINGLE_SYSTEM = "You are a helpful assistant."
 
 _RATING = re.compile(r"\[\[(\d+\.?\d*)\]\]")  # FastChat one_score_pattern
 _RATING_BACKUP = re.compile(r"\[(\d+\.?\d*)\]")  # FastChat one_score_pattern_backup
-
-
-# ---------------------------------------------------------------------------------------------------
-# 1-10: MT-Bench single-answer grading
+_NO_RATING = "no 'Rating: [[N]]' in the judge reply"
 
 
 def _turns(example: Example, answer: str) -> list[tuple[str, str]]:
@@ -118,41 +114,29 @@ def mt_bench_messages(example: Example, answer: str, references: list[str | None
     return [{"role": "system", "content": system}, {"role": "user", "content": "".join(blocks)}]
 
 
-def parse_rating(text: str | None, finish_reason: str | None = None) -> ParsedScore:
+def parse_rating(text: str | None, finish_reason: str | None = None) -> Reading:
     """FastChat's reading of a single-answer judgment: the first `[[N]]`, else the first `[N]`; the rating must lie
     on the 1-10 scale (FastChat keeps any number; a rating of 0 or 42 is a misread here, an error)."""
-    if not text or not text.strip():
-        return ParsedScore(None, None, "empty judge reply")
-    match = _RATING.search(text) or _RATING_BACKUP.search(text)
-    if match is None:
-        if finish_reason == "length":
-            return ParsedScore(None, None, "judge reply cut off at max_tokens before the rating")
-        tail = text.strip().replace("\n", " ")[-120:]
-        return ParsedScore(None, None, f"no 'Rating: [[N]]' in the judge reply: {tail!r}")
+    match = text and (_RATING.search(text) or _RATING_BACKUP.search(text))
+    if not match:
+        return Reading("error", error=unreadable(text, finish_reason, "the rating", _NO_RATING))
     score = float(match.group(1))
     if not 1.0 <= score <= 10.0:
-        return ParsedScore(None, None, f"rating {match.group(1)} is outside the 1-10 scale")
-    return ParsedScore(score, text[: match.start()].strip() or None, None)
-
-
-def turn_references(example: Example, reference: str | None) -> list[str | None]:
-    """One reference per user turn of the example: `metadata.references` (joined from `datasets[].references`) for
-    the earlier turns, the example's own (shown) reference for the last; none at all when it is not shown."""
-    n = sum(1 for m in example.messages if m.get("role") == "user")
-    if reference is None:
-        return [None] * n
-    joined = example.metadata.get("references")
-    earlier = list(joined[: n - 1]) if isinstance(joined, list) else []
-    return [*(earlier + [None] * n)[: n - 1], reference]
+        return Reading("error", error=f"rating {match.group(1)} is outside the 1-10 scale")
+    return Reading(verdict_for(score, "1-10"), score, text[: match.start()].strip() or None)
 
 
 def _rating_messages(j: JudgeInput) -> list[dict[str, Any]]:
-    return mt_bench_messages(j.example, j.text, turn_references(j.example, j.reference))
-
-
-def _read_1_10(text: str | None, finish_reason: str | None) -> tuple[str, ParsedScore]:
-    parsed = parse_rating(text, finish_reason)
-    return verdict_for(parsed.score, "1-10"), parsed
+    """MT-Bench's messages with one reference per user turn: `metadata.references` (joined from
+    `datasets[].references`) for the earlier turns, the example's own (shown) reference for the last; none at all
+    when it is not shown."""
+    n = sum(1 for m in j.example.messages if m.get("role") == "user")
+    references: list[str | None] = [None] * n
+    if j.reference is not None:
+        joined = j.example.metadata.get("references")
+        earlier = list(joined[: n - 1]) if isinstance(joined, list) else []
+        references = [*(earlier + [None] * n)[: n - 1], j.reference]
+    return mt_bench_messages(j.example, j.text, references)
 
 
 PROTOCOL_1_10 = JudgeProtocol(
@@ -161,7 +145,7 @@ PROTOCOL_1_10 = JudgeProtocol(
     template=None,
     messages=_rating_messages,
     schema=lambda max_chars: None,
-    read=_read_1_10,
+    read=parse_rating,
     rating_criterion=RATING_CRITERION,
     dry_reply="[[5]]",
 )
@@ -192,10 +176,6 @@ def regroup(ex: Example, values: Values) -> Values:
     return out
 
 
-def _detect(row: Row, keys: Collection[str]) -> bool:
-    return isinstance(row.get("turns"), list)
-
-
 def _build(r: Row, fail: Fail) -> Built:
     """Every user turn is asked, each after the candidate's own answer to the one before (data/turns.py). A row's
     pre-written `answers` are not a context: a candidate with `response_column: answers` replays them."""
@@ -217,9 +197,7 @@ def _build(r: Row, fail: Fail) -> Built:
         refs = [ref[i] if i < len(ref) else None for i in range(len(turns))]
     elif ref is not None:
         refs[0] = text_value(ref, r.key("reference"), fail)
-    metadata: dict[str, Any] = {}
-    if r.get("category") is not None:
-        metadata["category"] = r.get("category")
+    category = r.get("category")
     later = tuple(Turn({"role": "user", "content": t}, refs[i]) for i, t in enumerate(turns[1:], 1))
     return Built(
         messages=[{"role": "user", "content": turns[0]}],
@@ -227,7 +205,7 @@ def _build(r: Row, fail: Fail) -> Built:
         id_key=r.key("question_id"),
         reference=refs[0],
         later_turns=later,
-        metadata=metadata,
+        metadata={"category": category} if category is not None else {},
     )
 
 
@@ -251,7 +229,7 @@ METRIC = Metric(name="mt_bench", scale="1-10", source=SOURCE, values=_values, ag
 TASK = Task(
     name="mtbench",
     title="MT-Bench",
-    detect=_detect,
+    detect=lambda row, keys: isinstance(row.get("turns"), list),
     build=_build,
     metric=RUBRIC,
     native_fields=("turns", "answers", "question_id", "category"),

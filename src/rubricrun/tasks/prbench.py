@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..data.schemas import Built, Fail, Row, _number, rubric_of, type_name
 from ..types import Criterion, Example
-from .rubric import by_category, rubric_points
+from .rubric import by_label, rubric_points
 from .spec import Agg, Marks, Metric, Task, Values
 
 SOURCE = "scaleapi/PRBench evals.py (get_clipped_points, get_normalized_points, mean_clipped)"
@@ -23,18 +23,12 @@ _PROMPT = re.compile(r"prompt_(\d+)$")
 _METADATA = ("id", "task", "field", "topic", "title", "turns")
 
 
-def prbench_points(criteria: Sequence[Criterion], met: Sequence[bool]) -> tuple[float | None, float | None]:
-    """PRBench (get_clipped_points, get_normalized_points) of one response; None where the denominator is 0."""
-    point_total, max_w, normalized = rubric_points(criteria, met)
-    return (point_total / max_w if max_w != 0 else None), normalized
-
-
 def floor0(x: float) -> float:
     return max(0.0, x)
 
 
 def _values(ex: Example, criteria: Sequence[Criterion], met: Marks, turn: int) -> Values:
-    clipped, normalized = prbench_points(criteria, met)  # type: ignore[arg-type]
+    clipped, normalized = rubric_points(criteria, met)  # type: ignore[arg-type]
     if clipped is None or normalized is None:
         return {}
     out = {"score": clipped, "normalized": normalized}
@@ -42,7 +36,7 @@ def _values(ex: Example, criteria: Sequence[Criterion], met: Marks, turn: int) -
     if isinstance(field_name, str) and field_name:
         out[f"field:{field_name}"] = clipped
         out[f"field_normalized:{field_name}"] = normalized
-    out.update(by_category(criteria, met, lambda cs, ms: prbench_points(cs, ms)[0]))
+    out.update(by_label(criteria, met, lambda cs, ms: rubric_points(cs, ms)[0]))
     return out
 
 
@@ -62,10 +56,6 @@ def aggregate(agg: Agg) -> dict[str, Any]:
         "by_category": agg.groups("category:", floor0),
         "by_field": by_field,
     }
-
-
-def _detect(row: Row, keys: Collection[str]) -> bool:
-    return "prompt_0" in keys
 
 
 def _build(r: Row, fail: Fail) -> Built:
@@ -102,14 +92,10 @@ def _build(r: Row, fail: Fail) -> Built:
     return {
         "messages": messages,
         "messages_key": f"prompt_{last_prompt}",
-        "id_key": _id_key(row),
+        "id_key": "id" if row.get("id") is not None else "task" if row.get("task") is not None else None,
         "rubric": rubric,
         "metadata": metadata,
     }
-
-
-def _id_key(row: dict[str, Any]) -> str | None:
-    return "id" if row.get("id") is not None else ("task" if row.get("task") is not None else None)
 
 
 def _with_references(refs: Any, key: str, fail: Fail) -> str:
@@ -117,10 +103,9 @@ def _with_references(refs: Any, key: str, fail: Fail) -> str:
         refs = [refs]
     if not isinstance(refs, list) or not all(isinstance(t, str) for t in refs):
         fail(key, f"expected a string or a list of strings, got {type_name(refs)}")
-    parts = [
+    return "".join(
         f"--- Reference text {n} ---\n{t.strip()}\n--- End of reference text {n} ---\n\n" for n, t in enumerate(refs, 1)
-    ]
-    return "".join(parts)
+    )
 
 
 def criterion_reader(item: dict[str, Any], k: str, fail: Fail) -> tuple[str, float, list[str], str | None] | None:
@@ -166,7 +151,7 @@ METRIC = Metric(
 TASK = Task(
     name="prbench",
     title="PRBench",
-    detect=_detect,
+    detect=lambda row, keys: "prompt_0" in keys,
     build=_build,
     metric=METRIC,
     native_fields=("task", "field"),

@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..config import Config, ModelConfig
-from ..judging import rubric as judging_rubric
+from ..judging.ask import judge_offset
+from ..judging.auto import AUTO_CRITERION
 from ..judging.protocol import BINARY, GRADED_1_5, JudgeProtocol
+from ..judging.rubric import JudgeItem, Judging, assign_judges
 from ..providers.base import BaseProvider
 from ..types import Criterion, Example, Response
 from . import healthbench, meta_eval, mt_bench, multiple_choice, prbench, qa, rubric
@@ -81,8 +83,7 @@ def metric_of_counts(counts: Mapping[str, int], override: str | None = None) -> 
         return metric(override).name
     if not any(counts.values()):
         return rubric.RUBRIC.name
-    names = list(METRICS)
-    return max(names, key=lambda m: (counts.get(m, 0), -names.index(m)))
+    return max(METRICS, key=lambda m: counts.get(m, 0))  # the first of equal counts: METRICS order
 
 
 def metric_on_scale(name: str, scale: str) -> str:
@@ -107,41 +108,58 @@ def hidden_reference(ex: Example) -> bool:
     return t is not None and not t.reference_in_auto
 
 
-def judging_for(cfg: Config, stack: BaseProvider) -> judging_rubric.Judging:
+def judging_for(cfg: Config, stack: BaseProvider) -> Judging:
     """The one place a Judging is built: the run's scale's protocol."""
-    return judging_rubric.Judging(cfg, stack, protocol_for(cfg.judging.scale), hidden_reference=hidden_reference)
+    return Judging(cfg, stack, protocol_for(cfg.judging.scale), hidden_reference=hidden_reference)
 
 
 def rubric_for(ex: Example, cfg: Config) -> tuple[Criterion, ...]:
-    """What the judge is asked about (judging.rubric.rubric_for with the scale's rating criterion)."""
-    return judging_rubric.rubric_for(ex, cfg, protocol_for(cfg.judging.scale).rating_criterion)
+    """What the judge is asked about: the example's own rubric; else, for open-ended examples, the config's default
+    rubric. The scale's rating criterion (one rating of the whole answer, MT-Bench's 1-10) replaces them, for every
+    example that has a rubric or is open-ended."""
+    rating = protocol_for(cfg.judging.scale).rating_criterion
+    if rating is not None and (ex.rubric or ex.kind == "open"):
+        return (rating,)
+    if ex.rubric:
+        return ex.rubric
+    if ex.kind == "open" and cfg.judging.default_rubric:
+        return tuple(
+            Criterion(id=c.id or f"d{i + 1}", text=c.text, weight=c.weight, tags=tuple(c.tags), category=c.category)
+            for i, c in enumerate(cfg.judging.default_rubric)
+        )
+    return ()
 
 
 def criteria_for(ex: Example, cfg: Config) -> tuple[Criterion, ...]:
-    """What a response to `ex` is scored on (judging.rubric.criteria_for with the scale's rating criterion)."""
-    return judging_rubric.criteria_for(ex, cfg, protocol_for(cfg.judging.scale).rating_criterion)
+    """What a response to `ex` is scored on: its rubric (see rubric_for), else the judge-free `correct` criterion
+    for multiple choice and QA; nothing for an open-ended example without a rubric."""
+    return rubric_for(ex, cfg) or ((AUTO_CRITERION,) if ex.kind != "open" else ())
 
 
 def judge_items(
-    cfg: Config,
-    examples: dict[str, Example],
-    responses: Sequence[Response],
-    views: Mapping[str, Example],
-) -> list[judging_rubric.JudgeItem]:
-    """judging.rubric.judge_items with each task's judges per criterion and tie rule."""
-
-    def per_criterion(ex: Example) -> int:
+    cfg: Config, examples: dict[str, Example], responses: Sequence[Response], views: Mapping[str, Example]
+) -> list[JudgeItem]:
+    """One item per criterion of each answered response, with its task's judges per criterion and tie rule (else
+    the config's). `views` holds, by response id, a later turn's conversation (graph.py: the turn's own view of the
+    conversation): the judge sees the conversation up to and including that turn's answer."""
+    pool = cfg.judge_pool
+    items = []
+    for r in responses:
+        if r.status != "ok" or not pool:
+            continue
+        ex = views.get(r.id) or examples[r.example_id]
+        rubric = rubric_for(ex, cfg)
+        if not rubric:
+            continue
         t = task_of(ex)
-        return t.judges_per_criterion(cfg) if t and t.judges_per_criterion else cfg.judging.judges_per_criterion
-
-    def on_tie(ex: Example) -> str:
-        t = task_of(ex)
-        return t.on_tie if t and t.on_tie else cfg.judging.on_tie
-
-    rating = protocol_for(cfg.judging.scale).rating_criterion
-    return judging_rubric.judge_items(
-        cfg, examples, responses, views, per_criterion=per_criterion, rating=rating, on_tie=on_tie
-    )
+        per_criterion = (
+            t.judges_per_criterion(cfg) if t and t.judges_per_criterion else cfg.judging.judges_per_criterion
+        )
+        on_tie = t.on_tie if t and t.on_tie else cfg.judging.on_tie
+        offset = judge_offset(ex.id) % len(pool)
+        for c, js in zip(rubric, assign_judges(len(rubric), len(pool), per_criterion, offset), strict=True):
+            items.append(JudgeItem(r, ex, c, tuple(js), on_tie))
+    return items
 
 
 def candidates_for(cfg: Config, ex: Example) -> tuple[ModelConfig, ...]:

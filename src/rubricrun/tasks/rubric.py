@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from ..data.schemas import Built, Fail, Row, _messages, text_value
@@ -20,17 +20,24 @@ from .spec import Agg, Marks, Metric, Task, Values
 SOURCE = "rubricrun results/scoring.py (PRBench-style normalization, .agent/plans/007-faithful-scores.md)"
 
 
-def by_category(criteria: Sequence[Criterion], marks: Marks, fn: Callable) -> dict[str, float]:
-    """{"category:<c>": fn(the criteria of category c, their marks)} for each criterion category."""
+def by_label(
+    criteria: Sequence[Criterion],
+    marks: Marks,
+    fn: Callable,
+    prefix: str = "category",
+    labels: Callable[[Criterion], Iterable[str]] = lambda c: (c.category,) if c.category else (),
+) -> dict[str, float]:
+    """{"<prefix>:<label>": fn(the criteria carrying that label, their marks)} for each label of a criterion (its
+    category, or what `labels` reads); a group whose fn is None is left out."""
     groups: dict[str, list[int]] = defaultdict(list)
     for i, c in enumerate(criteria):
-        if c.category:
-            groups[c.category].append(i)
+        for label in labels(c):
+            groups[label].append(i)
     out = {}
-    for cat, idx in groups.items():
+    for label, idx in groups.items():
         v = fn([criteria[i] for i in idx], [marks[i] for i in idx])
         if v is not None:
-            out[f"category:{cat}"] = v
+            out[f"{prefix}:{label}"] = v
     return out
 
 
@@ -45,20 +52,22 @@ def graded_normalized(criteria: Sequence[Criterion], shares: Marks) -> float | N
     return (math.fsum(c.weight * x for c, x in zip(criteria, shares, strict=True)) - min_w) / (max_w - min_w)
 
 
-def rubric_points(criteria: Sequence[Criterion], met: Sequence[bool]) -> tuple[float, float, float | None]:
-    """(points: the weights of the criteria met, P: the sum of positive weights, (points - N) / (P - N) with N the
-    sum of negative weights, None when P - N is 0): one pass for PRBench's points."""
+def rubric_points(criteria: Sequence[Criterion], met: Sequence[bool]) -> tuple[float | None, float | None]:
+    """(points / P, (points - N) / (P - N)) of one response, None where the denominator is 0: points the weights of
+    the criteria met, P and N the sums of positive and negative weights. The first is HealthBench's
+    calculate_score and PRBench's get_clipped_points, the second PRBench's get_normalized_points."""
     point_total = math.fsum(c.weight for c, m in zip(criteria, met, strict=True) if m)
     max_w = math.fsum(c.weight for c in criteria if c.weight > 0)
     min_w = math.fsum(c.weight for c in criteria if c.weight < 0)
-    return point_total, max_w, (point_total - min_w) / (max_w - min_w) if max_w != min_w else None
+    normalized = (point_total - min_w) / (max_w - min_w) if max_w != min_w else None
+    return (point_total / max_w if max_w != 0 else None), normalized
 
 
 def _values(ex: Example, criteria: Sequence[Criterion], marks: Marks, turn: int) -> Values:
     value = graded_normalized(criteria, marks)
     if value is None:
         return {}
-    return {"score": value, **by_category(criteria, marks, graded_normalized)}
+    return {"score": value, **by_label(criteria, marks, graded_normalized)}
 
 
 def _detect(row: Row, keys: Collection[str]) -> bool:

@@ -1,13 +1,7 @@
-"""What a benchmark module declares: its `Task` (how its rows are read, what its responses are judged on, which
-metric its rows call for) and its `Metric` (per-response values, the official aggregate, its clip, defaults, the
-source it reproduces, what its report section and console lines show). The source's test vectors are in
-tests/vectors.py.
-
-Everything here is data and signatures (and how console lines write a figure); the code that reads it is the
-loader (`data.loaders`, through `data.schemas.RowSchema`), the judging (`judging.rubric.Judging`, through
-`judging.protocol.JudgeProtocol`), the metric driver (`results.metrics`, which implements `Agg`) and
-`tasks.registry`, which lists the modules.
-"""
+"""What a benchmark module declares: its `Task` (how its rows are read and judged, which metric they call for) and
+its `Metric` (per-response values, aggregate, clip, defaults, source, report section). Data and signatures only: the
+loader (`data.schemas.RowSchema`), `judging.rubric.Judging`, `results.metrics` (which implements `Agg`) and
+`tasks.registry` read them. The sources' test vectors are in tests/vectors.py."""
 
 from __future__ import annotations
 
@@ -40,25 +34,17 @@ class Agg(Protocol):
 
 @dataclass(frozen=True)
 class CandidateResult:
-    """One candidate on one dataset.
+    """One candidate on one dataset."""
 
-    score: the headline (None when nothing could be scored); ci: (lo, hi) percentile bootstrap over examples,
-    clipped as the headline is; std: std (ddof 0) of the bootstrap headlines; n: examples scored;
-    coverage: share of the expected responses that are fully judged (status ok, every criterion met or
-    not_met); partial: responses with status ok whose criteria are not all judged (error or missing);
-    scored: responses that entered the score; expected: responses the run should have produced;
-    extra: metric-specific fields (breakdowns are {name: {"score", "std", "n", ...}}).
-    """
-
-    score: float | None
-    ci: tuple[float | None, float | None]
-    std: float | None
-    n: int
-    coverage: float | None
-    partial: int
-    extra: dict[str, Any] = field(default_factory=dict)
-    scored: int = 0
-    expected: int = 0
+    score: float | None  # the headline; None when nothing could be scored
+    ci: tuple[float | None, float | None]  # percentile bootstrap over examples, clipped as the headline is
+    std: float | None  # std (ddof 0) of the bootstrap headlines
+    n: int  # examples scored
+    coverage: float | None  # share of expected responses fully judged (status ok, each criterion met or not_met)
+    partial: int  # responses with status ok whose criteria are not all judged (error or missing)
+    extra: dict[str, Any] = field(default_factory=dict)  # metric-specific; a breakdown: {name: {"score", "std", "n"}}
+    scored: int = 0  # responses that entered the score
+    expected: int = 0  # responses the run should have produced
     per_example: dict[str, float] = field(default_factory=dict, repr=False)  # example id -> value, for paired diffs
 
 
@@ -119,10 +105,6 @@ def interval(ci: Sequence[float | None] | None, signed: bool = False) -> str:
     return f"[{figure(lo, signed)}, {figure(hi, signed)}]"
 
 
-def _no_aggregate(agg: Agg) -> dict[str, Any]:
-    return {}
-
-
 @dataclass(frozen=True)
 class Metric:
     name: str  # summary.json "metric", datasets[].metric
@@ -130,7 +112,7 @@ class Metric:
     source: str  # what it reproduces: repository, file, commit
     values: Callable[[Example, Sequence[Criterion], Marks, int], Values]  # (ex, criteria, marks, turn)
     clip: Clip = float  # the headline's (and its CI's) clip
-    aggregate: Callable[[Agg], dict[str, Any]] = _no_aggregate  # the metric's extra fields, in order
+    aggregate: Callable[[Agg], dict[str, Any]] = lambda agg: {}  # the metric's extra fields, in order
     on_error: Literal["exclude", "not_met"] = "exclude"  # judging.on_error default
     accumulator: Callable[[AccSpec], DatasetAccumulator] | None = None  # None: results' per-candidate one
     section: Section = Section()
