@@ -28,6 +28,7 @@ from ..types import LLMRequest, LLMResponse
 from .base import BaseProvider, cache_key
 from .trace import Tracer
 
+MISS_STREAK = 16  # try_cached misses in a row after which it looks once in this many calls (plan 020)
 _IN_DB = 1 << 62  # diskcache's file threshold: every value stays in the database (no value files to read or delete)
 
 
@@ -146,7 +147,7 @@ class CachingProvider(BaseProvider):
     def __init__(self, inner: BaseProvider, cache: ResponseCache | None, tracer: Tracer, *, passes: bool = False):
         self.inner, self.cache, self.tracer = inner, cache, tracer
         self._lock = threading.Lock()
-        self._inflight: dict[str, threading.Event] = {}
+        self._inflight: dict[str, threading.Lock] = {}  # key -> its owner's gate, held until the owner is done
         # A run in passes (batch jobs, providers/batch.py) asks again in every pass for what an earlier pass got. A
         # hit is traced only for a task beyond the most that asked for its key in one pass so far (a reply paid or
         # delivered counts as its first ask), so the trace and the summary read as an online run's.
@@ -154,6 +155,7 @@ class CachingProvider(BaseProvider):
         self._asked: dict[str, int] = {}  # key -> tasks that asked for it in this pass
         self._most: dict[str, int] = {}  # key -> the most tasks that asked for it in one pass
         self._local = threading.local()  # .attempt: the thread's try_cached in progress, if any
+        self._tries = self._misses = 0  # try_cached calls; misses since its last hit
 
     def try_cached(self, fn: Callable[..., Any], *args: Any) -> bool:
         """Run `fn(*args)` on this thread with every call answered from the cache alone: True when it completed
@@ -162,6 +164,9 @@ class CachingProvider(BaseProvider):
         waits for a pool thread or a lock. fn must make its calls before anything it starts itself: a nested
         try_cached seals the attempt around it. Runs in passes (batch jobs) keep their bookkeeping in generate."""
         if self.cache is None or self.passes:
+            return False
+        self._tries += 1  # after MISS_STREAK misses in a row (a cold cache) only every MISS_STREAK-th call looks
+        if self._misses >= MISS_STREAK and self._tries % MISS_STREAK:
             return False
         local = self._local
         parent: _Attempt | None = getattr(local, "attempt", None)
@@ -172,10 +177,12 @@ class CachingProvider(BaseProvider):
         try:
             fn(*args)
         except CacheMiss:
+            self._misses += 1
             return False
         finally:
             local.attempt = parent
         self._commit(mine)
+        self._misses = 0
         return True
 
     def _commit(self, attempt: _Attempt) -> None:
@@ -239,11 +246,13 @@ class CachingProvider(BaseProvider):
         key = cache_key(request)
         while True:  # own the key (one asker at a time), then look: a miss is read once, by its owner
             with self._lock:
-                event = self._inflight.get(key)
-                if event is None:
-                    event = self._inflight[key] = threading.Event()
+                gate = self._inflight.get(key)
+                if gate is None:
+                    gate = self._inflight[key] = threading.Lock()
+                    gate.acquire()  # a C call each way (an Event costs a Condition per paid call: plan 020)
                     break
-            event.wait()  # an owner before us finished (or failed): look again
+            with gate:  # an owner before us finished (or failed): look again
+                pass
         try:
             hit = self.cache.get(key)
             if hit is not None:
@@ -257,7 +266,7 @@ class CachingProvider(BaseProvider):
         finally:
             with self._lock:
                 self._inflight.pop(key, None)
-            event.set()
+            gate.release()
 
     def forget(self, request: LLMRequest) -> None:
         """Drop the stored reply to `request`: the caller could not use it, and a rerun must not replay it."""
