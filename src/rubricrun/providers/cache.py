@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,8 @@ class ResponseCache:
         except Exception as exc:  # noqa: BLE001 - sqlite3/OSError: unwritable dir, full disk, not a database
             raise RubricrunError(f"cache directory {directory}: cannot open ({exc})") from None
         self.directory = str(directory)
+        self._pending: deque[list[Any]] = deque()  # replies waiting for a commit (set)
+        self._writing = threading.Lock()  # held by the writer committing a group
 
     def get(self, key: str) -> LLMResponse | None:
         """The stored reply; None when there is none of this format."""
@@ -103,16 +106,39 @@ class ResponseCache:
             return {key for key in keys if cache.get(key, tag=True)[1] == CACHE_FORMAT}
 
     def set(self, key: str, response: LLMResponse) -> None:
-        self._write(self._cache.set, key, stored_reply(response), tag=CACHE_FORMAT)
+        """Stored when it returns, as one of a group (group commit): the writers waiting meanwhile are committed in
+        one transaction by the first of them to take the lock, and each then returns; a failed commit fails each
+        writer of its group. One SQLite lock and commit for many replies, no writer asleep in SQLite's busy wait."""
+        mine = [key, stored_reply(response), None]  # key, value, then True (stored) or the error
+        self._pending.append(mine)
+        with self._writing:
+            if mine[2] is None:  # nobody took it yet: this writer commits what is queued, its own included
+                group = [self._pending.popleft() for _ in range(len(self._pending))]
+                done: Any = "the commit was interrupted"
+                try:
+                    done = self._write(self._store, group) or True
+                finally:
+                    for item in group:
+                        item[2] = done
+        if mine[2] is not True:
+            raise RubricrunError(str(mine[2]))
+
+    def _store(self, group: list[list[Any]]) -> None:
+        with self._cache.transact():
+            for key, value, _ in group:
+                self._cache.set(key, value, tag=CACHE_FORMAT)
 
     def delete(self, key: str) -> None:
-        self._write(self._cache.delete, key)
+        if why := self._write(self._cache.delete, key):
+            raise RubricrunError(why)
 
-    def _write(self, op: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    def _write(self, op: Callable[..., Any], *args: Any) -> str | None:
+        """Runs op(*args); what went wrong, or None."""
         try:
-            op(*args, **kwargs)
+            op(*args)
         except Exception as exc:  # noqa: BLE001
-            raise RubricrunError(f"cache directory {self.directory}: cannot write ({exc})") from None
+            return f"cache directory {self.directory}: cannot write ({exc})"
+        return None
 
     def close(self) -> None:
         """The end of a run: every row written into cache.db itself (a WAL checkpoint, through diskcache's PRAGMA
