@@ -82,9 +82,6 @@ def test_writers_at_once_are_committed_in_groups_each_stored_when_its_set_return
     with ThreadPoolExecutor(48) as pool:
         assert all(pool.map(store, range(600)))
 
-    def disk_full(group: list) -> None:
-        raise OSError("disk full")
-
     failed: list[str] = []
 
     def store_failing(i: int) -> None:
@@ -99,7 +96,7 @@ def test_writers_at_once_are_committed_in_groups_each_stored_when_its_set_return
             t.start()
         while len(cache._pending) < 5:
             time.sleep(0.01)
-        cache._store = disk_full  # type: ignore[method-assign]
+        cache._write = lambda op: OSError("disk full")  # type: ignore[method-assign]
     for t in threads:
         t.join()
     assert len(failed) == 5 and all("cannot write (disk full)" in f for f in failed)

@@ -1,10 +1,9 @@
 """Hash-keyed disk cache wrapped around a provider (diskcache, SQLite underneath, through its public API only).
 
-The key is sha256 of canonical JSON of exactly the fields that change the output (model, api_base,
-messages, params, response schema, and the sample index when it is not 0). Retries, timeouts,
-concurrency and keys are left out. Only successes are stored, with their usage, so a rerun of the
-same calls pays for nothing twice and a crashed run resumes where it stopped. A caller that cannot use a
-stored reply (a judge reply it cannot read) calls `forget(request)`, so the next run asks again.
+The key is sha256 of canonical JSON of exactly the fields that change the output (model, api_base, messages, params,
+response schema, and the sample index when it is not 0); retries, timeouts, concurrency and keys are left out. Only
+successes are stored, with their usage, so a rerun pays for nothing twice and a crashed run resumes where it stopped.
+A caller that cannot use a stored reply (a judge reply it cannot read) calls `forget(request)`: the next run asks again.
 
 A stored reply is JSON bytes with its format inside (codec.StoredReply), kept in the database itself. The store
 trusts no row it reads: anything else under a key (a pickled object, an older version's row, garbage, a row naming
@@ -106,39 +105,32 @@ class ResponseCache:
             return {key for key in keys if cache.get(key, tag=True)[1] == CACHE_FORMAT}
 
     def set(self, key: str, response: LLMResponse) -> None:
-        """Stored when it returns, as one of a group (group commit): the writers waiting meanwhile are committed in
-        one transaction by the first of them to take the lock, and each then returns; a failed commit fails each
-        writer of its group. One SQLite lock and commit for many replies, no writer asleep in SQLite's busy wait."""
-        mine = [key, stored_reply(response), None]  # key, value, then True (stored) or the error
+        """Stored when it returns. Group commit (plan 020): the first writer to take the lock stores every reply
+        queued meanwhile in one transaction, its own included; each of their writers then returns, or raises if it
+        failed. One SQLite lock and commit for many replies, and no writer asleep in SQLite's busy wait."""
+        mine = [key, stored_reply(response), None]  # key, value, then True (stored) or why not
         self._pending.append(mine)
         with self._writing:
-            if mine[2] is None:  # nobody took it yet: this writer commits what is queued, its own included
+            if mine[2] is None:  # nobody took it yet
                 group = [self._pending.popleft() for _ in range(len(self._pending))]
-                done: Any = "the commit was interrupted"
-                try:
-                    done = self._write(self._store, group) or True
-                finally:
-                    for item in group:
-                        item[2] = done
+                done = self._write(lambda: [self._cache.set(k, v, tag=CACHE_FORMAT) for k, v, _ in group])
+                for item in group:
+                    item[2] = done
         if mine[2] is not True:
-            raise RubricrunError(str(mine[2]))
-
-    def _store(self, group: list[list[Any]]) -> None:
-        with self._cache.transact():
-            for key, value, _ in group:
-                self._cache.set(key, value, tag=CACHE_FORMAT)
+            raise RubricrunError(f"cache directory {self.directory}: cannot write ({mine[2]})")
 
     def delete(self, key: str) -> None:
-        if why := self._write(self._cache.delete, key):
-            raise RubricrunError(why)
+        if (done := self._write(lambda: self._cache.delete(key))) is not True:
+            raise RubricrunError(f"cache directory {self.directory}: cannot write ({done})")
 
-    def _write(self, op: Callable[..., Any], *args: Any) -> str | None:
-        """Runs op(*args); what went wrong, or None."""
+    def _write(self, op: Callable[[], Any]) -> Any:
+        """op() in a transaction: True, or what went wrong."""
         try:
-            op(*args)
+            with self._cache.transact():
+                op()
         except Exception as exc:  # noqa: BLE001
-            return f"cache directory {self.directory}: cannot write ({exc})"
-        return None
+            return exc
+        return True
 
     def close(self) -> None:
         """The end of a run: every row written into cache.db itself (a WAL checkpoint, through diskcache's PRAGMA
@@ -220,16 +212,8 @@ class CachingProvider(BaseProvider):
         attempt.forgets.clear()
 
     def _trace_hit(self, request: LLMRequest, key: str, hit: LLMResponse) -> None:
-        self.tracer.emit(
-            role=request.role,
-            model=request.model,
-            key=key,
-            cache_hit=True,
-            attempt=0,
-            latency_ms=0.0,
-            status="ok",
-            usage=hit.usage,
-        )
+        self.tracer.emit(role=request.role, model=request.model, key=key, cache_hit=True, attempt=0, latency_ms=0.0,
+                         status="ok", usage=hit.usage)  # fmt: skip
 
     def _cached_only(self, attempt: _Attempt, request: LLMRequest) -> LLMResponse:
         key = cache_key(request)
