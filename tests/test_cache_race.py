@@ -62,3 +62,44 @@ def test_a_key_asked_for_while_its_miss_is_being_paid_for_reads_the_stored_reply
     assert server.count(status=200) == 1  # paid once, not twice
     assert replies["second"].text == replies["first"].text and replies["second"].cache_hit
     cache.close()
+
+
+def test_writers_at_once_are_committed_in_groups_each_stored_when_its_set_returns(tmp_path: Path) -> None:
+    """Group commit (ResponseCache.set): 48 threads storing at once; each reply is in the database, as another
+    connection reads it, by the time its own set returns; a failed commit fails every writer of its group."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rubricrun.errors import RubricrunError
+    from rubricrun.types import LLMResponse
+
+    cache, reader = ResponseCache(tmp_path / "c"), ResponseCache(tmp_path / "c")  # reader: a connection of its own
+
+    def store(i: int) -> bool:
+        cache.set(f"k{i}", LLMResponse(text=str(i)))
+        got = reader.get(f"k{i}")
+        return got is not None and got.text == str(i)
+
+    with ThreadPoolExecutor(48) as pool:
+        assert all(pool.map(store, range(600)))
+
+    failed: list[str] = []
+
+    def store_failing(i: int) -> None:
+        try:
+            cache.set(f"f{i}", LLMResponse(text="lost"))
+        except RubricrunError as exc:
+            failed.append(str(exc))
+
+    with cache._writing:  # five writers queue behind a commit in progress; theirs, one group, fails
+        threads = [threading.Thread(target=store_failing, args=(i,)) for i in range(5)]
+        for t in threads:
+            t.start()
+        while len(cache._pending) < 5:
+            time.sleep(0.01)
+        cache._write = lambda op: OSError("disk full")  # type: ignore[method-assign]
+    for t in threads:
+        t.join()
+    assert len(failed) == 5 and all("cannot write (disk full)" in f for f in failed)
+    assert all(reader.get(f"f{i}") is None for i in range(5))
+    cache.close()
+    reader.close()

@@ -18,7 +18,7 @@ from rubricrun.providers.cache import CachingProvider, ResponseCache
 from rubricrun.providers.litellm import LiteLLMProvider
 from rubricrun.providers.stack import build_stack
 from rubricrun.providers.trace import Tracer
-from rubricrun.types import LLMRequest
+from rubricrun.types import LLMRequest, LLMResponse
 
 
 class _Rows:
@@ -118,6 +118,31 @@ def test_try_cached_defers_traces_and_forgets_until_the_attempt_completes(tmp_pa
     tracer.close()
     cache.close()
     assert len(read_jsonl(tmp_path / "trace.jsonl")) == 2
+
+
+def test_after_a_streak_of_misses_try_cached_looks_only_now_and_then(tmp_path: Path):
+    """A cold cache: after MISS_STREAK misses in a row try_cached hands the work back without looking (the pool's
+    generate reads the store anyway), looking again every MISS_STREAK-th call; a hit then ends the streak."""
+    from rubricrun.providers.cache import MISS_STREAK
+
+    cache = ResponseCache(tmp_path / "cache")
+    stack = CachingProvider(LiteLLMProvider(), cache, Tracer(tmp_path / "trace.jsonl"))
+    hit = LLMRequest(model="openai/m", messages=({"role": "user", "content": "stored"},))
+    cache.set(stack_key(hit), LLMResponse(text="stored"))
+    looked: list[str] = []
+
+    def ask(text: str) -> None:
+        looked.append(text)
+        stack.generate(
+            hit if text == "stored" else LLMRequest(model="openai/m", messages=({"role": "user", "content": text},))
+        )
+
+    assert not any(stack.try_cached(ask, f"miss {i}") for i in range(MISS_STREAK))
+    assert len(looked) == MISS_STREAK  # every one looked
+    answered = [stack.try_cached(ask, "stored") for _ in range(MISS_STREAK)]
+    assert answered.count(True) == 1 and len(looked) == MISS_STREAK + 1  # one look in MISS_STREAK calls, a hit
+    assert all(stack.try_cached(ask, "stored") for _ in range(3))  # the streak is over: every call looks again
+    cache.close()
 
 
 def stack_key(request: LLMRequest) -> str:

@@ -1,10 +1,9 @@
 """Hash-keyed disk cache wrapped around a provider (diskcache, SQLite underneath, through its public API only).
 
-The key is sha256 of canonical JSON of exactly the fields that change the output (model, api_base,
-messages, params, response schema, and the sample index when it is not 0). Retries, timeouts,
-concurrency and keys are left out. Only successes are stored, with their usage, so a rerun of the
-same calls pays for nothing twice and a crashed run resumes where it stopped. A caller that cannot use a
-stored reply (a judge reply it cannot read) calls `forget(request)`, so the next run asks again.
+The key is sha256 of canonical JSON of exactly the fields that change the output (model, api_base, messages, params,
+response schema, and the sample index when it is not 0); retries, timeouts, concurrency and keys are left out. Only
+successes are stored, with their usage, so a rerun pays for nothing twice and a crashed run resumes where it stopped.
+A caller that cannot use a stored reply (a judge reply it cannot read) calls `forget(request)`: the next run asks again.
 
 A stored reply is JSON bytes with its format inside (codec.StoredReply), kept in the database itself. The store
 trusts no row it reads: anything else under a key (a pickled object, an older version's row, garbage, a row naming
@@ -16,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from ..types import LLMRequest, LLMResponse
 from .base import BaseProvider, cache_key
 from .trace import Tracer
 
+MISS_STREAK = 16  # try_cached misses in a row after which it looks once in this many calls (plan 020)
 _IN_DB = 1 << 62  # diskcache's file threshold: every value stays in the database (no value files to read or delete)
 
 
@@ -86,6 +87,8 @@ class ResponseCache:
         except Exception as exc:  # noqa: BLE001 - sqlite3/OSError: unwritable dir, full disk, not a database
             raise RubricrunError(f"cache directory {directory}: cannot open ({exc})") from None
         self.directory = str(directory)
+        self._pending: deque[list[Any]] = deque()  # replies waiting for a commit (set)
+        self._writing = threading.Lock()  # held by the writer committing a group
 
     def get(self, key: str) -> LLMResponse | None:
         """The stored reply; None when there is none of this format."""
@@ -102,16 +105,32 @@ class ResponseCache:
             return {key for key in keys if cache.get(key, tag=True)[1] == CACHE_FORMAT}
 
     def set(self, key: str, response: LLMResponse) -> None:
-        self._write(self._cache.set, key, stored_reply(response), tag=CACHE_FORMAT)
+        """Stored when it returns. Group commit (plan 020): the first writer to take the lock stores every reply
+        queued meanwhile in one transaction, its own included; each of their writers then returns, or raises if it
+        failed. One SQLite lock and commit for many replies, and no writer asleep in SQLite's busy wait."""
+        mine = [key, stored_reply(response), None]  # key, value, then True (stored) or why not
+        self._pending.append(mine)
+        with self._writing:
+            if mine[2] is None:  # nobody took it yet
+                group = [self._pending.popleft() for _ in range(len(self._pending))]
+                done = self._write(lambda: [self._cache.set(k, v, tag=CACHE_FORMAT) for k, v, _ in group])
+                for item in group:
+                    item[2] = done
+        if mine[2] is not True:
+            raise RubricrunError(f"cache directory {self.directory}: cannot write ({mine[2]})")
 
     def delete(self, key: str) -> None:
-        self._write(self._cache.delete, key)
+        if (done := self._write(lambda: self._cache.delete(key))) is not True:
+            raise RubricrunError(f"cache directory {self.directory}: cannot write ({done})")
 
-    def _write(self, op: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    def _write(self, op: Callable[[], Any]) -> Any:
+        """op() in a transaction: True, or what went wrong."""
         try:
-            op(*args, **kwargs)
+            with self._cache.transact():
+                op()
         except Exception as exc:  # noqa: BLE001
-            raise RubricrunError(f"cache directory {self.directory}: cannot write ({exc})") from None
+            return exc
+        return True
 
     def close(self) -> None:
         """The end of a run: every row written into cache.db itself (a WAL checkpoint, through diskcache's PRAGMA
@@ -146,7 +165,7 @@ class CachingProvider(BaseProvider):
     def __init__(self, inner: BaseProvider, cache: ResponseCache | None, tracer: Tracer, *, passes: bool = False):
         self.inner, self.cache, self.tracer = inner, cache, tracer
         self._lock = threading.Lock()
-        self._inflight: dict[str, threading.Event] = {}
+        self._inflight: dict[str, threading.Lock] = {}  # key -> its owner's gate, held until the owner is done
         # A run in passes (batch jobs, providers/batch.py) asks again in every pass for what an earlier pass got. A
         # hit is traced only for a task beyond the most that asked for its key in one pass so far (a reply paid or
         # delivered counts as its first ask), so the trace and the summary read as an online run's.
@@ -154,6 +173,7 @@ class CachingProvider(BaseProvider):
         self._asked: dict[str, int] = {}  # key -> tasks that asked for it in this pass
         self._most: dict[str, int] = {}  # key -> the most tasks that asked for it in one pass
         self._local = threading.local()  # .attempt: the thread's try_cached in progress, if any
+        self._tries = self._misses = 0  # try_cached calls; misses since its last hit
 
     def try_cached(self, fn: Callable[..., Any], *args: Any) -> bool:
         """Run `fn(*args)` on this thread with every call answered from the cache alone: True when it completed
@@ -162,6 +182,9 @@ class CachingProvider(BaseProvider):
         waits for a pool thread or a lock. fn must make its calls before anything it starts itself: a nested
         try_cached seals the attempt around it. Runs in passes (batch jobs) keep their bookkeeping in generate."""
         if self.cache is None or self.passes:
+            return False
+        self._tries += 1  # after MISS_STREAK misses in a row (a cold cache) only every MISS_STREAK-th call looks
+        if self._misses >= MISS_STREAK and self._tries % MISS_STREAK:
             return False
         local = self._local
         parent: _Attempt | None = getattr(local, "attempt", None)
@@ -172,10 +195,12 @@ class CachingProvider(BaseProvider):
         try:
             fn(*args)
         except CacheMiss:
+            self._misses += 1
             return False
         finally:
             local.attempt = parent
         self._commit(mine)
+        self._misses = 0
         return True
 
     def _commit(self, attempt: _Attempt) -> None:
@@ -187,16 +212,8 @@ class CachingProvider(BaseProvider):
         attempt.forgets.clear()
 
     def _trace_hit(self, request: LLMRequest, key: str, hit: LLMResponse) -> None:
-        self.tracer.emit(
-            role=request.role,
-            model=request.model,
-            key=key,
-            cache_hit=True,
-            attempt=0,
-            latency_ms=0.0,
-            status="ok",
-            usage=hit.usage,
-        )
+        self.tracer.emit(role=request.role, model=request.model, key=key, cache_hit=True, attempt=0, latency_ms=0.0,
+                         status="ok", usage=hit.usage)  # fmt: skip
 
     def _cached_only(self, attempt: _Attempt, request: LLMRequest) -> LLMResponse:
         key = cache_key(request)
@@ -239,11 +256,13 @@ class CachingProvider(BaseProvider):
         key = cache_key(request)
         while True:  # own the key (one asker at a time), then look: a miss is read once, by its owner
             with self._lock:
-                event = self._inflight.get(key)
-                if event is None:
-                    event = self._inflight[key] = threading.Event()
+                gate = self._inflight.get(key)
+                if gate is None:
+                    gate = self._inflight[key] = threading.Lock()
+                    gate.acquire()  # a C call each way (an Event costs a Condition per paid call: plan 020)
                     break
-            event.wait()  # an owner before us finished (or failed): look again
+            with gate:  # an owner before us finished (or failed): look again
+                pass
         try:
             hit = self.cache.get(key)
             if hit is not None:
@@ -257,7 +276,7 @@ class CachingProvider(BaseProvider):
         finally:
             with self._lock:
                 self._inflight.pop(key, None)
-            event.set()
+            gate.release()
 
     def forget(self, request: LLMRequest) -> None:
         """Drop the stored reply to `request`: the caller could not use it, and a rerun must not replay it."""

@@ -167,18 +167,23 @@ def _missing_env(names: list[str]) -> list[str]:
 
 
 class _Slot:
-    """One attempt handed to the cluster: the calling thread waits on `done` for its outcome."""
+    """One attempt handed to the cluster: the calling thread waits on `done` (a lock held until the outcome lands: a
+    C call each way, where an Event costs a Condition and its Python code per attempt) for its outcome."""
 
     __slots__ = ("n", "request", "done", "outcome")
 
     def __init__(self, n: int, request: LLMRequest) -> None:
         self.n, self.request = n, request
-        self.done = threading.Event()
+        self.done = threading.Lock()
+        self.done.acquire()
         self.outcome: Outcome | None = None
 
     def land(self, outcome: Outcome) -> None:
-        self.outcome = outcome
-        self.done.set()
+        self.outcome = self.outcome or outcome
+        try:
+            self.done.release()
+        except RuntimeError:  # landed already (a lane that lost its worker, and close)
+            pass
 
 
 class _Lane:
@@ -228,7 +233,7 @@ class DaskAttempts(BaseProvider):
         self._wake.set()
         if self._closed:  # closed meanwhile: nothing will send it
             self._cancel_queued()
-        slot.done.wait()
+        slot.done.acquire()
         outcome = slot.outcome
         assert outcome is not None
         if outcome.pause_s > 0:

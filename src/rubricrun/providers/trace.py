@@ -13,12 +13,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from msgspec import UNSET
 
 from ..codec import lines
-from ..types import TraceEvent, Usage
+from ..types import TraceEvent
 
 FLUSH_S = 0.5  # the writer's period: what kill -9 may cost the trace
 MAX_BYTES = 64 << 20  # about this much in trace.jsonl, then it is rotated (as run.log: 20 MB x 3 backups)
@@ -60,39 +60,14 @@ class Tracer:
         self._writer = threading.Thread(target=self._write_loop, name="rubricrun.trace", daemon=True)
         self._writer.start()
 
-    def emit(
-        self,
-        *,
-        role: str,
-        model: str,
-        key: str,
-        cache_hit: bool,
-        attempt: int,
-        latency_ms: float,
-        status: str,
-        error: str | None = None,
-        usage: Usage | None = None,
-        status_code: int | None = None,
-        retry_in_s: float | None = None,
-        deployment: str | None = None,
-        worker: str | None = None,
-    ) -> None:
+    def emit(self, *, latency_ms: float, retry_in_s: float | None = None, **fields: Any) -> None:
+        """One attempt's event (TraceEvent's fields, the time and the invocation set here)."""
         event = TraceEvent(
             ts=round(time.time(), 3),
-            role=role,
-            model=model,
-            key=key,
-            cache_hit=cache_hit,
-            attempt=attempt,
             latency_ms=round(latency_ms, 1),
-            status=status,  # type: ignore[arg-type]
-            error=error,
-            usage=usage,
-            status_code=status_code,
             retry_in_s=None if retry_in_s is None else round(retry_in_s, 3),
-            deployment=deployment,
-            worker=worker,
             invocation=self.invocation or UNSET,
+            **fields,
         )
         self._queue.append(event)  # one C call under the GIL: the writer thread encodes it
 
