@@ -6,11 +6,13 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import re
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -22,8 +24,8 @@ from .errors import InputError, read_text
 from .types import rubric_weights_problem, weights_add_up
 
 # --------------------------------------------------------------------------------------------------
-# The config objects. Every number of the config has a range: msgspec's `Meta` (gt, ge, le), which _Builder checks as
-# it builds the value (every value is finite already: _Builder.finite); tests/test_trust.py checks that every int and
+# The config objects. Every number of the config has a range: msgspec's `Meta` (gt, ge, le), which _build checks as it
+# builds the value (every value is finite already: _finite); tests/test_trust.py checks that every int and
 # float field has one.
 
 MAX_THREADS = 4096  # run.concurrency, run.judge_parallel_workers: threads of one process
@@ -349,95 +351,86 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-_SCALARS = {bool: "true or false", int: "an integer", str: "a string"}
+_SCALARS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+Fail = Callable[[str, str], InputError]  # (key, message) -> the error naming the config file, the key and its line
 
 
-class _Builder:
-    """The config objects built from YAML data by their type hints, each value checked against its type (and its
-    range, its `Meta`) as it is built."""
-
-    def __init__(self, file: str, lines: dict[str, int]):
-        self.file, self.lines = file, lines
-
-    def fail(self, key: str, msg: str) -> InputError:
-        return _error(self.file, self.lines, key, msg)
-
-    def build(self, tp: Any, value: Any, key: str) -> Any:
-        origin = typing.get_origin(tp)
-        if tp is Any:
-            self.finite(value, key)
-            return value
-        if origin in (typing.Union, types.UnionType):  # every union of the config is `X | None`
-            if value is None:
-                return None
-            (inner,) = (a for a in typing.get_args(tp) if a is not type(None))
-            return self.build(inner, value, key)
-        if origin is Annotated:  # a number and its range
-            inner, meta = typing.get_args(tp)
-            number = self.build(inner, value, key)
-            if meta.gt is not None and number <= meta.gt:
-                raise self.fail(key, "must be positive" if meta.gt == 0 else f"must be more than {meta.gt}")
-            if meta.ge is not None and number < meta.ge:
-                raise self.fail(key, f"must be at least {meta.ge}")
-            if meta.le is not None and number > meta.le:
-                raise self.fail(key, f"must be at most {meta.le}")
-            return number
+def _build(tp: Any, value: Any, key: str, fail: Fail) -> Any:
+    """A config object (or a value of one) built from YAML data by its type hints, each value checked against its
+    type (and its range, its `Meta`) as it is built."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        _finite(value, key, fail)
+        return value
+    if origin in (typing.Union, types.UnionType):  # every union of the config is `X | None`
         if value is None:
-            raise self.fail(key, f"expected {_type_name(tp)}, got null")
-        if origin is Literal:
-            if value not in typing.get_args(tp):
-                raise self.fail(key, f"expected one of {_type_name(tp)}, got {value!r}")
-            return value
-        if dataclasses.is_dataclass(tp):
-            return self.build_dataclass(tp, value, key)
-        if origin in (list, dict):
-            if not isinstance(value, origin):
-                raise self.fail(key, f"expected {_type_name(tp)}, got {type(value).__name__} {value!r}")
-            if origin is list:
-                return [self.build(typing.get_args(tp)[0], v, f"{key}[{i}]") for i, v in enumerate(value)]
-            return {str(k): self.build(typing.get_args(tp)[1], v, f"{key}.{k}") for k, v in value.items()}
-        if tp in _SCALARS:
-            if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
-                raise self.fail(key, f"expected {_SCALARS[tp]}, got {value!r}")
-            return value
-        if tp is float:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise self.fail(key, f"expected a number, got {value!r}")
-            try:
-                number = float(value)
-            except OverflowError:  # an integer past the largest float
-                raise self.fail(key, f"expected a finite number, got an integer of {len(str(value))} digits") from None
-            self.finite(number, key)
-            return number
-        raise self.fail(key, f"unsupported type {tp}")  # pragma: no cover - a bug in the config classes
+            return None
+        (inner,) = (a for a in typing.get_args(tp) if a is not type(None))
+        return _build(inner, value, key, fail)
+    if origin is Annotated:  # a number and its range
+        inner, meta = typing.get_args(tp)
+        number = _build(inner, value, key, fail)
+        if meta.gt is not None and number <= meta.gt:
+            raise fail(key, "must be positive" if meta.gt == 0 else f"must be more than {meta.gt}")
+        if meta.ge is not None and number < meta.ge:
+            raise fail(key, f"must be at least {meta.ge}")
+        if meta.le is not None and number > meta.le:
+            raise fail(key, f"must be at most {meta.le}")
+        return number
+    if value is None:
+        raise fail(key, f"expected {_type_name(tp)}, got null")
+    if origin is Literal:
+        if value not in typing.get_args(tp):
+            raise fail(key, f"expected one of {_type_name(tp)}, got {value!r}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        return _build_dataclass(tp, value, key, fail)
+    if origin in (list, dict):
+        if not isinstance(value, origin):
+            raise fail(key, f"expected {_type_name(tp)}, got {type(value).__name__} {value!r}")
+        if origin is list:
+            return [_build(typing.get_args(tp)[0], v, f"{key}[{i}]", fail) for i, v in enumerate(value)]
+        return {str(k): _build(typing.get_args(tp)[1], v, f"{key}.{k}", fail) for k, v in value.items()}
+    if isinstance(value, bool) != (tp is bool) or not isinstance(value, (int, float) if tp is float else tp):
+        raise fail(key, f"expected {_SCALARS[tp]}, got {value!r}")
+    if tp is not float:
+        return value
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past the largest float
+        raise fail(key, f"expected a finite number, got an integer of {len(str(value))} digits") from None
+    _finite(number, key, fail)
+    return number
 
-    def finite(self, value: Any, key: str) -> None:
-        """No NaN or infinity anywhere in a value (a NaN passes every range check: `x < 0` and `x > 1` are false)."""
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                raise self.fail(key, f"expected a finite number, got {value!r}")
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                self.finite(v, f"{key}.{k}")
-        elif isinstance(value, list):
-            for i, v in enumerate(value):
-                self.finite(v, f"{key}[{i}]")
 
-    def build_dataclass(self, cls: Any, value: Any, key: str) -> Any:
-        if not isinstance(value, dict):
-            raise self.fail(key, f"expected a mapping, got {type(value).__name__} {value!r}")
-        hints = typing.get_type_hints(cls, include_extras=True)
-        fields = {f.name: f for f in dataclasses.fields(cls) if cls is not Config or f.name not in _INTERNAL}
-        kwargs = {}
+def _finite(value: Any, key: str, fail: Fail) -> None:
+    """No NaN or infinity anywhere in a value (a NaN passes every range check: `x < 0` and `x > 1` are false)."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise fail(key, f"expected a finite number, got {value!r}")
+    elif isinstance(value, dict):
         for k, v in value.items():
-            sub = f"{key}.{k}" if key else str(k)
-            if k not in fields:
-                raise self.fail(sub, f"unknown key (allowed: {', '.join(sorted(fields))})")
-            kwargs[k] = self.build(hints[k], v, sub)
-        for name, f in fields.items():
-            if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise self.fail(f"{key}.{name}" if key else name, "missing required key")
-        return cls(**kwargs)
+            _finite(v, f"{key}.{k}", fail)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _finite(v, f"{key}[{i}]", fail)
+
+
+def _build_dataclass(cls: Any, value: Any, key: str, fail: Fail) -> Any:
+    if not isinstance(value, dict):
+        raise fail(key, f"expected a mapping, got {type(value).__name__} {value!r}")
+    hints = typing.get_type_hints(cls, include_extras=True)
+    fields = {f.name: f for f in dataclasses.fields(cls) if cls is not Config or f.name not in _INTERNAL}
+    kwargs = {}
+    for k, v in value.items():
+        sub = f"{key}.{k}" if key else str(k)
+        if k not in fields:
+            raise fail(sub, f"unknown key (allowed: {', '.join(sorted(fields))})")
+        kwargs[k] = _build(hints[k], v, sub, fail)
+    for name, f in fields.items():
+        if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise fail(f"{key}.{name}" if key else name, "missing required key")
+    return cls(**kwargs)
 
 
 # A config is a few hundred values; these bounds refuse a YAML alias bomb (a few lines that expand to billions of
@@ -497,7 +490,7 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     if not isinstance(raw, dict):
         raise InputError("the config must be a YAML mapping at the top level", file=file)
     lines = _key_lines(file, node)
-    cfg: Config = _Builder(file, lines).build_dataclass(Config, raw, "")
+    cfg: Config = _build_dataclass(Config, raw, "", functools.partial(_error, file, lines))
     cfg = dataclasses.replace(cfg, path=file, lines=lines)
     _check(cfg)
     return cfg
