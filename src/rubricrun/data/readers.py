@@ -72,8 +72,12 @@ def file_rows(path: str) -> Iterator[RawRow]:
     f = _open(path)
     with f:
         stream: IO[bytes] = gzip.GzipFile(fileobj=f) if gz else f
-        if kind == "json":  # a JSON array, or JSON lines under a .json name (common): the first byte decides
-            head = _peek_nonspace(stream)
+        if kind == "json":  # a JSON array, or JSON lines under a .json name (common): the first non-blank byte decides
+            try:
+                head = stream.read(4096).lstrip(b"\xef\xbb\xbf").lstrip()[:1]  # after a UTF-8 BOM
+                stream.seek(0)
+            except (OSError, EOFError) as e:
+                raise InputError(f"cannot read dataset file: {_reason(e)}", file=path) from None
             if head == b"[":
                 yield from _json_array_rows(stream, path)
                 return
@@ -111,16 +115,6 @@ def _open(path: str) -> IO[bytes]:
         raise InputError("cannot read dataset file: it is a directory", file=path) from None
     except OSError as e:
         raise InputError(f"cannot read dataset file: {e.strerror or e}", file=path) from None
-
-
-def _peek_nonspace(stream: IO[bytes]) -> bytes:
-    """The first non-blank byte (after a UTF-8 BOM); the stream is rewound to its start."""
-    try:
-        head = stream.read(4096).lstrip(b"\xef\xbb\xbf").lstrip()
-        stream.seek(0)
-    except (OSError, EOFError) as e:
-        raise InputError(f"cannot read dataset file: {_reason(e)}", file=getattr(stream, "name", None)) from None
-    return head[:1]
 
 
 def _jsonl_rows(stream: IO[bytes], path: str) -> Iterator[RawRow]:
