@@ -125,7 +125,14 @@ def _jsonl_rows(stream: IO[bytes], path: str) -> Iterator[RawRow]:
                 raw = raw[3:]
             if not raw.strip():
                 continue
-            yield _json_line(raw, path, lineno)
+            try:
+                text = raw.decode("utf-8")
+                value = json.loads(text)
+            except _NOT_JSON as e:
+                yield RawRow(path, lineno, error=_not_json(e))
+                continue
+            bad = lone_surrogate(value) if "\\u" in text else None  # only a \u escape can write one
+            yield RawRow(path, lineno, value, error=bad)
     except (OSError, EOFError) as e:  # a read error, or a corrupt/truncated gzip stream
         raise InputError(f"cannot read dataset file: {_reason(e)}", file=path, line=lineno + 1) from None
 
@@ -140,16 +147,6 @@ def _not_json(e: Exception) -> str:
     if isinstance(e, json.JSONDecodeError):
         return f"malformed JSON: {e.msg} (column {e.colno})"
     return "malformed JSON: nested too deeply"
-
-
-def _json_line(raw: bytes, path: str, lineno: int) -> RawRow:
-    try:
-        text = raw.decode("utf-8")
-        value = json.loads(text)
-    except _NOT_JSON as e:
-        return RawRow(path, lineno, error=_not_json(e))
-    bad = lone_surrogate(value) if "\\u" in text else None  # only a \u escape can write one
-    return RawRow(path, lineno, value, error=bad)
 
 
 def lone_surrogate(value: Any, key: str = "") -> str | None:
