@@ -294,10 +294,7 @@ class Config:
     def data(self) -> dict[str, Any]:
         """The resolved config as plain data, its YAML keys only (the run folder's config.yaml is this without the
         secrets: providers/redact.py's `redacted_config`)."""
-        d = dataclasses.asdict(self)
-        for k in _INTERNAL:
-            d.pop(k)
-        return d
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in _INTERNAL}
 
     def entries(self) -> list[tuple[str, ModelConfig]]:
         """Every candidate and judge entry, with the key that names it (`candidates[0]`, `judges[1]`, `judge`)."""
