@@ -54,11 +54,7 @@ def _row_answers(
 
 def load_replays(cfg: Config, readers: Sequence[tuple[str, AnswerReader]] = ()) -> dict[str, Answers]:
     """The answers file of every `responses_from` candidate, by candidate name (`readers` as load_answers')."""
-    out: dict[str, Answers] = {}
-    for c in cfg.candidates:
-        if c.responses_from:
-            out[c.name] = load_answers(c.responses_from, readers)
-    return out
+    return {c.name: load_answers(c.responses_from, readers) for c in cfg.candidates if c.responses_from}
 
 
 def replay_model(cand: ModelConfig) -> str:

@@ -224,9 +224,8 @@ def _check_fields(fields: dict[str, str] | None, label: str, schemas: Sequence[R
 
 
 def _unknown_schema(row: dict[str, Any]) -> str:
-    keys = list(row)
     msg = f"unknown schema (keys: {_keys_shown(row)})"
-    strings = [k for k in keys if isinstance(row[k], str) and row[k].strip()]
+    strings = [k for k in row if isinstance(row[k], str) and row[k].strip()]
     guess = next((k for k in _PROMPT_GUESSES if k in strings), strings[0] if strings else None)
     if guess is None:
         return f"{msg}; set format: and fields: in the dataset config (see data/README.md)"
