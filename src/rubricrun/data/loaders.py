@@ -89,7 +89,7 @@ def iter_dataset(
 
 def first_seen(examples: Iterable[Example], example_id: str, before: str | None = None) -> str | None:
     """The source of the first of `examples` with `example_id`, if it comes before the example from source `before`
-    (None: none does, the id hash's hit was a collision). Used again by engine/preflight.py across datasets."""
+    (None: none does, the id hash's hit was a collision). engine/preflight.py may give it earlier datasets' examples."""
     for ex in examples:
         if ex.source == before:
             break
