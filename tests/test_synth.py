@@ -229,7 +229,7 @@ def test_provider_error_on_subtopics_retry_propagates() -> None:
     [("num_subtopics", 0), ("prompts_per_subtopic", -1), ("over_generation_buffer", -0.1), ("max_exclusions", -1)],
 )
 def test_bad_numbers_are_input_errors(tmp_path: Path, key: str, value: float) -> None:
-    """The config refuses them (config._RANGES), before any synthesis call can be made."""
+    """The config refuses them (the ranges on its fields), before any synthesis call can be made."""
     path = tmp_path / "c.yaml"
     synth = {"main_topic": "Cooking", key: value}
     path.write_text(yaml.safe_dump({"candidates": [{"name": "a", "model": "openai/x"}], "synthesize": synth}))

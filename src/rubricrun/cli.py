@@ -208,7 +208,23 @@ def setup_logging(run_dir: Path | None, quiet: bool = False) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    code = _run(args)
+    try:
+        code = _main(args)
+    except (InputError, RunLockedError) as exc:
+        say(f"error: {exc}")
+        code = 2
+    except RubricrunError as exc:
+        say(f"error: {exc}")
+        code = 1
+    except OSError as exc:  # an unwritable output folder, a full disk
+        where = f" ({exc.filename})" if exc.filename else ""
+        say(f"error: {exc.strerror or exc}{where}")
+        code = 1
+    except KeyboardInterrupt:
+        from .engine.stop import stop_exit_code, stopped_by
+
+        print(f"interrupted ({stopped_by() or 'SIGINT'})", file=sys.stderr)
+        code = stop_exit_code()
     from .engine.stop import workers_alive
 
     if code != 0 and workers_alive():
@@ -218,26 +234,6 @@ def main(argv: list[str] | None = None) -> int:
         logging.shutdown()
         os._exit(code)
     return code
-
-
-def _run(args: argparse.Namespace) -> int:
-    try:
-        return _main(args)
-    except (InputError, RunLockedError) as exc:
-        say(f"error: {exc}")
-        return 2
-    except RubricrunError as exc:
-        say(f"error: {exc}")
-        return 1
-    except OSError as exc:  # an unwritable output folder, a full disk
-        where = f" ({exc.filename})" if exc.filename else ""
-        say(f"error: {exc.strerror or exc}{where}")
-        return 1
-    except KeyboardInterrupt:
-        from .engine.stop import stop_exit_code, stopped_by
-
-        print(f"interrupted ({stopped_by() or 'SIGINT'})", file=sys.stderr)
-        return stop_exit_code()
 
 
 def _extras(args: argparse.Namespace, cfg: Config) -> Extras:

@@ -6,37 +6,54 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import re
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
+from msgspec import Meta
 
 from .errors import InputError, read_text
 from .types import rubric_weights_problem, weights_add_up
 
 # --------------------------------------------------------------------------------------------------
-# The config objects
+# The config objects. Every number of the config has a range: msgspec's `Meta` (gt, ge, le), which _build checks as it
+# builds the value (every value is finite already: _finite); tests/test_trust.py checks that every int and
+# float field has one.
+
+MAX_THREADS = 4096  # run.concurrency, run.judge_parallel_workers: threads of one process
+MAX_BOOTSTRAP = 100_000  # run.bootstrap_samples: each CI resamples the examples this many times
+MAX_SYNTH_ITEMS = 1000  # synthesize.num_subtopics, prompts_per_subtopic: items one reply lists
+MAX_WORKERS = 1024  # executor.workers: processes of a local cluster, or workers to wait for at an address
+Positive = Annotated[float, Meta(gt=0)]
+NotNegative = Annotated[float, Meta(ge=0)]
+Fraction = Annotated[float, Meta(ge=0, le=1)]
+Count = Annotated[int, Meta(ge=0)]
+AtLeast1 = Annotated[int, Meta(ge=1)]
+Threads = Annotated[int, Meta(ge=1, le=MAX_THREADS)]
+SynthItems = Annotated[int, Meta(ge=1, le=MAX_SYNTH_ITEMS)]
 
 
 @dataclass(frozen=True)
 class RunConfig:
     output_dir: str = "outputs"
-    concurrency: int = 16  # threads that generate candidate responses
-    seed: int = 0
-    judge_parallel_workers: int = 8  # threads that make judge calls
-    judge_rate_limit_rpm: float | None = None  # one bucket shared by every judge call
-    max_examples: int | None = None
+    concurrency: Threads = 16  # threads that generate candidate responses
+    seed: Annotated[int, Meta(ge=0, le=2**64 - 1)] = 0  # numpy's bootstrap generator takes a non-negative seed
+    judge_parallel_workers: Threads = 8  # threads that make judge calls
+    judge_rate_limit_rpm: Positive | None = None  # one bucket shared by every judge call
+    max_examples: AtLeast1 | None = None  # as --max-examples: a cap of 0 would run nothing
     on_bad_row: Literal["fail", "skip"] = "fail"  # a malformed data row fails the run, or is skipped and counted
-    budget_usd: float | None = None  # stop starting new calls once the spend would pass this
+    budget_usd: NotNegative | None = None  # stop starting new calls once the spend would pass this
     progress: bool = True  # a bar on stderr when it is a terminal, else progress lines in the log
-    progress_interval_s: float = 10.0  # seconds between those progress lines
-    bootstrap_samples: int = 1000
+    progress_interval_s: NotNegative = 10.0  # seconds between those progress lines
+    bootstrap_samples: Annotated[int, Meta(ge=1, le=MAX_BOOTSTRAP)] = 1000
 
 
 @dataclass(frozen=True)
@@ -47,9 +64,9 @@ class CacheConfig:
 
 @dataclass(frozen=True)
 class RetryConfig:
-    max_attempts: int = 5
-    max_wait_s: float = 60.0
-    initial_wait_s: float = 1.0
+    max_attempts: AtLeast1 = 5
+    max_wait_s: NotNegative = 60.0
+    initial_wait_s: NotNegative = 1.0
 
 
 @dataclass(frozen=True)
@@ -62,29 +79,29 @@ class DatasetConfig:
     name: str = ""
     format: str = "auto"  # auto or a registered task's name (tasks.registry.check_config checks it)
     fields: dict[str, str] = field(default_factory=dict)  # normalized field -> key in the row
-    limit: int | None = None
+    limit: AtLeast1 | None = None
     # None: detected from the rows; a registered metric's name otherwise (tasks.registry.check_config checks it, and
     # that a graded metric comes with its judging.scale).
     metric: str | None = None
     references: str | None = None  # MT-Bench reference answers (`{question_id, choices: [{turns}]}`), joined by id
     labels: str | None = None  # human verdicts on the run's responses (data/labels.py): anchors the score (PPI)
-    label_half_width: float = 0.05  # the label budget's target: labels for a 95 % anchored interval of +/- this
+    label_half_width: Positive = 0.05  # the label budget's target: labels for a 95 % anchored interval of +/- this
 
 
 @dataclass(frozen=True)
 class Price:
-    input_per_mtok: float = 0.0  # USD per million prompt tokens
-    output_per_mtok: float = 0.0  # USD per million completion tokens
+    input_per_mtok: NotNegative = 0.0  # USD per million prompt tokens
+    output_per_mtok: NotNegative = 0.0  # USD per million completion tokens
     # The provider's batch prices (an entry with `batch: true`); unset, a batch entry pays LiteLLM's batch price for
     # the model when its map has one, else these online prices.
-    batch_input_per_mtok: float | None = None
-    batch_output_per_mtok: float | None = None
+    batch_input_per_mtok: NotNegative | None = None
+    batch_output_per_mtok: NotNegative | None = None
 
 
 @dataclass(frozen=True)
 class WeightedModel:
     model: str
-    weight: float = 1.0
+    weight: Positive = 1.0
     api_base: str | None = None
     api_key_env: str | None = None
 
@@ -96,9 +113,9 @@ class Deployment:
     model: str
     api_base: str | None = None
     api_key_env: str | None = None
-    rpm: float | None = None  # this deployment's requests per minute (the Router balances by it)
-    tpm: float | None = None
-    weight: float | None = None  # simple-shuffle: relative share of calls
+    rpm: Positive | None = None  # this deployment's requests per minute (the Router balances by it)
+    tpm: Positive | None = None
+    weight: Positive | None = None  # simple-shuffle: relative share of calls
     params: dict[str, Any] = field(default_factory=dict)  # more LiteLLM params for this deployment only
 
 
@@ -110,8 +127,8 @@ class RouterConfig:
     """How `litellm.Router` spreads an entry's calls over its deployments (providers/router.py)."""
 
     strategy: RouterStrategy = "usage-based-routing-v2"
-    allowed_fails: int = 3  # failures in a minute before a deployment is cooled down
-    cooldown_s: float = 30.0  # how long a cooled-down deployment gets no calls
+    allowed_fails: Count = 3  # failures in a minute before a deployment is cooled down
+    cooldown_s: NotNegative = 30.0  # how long a cooled-down deployment gets no calls
     fallbacks: list[str] = field(default_factory=list)  # names of other entries tried when every deployment fails
 
 
@@ -123,12 +140,12 @@ class ModelConfig:
     model: str = ""
     api_base: str | None = None
     api_key_env: str | None = None
-    rpm: float | None = None  # requests per minute of the provider account (model, api_base, api_key_env)
-    tpm: float | None = None  # tokens per minute of the account: prompt estimate + max_tokens, corrected by usage
-    timeout_s: float = 120.0
+    rpm: Positive | None = None  # requests per minute of the provider account (model, api_base, api_key_env)
+    tpm: Positive | None = None  # tokens per minute of the account: prompt estimate + max_tokens, corrected by usage
+    timeout_s: Positive = 120.0
     params: dict[str, Any] = field(default_factory=dict)
     system_prompt: str | None = None  # candidates: before each example's messages; judges: before the judge prompt
-    samples_per_prompt: int = 1  # candidates only
+    samples_per_prompt: AtLeast1 = 1  # candidates only
     models: list[WeightedModel] = field(default_factory=list)  # weighted routing; replaces `model`
     deployments: list[Deployment] = field(default_factory=list)  # served by a litellm.Router; replaces `model`
     router: RouterConfig | None = None  # with `deployments`: strategy, cooldowns, fallbacks
@@ -157,19 +174,19 @@ class BatchConfig:
     """How entries with `batch: true` are sent: the provider's limits per batch job, and what to do with a request
     that a batch failed or let expire."""
 
-    max_requests: int = 50_000  # OpenAI's limit per batch file
-    max_bytes: int = 200_000_000  # OpenAI's limit per batch file (200 MB)
-    poll_interval_s: float = 30.0
+    max_requests: AtLeast1 = 50_000  # OpenAI's limit per batch file
+    max_bytes: AtLeast1 = 200_000_000  # OpenAI's limit per batch file (200 MB)
+    poll_interval_s: NotNegative = 30.0
     completion_window: Literal["24h"] = "24h"
     on_failed: Literal["online", "batch"] = "online"  # a failed or expired request is retried online, or batched
-    max_batch_attempts: int = 2  # with on_failed: batch, batches a request is sent in before it goes online
+    max_batch_attempts: AtLeast1 = 2  # with on_failed: batch, batches a request is sent in before it goes online
 
 
 @dataclass(frozen=True)
 class CriterionConfig:
     text: str
     id: str = ""
-    weight: float = 1.0
+    weight: float = 1.0  # any finite number: a negative weight is a penalty
     tags: list[str] = field(default_factory=list)
     category: str | None = None
 
@@ -185,10 +202,10 @@ class PairwiseConfig:
 
 @dataclass(frozen=True)
 class JudgingConfig:
-    pass_threshold: float = 0.5
+    pass_threshold: Fraction = 0.5  # normalized scores are in [0, 1]
     default_rubric: list[CriterionConfig] | None = None  # applied to examples that have no rubric
-    judges_per_criterion: int = 1
-    max_explanation_chars: int = 400
+    judges_per_criterion: AtLeast1 = 1
+    max_explanation_chars: AtLeast1 = 400
     prompt_template: str | None = None  # path to a Jinja2-free text template with {placeholders}
     # A response whose criteria are not all judged: left out (`exclude`) or its errors count as not met.
     # None: per dataset, `not_met` for metric prbench (PRBench's own grading), else `exclude`.
@@ -205,10 +222,10 @@ class JudgingConfig:
 class SynthesizeConfig:
     main_topic: str
     model: str = ""  # name of a candidate or judge entry; default: the first candidate
-    num_subtopics: int = 4
-    prompts_per_subtopic: int = 4
-    over_generation_buffer: float = 0.15
-    max_exclusions: int = 50
+    num_subtopics: SynthItems = 4
+    prompts_per_subtopic: SynthItems = 4
+    over_generation_buffer: Annotated[float, Meta(ge=0, le=10)] = 0.15
+    max_exclusions: Count = 50
     subtopic_template: str | None = None  # path to a Jinja2 template
     prompt_template: str | None = None  # path to a Jinja2 template
     dataset_name: str = "synthesized"
@@ -218,9 +235,9 @@ class SynthesizeConfig:
 class ExportConfig:
     formats: list[Literal["sft", "dpo", "kto", "reward", "hybrid", "prompts"]] = field(default_factory=list)
     score: Literal["normalized", "clipped"] = "normalized"
-    sft_threshold: float = 0.7
-    kto_threshold: float = 0.5
-    min_margin: float = 0.1
+    sft_threshold: Fraction = 0.7
+    kto_threshold: Fraction = 0.5
+    min_margin: Fraction = 0.1
     chosen_candidate: str | None = None
     rejected_candidate: str | None = None
     # dpo/hybrid pairs: `score` by judged scores; `candidate` chosen_candidate's response against rejected_candidate's,
@@ -239,10 +256,12 @@ class ExecutorConfig:
     cluster (a local one the run starts with `workers` processes, or the scheduler at `address`)."""
 
     engine: Literal["threads", "dask"] = "threads"
-    workers: int | None = None  # dask: processes of the local cluster (default: the machine's cores), or at least
+    workers: Annotated[int, Meta(ge=1, le=MAX_WORKERS)] | None = (
+        None  # dask: processes of the local cluster (default: the machine's cores), or at least
+    )
     # this many workers to wait for at `address` (default 1)
     address: str | None = None  # dask: a running cluster's scheduler (else DASK_SCHEDULER_ADDRESS, else a local one)
-    timeout_s: float = 30.0  # dask: how long to wait for the scheduler and its workers before giving up (exit 2)
+    timeout_s: Positive = 30.0  # dask: how long to wait for the scheduler and its workers before giving up (exit 2)
 
 
 @dataclass(frozen=True)
@@ -275,10 +294,7 @@ class Config:
     def data(self) -> dict[str, Any]:
         """The resolved config as plain data, its YAML keys only (the run folder's config.yaml is this without the
         secrets: providers/redact.py's `redacted_config`)."""
-        d = dataclasses.asdict(self)
-        for k in _INTERNAL:
-            d.pop(k)
-        return d
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in _INTERNAL}
 
     def entries(self) -> list[tuple[str, ModelConfig]]:
         """Every candidate and judge entry, with the key that names it (`candidates[0]`, `judges[1]`, `judge`)."""
@@ -332,92 +348,86 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-_SCALARS = {bool: "true or false", int: "an integer", str: "a string"}
+_SCALARS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+Fail = Callable[[str, str], InputError]  # (key, message) -> the error naming the config file, the key and its line
 
 
-class _Builder:
-    """The config objects built from YAML data by their type hints, each value checked against its type (and its
-    range, _RANGES) as it is built."""
-
-    def __init__(self, file: str, lines: dict[str, int]):
-        self.file, self.lines = file, lines
-
-    def fail(self, key: str, msg: str) -> InputError:
-        return _error(self.file, self.lines, key, msg)
-
-    def build(self, tp: Any, value: Any, key: str) -> Any:
-        origin = typing.get_origin(tp)
-        if tp is Any:
-            self.finite(value, key)
-            return value
-        if origin in (typing.Union, types.UnionType):  # every union of the config is `X | None`
-            if value is None:
-                return None
-            (inner,) = (a for a in typing.get_args(tp) if a is not type(None))
-            return self.build(inner, value, key)
+def _build(tp: Any, value: Any, key: str, fail: Fail) -> Any:
+    """A config object (or a value of one) built from YAML data by its type hints, each value checked against its
+    type (and its range, its `Meta`) as it is built."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        _finite(value, key, fail)
+        return value
+    if origin in (typing.Union, types.UnionType):  # every union of the config is `X | None`
         if value is None:
-            raise self.fail(key, f"expected {_type_name(tp)}, got null")
-        if origin is Literal:
-            if value not in typing.get_args(tp):
-                raise self.fail(key, f"expected one of {_type_name(tp)}, got {value!r}")
-            return value
-        if dataclasses.is_dataclass(tp):
-            return self.build_dataclass(tp, value, key)
-        if origin in (list, dict):
-            if not isinstance(value, origin):
-                raise self.fail(key, f"expected {_type_name(tp)}, got {type(value).__name__} {value!r}")
-            if origin is list:
-                return [self.build(typing.get_args(tp)[0], v, f"{key}[{i}]") for i, v in enumerate(value)]
-            return {str(k): self.build(typing.get_args(tp)[1], v, f"{key}.{k}") for k, v in value.items()}
-        if tp in _SCALARS:
-            if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
-                raise self.fail(key, f"expected {_SCALARS[tp]}, got {value!r}")
-            return value
-        if tp is float:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise self.fail(key, f"expected a number, got {value!r}")
-            try:
-                number = float(value)
-            except OverflowError:  # an integer past the largest float
-                raise self.fail(key, f"expected a finite number, got an integer of {len(str(value))} digits") from None
-            self.finite(number, key)
-            return number
-        raise self.fail(key, f"unsupported type {tp}")  # pragma: no cover - a bug in the config classes
+            return None
+        (inner,) = (a for a in typing.get_args(tp) if a is not type(None))
+        return _build(inner, value, key, fail)
+    if origin is Annotated:  # a number and its range
+        inner, meta = typing.get_args(tp)
+        number = _build(inner, value, key, fail)
+        if meta.gt is not None and number <= meta.gt:
+            raise fail(key, "must be positive" if meta.gt == 0 else f"must be more than {meta.gt}")
+        if meta.ge is not None and number < meta.ge:
+            raise fail(key, f"must be at least {meta.ge}")
+        if meta.le is not None and number > meta.le:
+            raise fail(key, f"must be at most {meta.le}")
+        return number
+    if value is None:
+        raise fail(key, f"expected {_type_name(tp)}, got null")
+    if origin is Literal:
+        if value not in typing.get_args(tp):
+            raise fail(key, f"expected one of {_type_name(tp)}, got {value!r}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        return _build_dataclass(tp, value, key, fail)
+    if origin in (list, dict):
+        if not isinstance(value, origin):
+            raise fail(key, f"expected {_type_name(tp)}, got {type(value).__name__} {value!r}")
+        if origin is list:
+            return [_build(typing.get_args(tp)[0], v, f"{key}[{i}]", fail) for i, v in enumerate(value)]
+        return {str(k): _build(typing.get_args(tp)[1], v, f"{key}.{k}", fail) for k, v in value.items()}
+    if isinstance(value, bool) != (tp is bool) or not isinstance(value, (int, float) if tp is float else tp):
+        raise fail(key, f"expected {_SCALARS[tp]}, got {value!r}")
+    if tp is not float:
+        return value
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past the largest float
+        raise fail(key, f"expected a finite number, got an integer of {len(str(value))} digits") from None
+    _finite(number, key, fail)
+    return number
 
-    def finite(self, value: Any, key: str) -> None:
-        """No NaN or infinity anywhere in a value (a NaN passes every range check: `x < 0` and `x > 1` are false)."""
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                raise self.fail(key, f"expected a finite number, got {value!r}")
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                self.finite(v, f"{key}.{k}")
-        elif isinstance(value, list):
-            for i, v in enumerate(value):
-                self.finite(v, f"{key}[{i}]")
 
-    def build_dataclass(self, cls: Any, value: Any, key: str) -> Any:
-        if not isinstance(value, dict):
-            raise self.fail(key, f"expected a mapping, got {type(value).__name__} {value!r}")
-        hints = typing.get_type_hints(cls)
-        fields = {f.name: f for f in dataclasses.fields(cls) if cls is not Config or f.name not in _INTERNAL}
-        ranges = _RANGES.get(cls, {})
-        kwargs = {}
+def _finite(value: Any, key: str, fail: Fail) -> None:
+    """No NaN or infinity anywhere in a value (a NaN passes every range check: `x < 0` and `x > 1` are false)."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise fail(key, f"expected a finite number, got {value!r}")
+    elif isinstance(value, dict):
         for k, v in value.items():
-            sub = f"{key}.{k}" if key else str(k)
-            if k not in fields:
-                raise self.fail(sub, f"unknown key (allowed: {', '.join(sorted(fields))})")
-            kwargs[k] = self.build(hints[k], v, sub)
-            if k in ranges and kwargs[k] is not None:
-                low, high, above = ranges[k]
-                if low is not None and (kwargs[k] <= low if above else kwargs[k] < low):
-                    raise self.fail(sub, "must be positive" if above and low == 0 else f"must be at least {low}")
-                if high is not None and kwargs[k] > high:
-                    raise self.fail(sub, f"must be at most {high}")
-        for name, f in fields.items():
-            if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise self.fail(f"{key}.{name}" if key else name, "missing required key")
-        return cls(**kwargs)
+            _finite(v, f"{key}.{k}", fail)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _finite(v, f"{key}[{i}]", fail)
+
+
+def _build_dataclass(cls: Any, value: Any, key: str, fail: Fail) -> Any:
+    if not isinstance(value, dict):
+        raise fail(key, f"expected a mapping, got {type(value).__name__} {value!r}")
+    hints = typing.get_type_hints(cls, include_extras=True)
+    fields = {f.name: f for f in dataclasses.fields(cls) if cls is not Config or f.name not in _INTERNAL}
+    kwargs = {}
+    for k, v in value.items():
+        sub = f"{key}.{k}" if key else str(k)
+        if k not in fields:
+            raise fail(sub, f"unknown key (allowed: {', '.join(sorted(fields))})")
+        kwargs[k] = _build(hints[k], v, sub, fail)
+    for name, f in fields.items():
+        if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise fail(f"{key}.{name}" if key else name, "missing required key")
+    return cls(**kwargs)
 
 
 # A config is a few hundred values; these bounds refuse a YAML alias bomb (a few lines that expand to billions of
@@ -477,63 +487,10 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     if not isinstance(raw, dict):
         raise InputError("the config must be a YAML mapping at the top level", file=file)
     lines = _key_lines(file, node)
-    cfg: Config = _Builder(file, lines).build_dataclass(Config, raw, "")
+    cfg: Config = _build_dataclass(Config, raw, "", functools.partial(_error, file, lines))
     cfg = dataclasses.replace(cfg, path=file, lines=lines)
     _check(cfg)
     return cfg
-
-
-# The range of every number of the config, by type and field: (lowest, highest, whether the lowest is excluded); None
-# is no bound. The builder checks each value as it builds it (every value is finite already: _Builder.finite).
-# tests/test_trust.py checks that every int and float field of the config types is listed here.
-MAX_THREADS = 4096  # run.concurrency, run.judge_parallel_workers: threads of one process
-MAX_BOOTSTRAP = 100_000  # run.bootstrap_samples: each CI resamples the examples this many times
-MAX_SYNTH_ITEMS = 1000  # synthesize.num_subtopics, prompts_per_subtopic: items one reply lists
-MAX_WORKERS = 1024  # executor.workers: processes of a local cluster, or workers to wait for at an address
-_POSITIVE = (0, None, True)
-_NOT_NEGATIVE = (0, None, False)
-_AT_LEAST_1 = (1, None, False)
-_RANGES: dict[type, dict[str, tuple[float | None, float | None, bool]]] = {
-    RunConfig: {
-        "concurrency": (1, MAX_THREADS, False),
-        "seed": (0, 2**64 - 1, False),  # numpy's bootstrap generator takes a non-negative seed
-        "judge_parallel_workers": (1, MAX_THREADS, False),
-        "judge_rate_limit_rpm": _POSITIVE,
-        "max_examples": _AT_LEAST_1,  # as --max-examples: a cap of 0 would run nothing
-        "budget_usd": _NOT_NEGATIVE,
-        "progress_interval_s": _NOT_NEGATIVE,
-        "bootstrap_samples": (1, MAX_BOOTSTRAP, False),
-    },
-    RetryConfig: {"max_attempts": _AT_LEAST_1, "max_wait_s": _NOT_NEGATIVE, "initial_wait_s": _NOT_NEGATIVE},
-    DatasetConfig: {"limit": _AT_LEAST_1, "label_half_width": _POSITIVE},
-    Price: dict.fromkeys(
-        ("input_per_mtok", "output_per_mtok", "batch_input_per_mtok", "batch_output_per_mtok"), _NOT_NEGATIVE
-    ),
-    WeightedModel: {"weight": _POSITIVE},
-    Deployment: {"rpm": _POSITIVE, "tpm": _POSITIVE, "weight": _POSITIVE},
-    RouterConfig: {"allowed_fails": _NOT_NEGATIVE, "cooldown_s": _NOT_NEGATIVE},
-    ModelConfig: {"rpm": _POSITIVE, "tpm": _POSITIVE, "timeout_s": _POSITIVE, "samples_per_prompt": _AT_LEAST_1},
-    BatchConfig: {
-        "max_requests": _AT_LEAST_1,
-        "max_bytes": _AT_LEAST_1,
-        "poll_interval_s": _NOT_NEGATIVE,
-        "max_batch_attempts": _AT_LEAST_1,
-    },
-    CriterionConfig: {"weight": (None, None, False)},  # any finite number: a negative weight is a penalty
-    JudgingConfig: {
-        "pass_threshold": (0, 1, False),  # normalized scores are in [0, 1]
-        "judges_per_criterion": _AT_LEAST_1,
-        "max_explanation_chars": _AT_LEAST_1,
-    },
-    SynthesizeConfig: {
-        "num_subtopics": (1, MAX_SYNTH_ITEMS, False),
-        "prompts_per_subtopic": (1, MAX_SYNTH_ITEMS, False),
-        "over_generation_buffer": (0, 10, False),
-        "max_exclusions": _NOT_NEGATIVE,
-    },
-    ExportConfig: {"sft_threshold": (0, 1, False), "kto_threshold": (0, 1, False), "min_margin": (0, 1, False)},
-    ExecutorConfig: {"workers": (1, MAX_WORKERS, False), "timeout_s": _POSITIVE},
-}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -616,7 +573,7 @@ BATCH_PROVIDERS = ("openai", "azure", "vertex_ai", "bedrock", "hosted_vllm", "li
 
 
 def _check_batch(cfg: Config, key: str, m: ModelConfig) -> None:
-    """`batch: true` only where LiteLLM can send a batch job (the `batch:` settings' ranges are in _RANGES)."""
+    """`batch: true` only where LiteLLM can send a batch job (the `batch:` settings' ranges are on their fields)."""
     if m.replays:
         raise cfg.fail(key, f"{_REPLAYED} to batch")
     if m.deployments:

@@ -17,12 +17,9 @@ class InputError(RubricrunError):
 
     def __init__(self, message: str, *, file: str | None = None, line: int | None = None, key: str | None = None):
         self.file, self.line, self.key = file, line, key
-        where = ""
-        if file:
-            where = f"{file}:{line}" if line else f"{file}"
-        if key:
-            where = f"{where}: key '{key}'" if where else f"key '{key}'"
-        super().__init__(f"{where}: {message}" if where else message)
+        place = f"{file}:{line}" if file and line else file or ""
+        where = [w for w in (place, f"key '{key}'" if key else "") if w]
+        super().__init__(": ".join([*where, message]))
 
 
 def type_name(v: Any) -> str:

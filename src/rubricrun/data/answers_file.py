@@ -1,11 +1,6 @@
-"""Answers you already have: a candidate with `responses_from: <file>` or `response_column: <key>` replays them
-instead of calling a model, and they are judged like any other response.
-
-A `responses_from` file is read like a dataset (JSONL, JSON array, CSV, Parquet) and holds either MT-Bench
-`model_answer` rows, `{question_id, model_id, choices: [{index, turns: [...]}]}` (the first choice's turns, one
-per turn), or generic `{id, response}` rows with an optional 1-based `turn`. Ids join on the example's native id
-(`question_id`, `id`, ...) or its full id (`<dataset>/<native id>`). `response_column` reads the dataset rows'
-own column (PRBench's `final_response`): a string for turn 1, or a list with one answer per turn.
+"""Answers you already have: a candidate with `responses_from: <file>` (MT-Bench `model_answer` rows or generic
+`{id, response, turn}` rows, read like a dataset) or `response_column: <key>` (a column of the dataset rows) replays
+them instead of calling a model, and they are judged like any other response. Formats: docs/datasets.md.
 """
 
 from __future__ import annotations
@@ -59,11 +54,7 @@ def _row_answers(
 
 def load_replays(cfg: Config, readers: Sequence[tuple[str, AnswerReader]] = ()) -> dict[str, Answers]:
     """The answers file of every `responses_from` candidate, by candidate name (`readers` as load_answers')."""
-    out: dict[str, Answers] = {}
-    for c in cfg.candidates:
-        if c.responses_from:
-            out[c.name] = load_answers(c.responses_from, readers)
-    return out
+    return {c.name: load_answers(c.responses_from, readers) for c in cfg.candidates if c.responses_from}
 
 
 def replay_model(cand: ModelConfig) -> str:

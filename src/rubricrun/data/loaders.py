@@ -9,7 +9,7 @@ lines) and the key: `data/x.jsonl:7: key 'rubric[2].weight': expected a number, 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NoReturn
 
 import msgspec
@@ -65,7 +65,7 @@ def iter_dataset(
             if check_ids:
                 h = hash(ex.id)
                 if h in seen:
-                    first = _first_seen(cfg, parse, ex.id, raw)
+                    first = first_seen(parse.examples(read_rows(cfg)), ex.id, before=ex.source)
                     if first is not None:
                         _duplicate(ex, id_key, raw, first)
                     if elsewhere is not None:
@@ -87,22 +87,21 @@ def iter_dataset(
         raise InputError("the dataset has no rows", file=source_label(cfg))
 
 
-def _first_seen(cfg: DatasetConfig, parse: RowParser, example_id: str, at: RawRow) -> str | None:
-    """Where the first row with `example_id` is, before row `at`: "line 4" or "row 3" (None: none is)."""
-    for raw in read_rows(cfg):
-        if (raw.line, raw.file) == (at.line, at.file):
-            return None
-        try:
-            ex, _ = parse(raw)
-        except InputError:
-            continue
+def first_seen(examples: Iterable[Example], example_id: str, before: str | None = None) -> str | None:
+    """The source of the first of `examples` with `example_id`, if it comes before the example from source `before`
+    (None: none does, the id hash's hit was a collision). engine/preflight.py may give it earlier datasets' examples."""
+    for ex in examples:
+        if ex.source == before:
+            break
         if ex.id == example_id:
-            return f"line {raw.line}" if raw.line is not None else raw.file.rsplit(":", 1)[-1]
+            return ex.source
     return None
 
 
-def _duplicate(ex: Example, id_key: str | None, raw: RawRow, first: str) -> NoReturn:
+def _duplicate(ex: Example, id_key: str | None, raw: RawRow, first_source: str) -> NoReturn:
     native = ex.id.split("/", 1)[1]
+    first = first_source.rsplit(":", 1)[-1]  # "path:4" (a line) or "path:row 3"
+    first = f"line {first}" if first.isdigit() else first
     if id_key is None:
         raise InputError(
             f"duplicate row: same messages as {first} (content id '{native}'); give the rows distinct ids",
@@ -135,6 +134,14 @@ class RowParser:
             return self.forced
         keys = r.row.keys() if not self.fields else set(r.row) | set(self.fields)
         return next((s for s in self.schemas if s.detect(r, keys)), None)
+
+    def examples(self, rows: Iterable[RawRow]) -> Iterator[Example]:
+        """The examples of the rows that parse (the others are not this parser's concern here)."""
+        for raw in rows:
+            try:
+                yield self(raw)[0]
+            except InputError:
+                continue
 
     def __call__(self, raw: RawRow) -> tuple[Example, str | None]:
         file, line, row = raw.file, raw.line, raw.object()
@@ -217,9 +224,8 @@ def _check_fields(fields: dict[str, str] | None, label: str, schemas: Sequence[R
 
 
 def _unknown_schema(row: dict[str, Any]) -> str:
-    keys = list(row)
     msg = f"unknown schema (keys: {_keys_shown(row)})"
-    strings = [k for k in keys if isinstance(row[k], str) and row[k].strip()]
+    strings = [k for k in row if isinstance(row[k], str) and row[k].strip()]
     guess = next((k for k in _PROMPT_GUESSES if k in strings), strings[0] if strings else None)
     if guess is None:
         return f"{msg}; set format: and fields: in the dataset config (see data/README.md)"

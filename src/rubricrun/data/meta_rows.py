@@ -1,11 +1,6 @@
 """Rows for a judge meta-evaluation (tasks/meta_eval.py, figures in tasks/judge_eval.py): one conversation, one
 completion, one rubric criterion and the human labels (met / not met) of that criterion on that completion. Pure:
-rows in, `MetaRow`s out.
-
-The names read: `messages` (or `prompt`, a string or a message list), `response`, `criterion`, `labels` (a list of
-human labels, or one), and optionally `category`, `rater_ids`, `prompt_id`, `completion_id`. `fields` maps these
-names to the row's own keys or dotted paths, as a dataset's `fields:` does (tasks/meta_eval.py holds the map for
-HealthBench's meta-eval rows). A bad row raises InputError naming the file, line and key (or calls `fail`).
+rows in, `MetaRow`s out. The names it reads (META_FIELDS; `fields:` maps them as a dataset's does): data/README.md.
 """
 
 from __future__ import annotations

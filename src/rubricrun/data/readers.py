@@ -72,8 +72,12 @@ def file_rows(path: str) -> Iterator[RawRow]:
     f = _open(path)
     with f:
         stream: IO[bytes] = gzip.GzipFile(fileobj=f) if gz else f
-        if kind == "json":  # a JSON array, or JSON lines under a .json name (common): the first byte decides
-            head = _peek_nonspace(stream)
+        if kind == "json":  # a JSON array, or JSON lines under a .json name (common): the first non-blank byte decides
+            try:
+                head = stream.read(4096).lstrip(b"\xef\xbb\xbf").lstrip()[:1]  # after a UTF-8 BOM
+                stream.seek(0)
+            except (OSError, EOFError) as e:
+                raise InputError(f"cannot read dataset file: {_reason(e)}", file=path) from None
             if head == b"[":
                 yield from _json_array_rows(stream, path)
                 return
@@ -113,16 +117,6 @@ def _open(path: str) -> IO[bytes]:
         raise InputError(f"cannot read dataset file: {e.strerror or e}", file=path) from None
 
 
-def _peek_nonspace(stream: IO[bytes]) -> bytes:
-    """The first non-blank byte (after a UTF-8 BOM); the stream is rewound to its start."""
-    try:
-        head = stream.read(4096).lstrip(b"\xef\xbb\xbf").lstrip()
-        stream.seek(0)
-    except (OSError, EOFError) as e:
-        raise InputError(f"cannot read dataset file: {_reason(e)}", file=getattr(stream, "name", None)) from None
-    return head[:1]
-
-
 def _jsonl_rows(stream: IO[bytes], path: str) -> Iterator[RawRow]:
     lineno = 0
     try:
@@ -131,7 +125,14 @@ def _jsonl_rows(stream: IO[bytes], path: str) -> Iterator[RawRow]:
                 raw = raw[3:]
             if not raw.strip():
                 continue
-            yield _json_line(raw, path, lineno)
+            try:
+                text = raw.decode("utf-8")
+                value = json.loads(text)
+            except _NOT_JSON as e:
+                yield RawRow(path, lineno, error=_not_json(e))
+                continue
+            bad = lone_surrogate(value) if "\\u" in text else None  # only a \u escape can write one
+            yield RawRow(path, lineno, value, error=bad)
     except (OSError, EOFError) as e:  # a read error, or a corrupt/truncated gzip stream
         raise InputError(f"cannot read dataset file: {_reason(e)}", file=path, line=lineno + 1) from None
 
@@ -146,16 +147,6 @@ def _not_json(e: Exception) -> str:
     if isinstance(e, json.JSONDecodeError):
         return f"malformed JSON: {e.msg} (column {e.colno})"
     return "malformed JSON: nested too deeply"
-
-
-def _json_line(raw: bytes, path: str, lineno: int) -> RawRow:
-    try:
-        text = raw.decode("utf-8")
-        value = json.loads(text)
-    except _NOT_JSON as e:
-        return RawRow(path, lineno, error=_not_json(e))
-    bad = lone_surrogate(value) if "\\u" in text else None  # only a \u escape can write one
-    return RawRow(path, lineno, value, error=bad)
 
 
 def lone_surrogate(value: Any, key: str = "") -> str | None:

@@ -1,11 +1,7 @@
-"""Reference answers kept apart from the questions (`datasets[].references`), joined to the examples by id.
-
-The file is FastChat's MT-Bench `reference_answer/gpt-4.jsonl`: one row per question,
-`{"question_id": 81, "choices": [{"turns": ["turn-1 reference", "turn-2 reference"]}]}` (the first choice is
-used), or the plain `{"question_id": 81, "reference": ["...", "..."]}` (a string for a single turn).
-An example joins on its native id (`<dataset>/<question_id>`); turn 1's reference goes to `reference`, each later
-turn's to its `later_turns[k].reference` (a multi-turn row asks every turn, data/turns.py), and every turn's also
-to `metadata["references"]`. An empty reference in the file leaves the row's own.
+"""Reference answers kept apart from the questions (`datasets[].references`: FastChat's MT-Bench
+`reference_answer/gpt-4.jsonl`, or `{question_id, reference}` rows), joined to the examples by native id: turn 1's to
+`reference`, each later turn's to its `later_turns[k].reference`, all to `metadata["references"]`; an empty reference
+in the file leaves the row's own. Format: docs/judging.md (Reference-guided judging).
 """
 
 from __future__ import annotations

@@ -99,23 +99,12 @@ class Built(TypedDict, total=False):
 class RowSchema(Protocol):
     """A row schema, as the loader uses it (tasks.spec.Task implements it)."""
 
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def reference_per_turn(self) -> bool: ...  # an explicit `reference` key is per turn (the builder reads it)
-
-    @property
-    def detect(self) -> Callable[[Row, Collection[str]], bool]: ...
-
-    @property
-    def build(self) -> Callable[[Row, Fail], Built]: ...
-
-    @property
-    def criterion_reader(self) -> CriterionReader | None: ...  # criteria of its own shape, in any row's rubric
-
-    @property
-    def native_fields(self) -> tuple[str, ...]: ...  # its own keys, which `fields:` may map too
+    name: str
+    reference_per_turn: bool  # an explicit `reference` key is per turn (the builder reads it)
+    detect: Callable[[Row, Collection[str]], bool]
+    build: Callable[[Row, Fail], Built]
+    criterion_reader: CriterionReader | None  # criteria of its own shape, in any row's rubric
+    native_fields: tuple[str, ...]  # its own keys, which `fields:` may map too
 
 
 # A reader of criteria of one benchmark's own shape: (text, weight, tags, category) for an item it recognises,

@@ -8,6 +8,7 @@ most recent items; the result is trimmed to the target (a step still short says 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
@@ -135,7 +136,7 @@ def _with_buffer(n: int, buffer: float) -> int:
 def _step(
     step: str,
     target: int,
-    prompt_for: Callable[[int, list[str]], str],
+    prompt_for: Callable[..., str],  # (count=, exclusions=) -> the prompt
     call: Call,
     cfg: SynthesizeConfig,
     exclude: Iterable[str],
@@ -155,7 +156,7 @@ def _step(
             count = _with_buffer(target - len(unique), cfg.over_generation_buffer)
             exclusions = unique[-cfg.max_exclusions :] if cfg.max_exclusions else []
             asked += count
-            reply = call([{"role": "user", "content": prompt_for(count, exclusions)}], attempt)
+            reply = call([{"role": "user", "content": prompt_for(count=count, exclusions=exclusions)}], attempt)
             items = parse_json_list(reply.text or "")
             received += len(items)
             unique += dedupe(items, exclude=exclude + unique)
@@ -193,28 +194,16 @@ def synthesize(
         render(sub_tpl, main_topic=cfg.main_topic, count=1, exclusions=exclusions)
         render(prm_tpl, main_topic=cfg.main_topic, sub_topic="a subtopic", count=1, exclusions=exclusions)
 
-    def subtopics_prompt(count: int, exclusions: list[str]) -> str:
-        return render(sub_tpl, main_topic=cfg.main_topic, count=count, exclusions=exclusions)
-
+    subtopics_prompt = functools.partial(render, sub_tpl, main_topic=cfg.main_topic)
     subtopics, first = _step("subtopics", cfg.num_subtopics, subtopics_prompt, call, cfg, (), log, catch=False)
     logs = [first]
     on_step(first, [])  # each finished step is reported at once: a run stopped mid-synthesis keeps what was done
     examples: list[Example] = []
     accepted: list[str] = []  # every prompt so far, so no prompt repeats across subtopics
     for si, sub_topic in enumerate(subtopics):
-
-        def prompts_prompt(count: int, exclusions: list[str], sub_topic: str = sub_topic) -> str:
-            return render(prm_tpl, main_topic=cfg.main_topic, sub_topic=sub_topic, count=count, exclusions=exclusions)
-
+        prompt_for = functools.partial(render, prm_tpl, main_topic=cfg.main_topic, sub_topic=sub_topic)
         prompts, entry = _step(
-            f"prompts[{si}] {sub_topic}",
-            cfg.prompts_per_subtopic,
-            prompts_prompt,
-            call,
-            cfg,
-            accepted,
-            log,
-            catch=True,
+            f"prompts[{si}] {sub_topic}", cfg.prompts_per_subtopic, prompt_for, call, cfg, accepted, log, catch=True
         )
         logs.append(entry)
         accepted += prompts
