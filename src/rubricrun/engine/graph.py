@@ -164,10 +164,9 @@ class Graph:
         finish (their results land in the cache either way)."""
         for pool in self.pools.values():
             pool.shutdown()
-        if grace:
-            deadline = time.monotonic() + GRACE_S
-            for pool in self.pools.values():
-                pool.join(deadline)
+        deadline = time.monotonic() + GRACE_S
+        for t in [t for pool in self.pools.values() for t in pool._threads] if grace else []:  # noqa: SLF001
+            t.join(max(0.0, deadline - time.monotonic()))
 
     def _close(self) -> None:
         self._count_bars()
@@ -175,8 +174,8 @@ class Graph:
             bar.close()
         for pool in self.pools.values():  # (after a stop: the threads end after the call they are in)
             pool.shutdown()
-            if not self.stop.is_set():
-                pool.join(None)
+            for t in pool._threads if not self.stop.is_set() else []:  # noqa: SLF001
+                t.join()
         for turn, (convs, cut) in sorted(self.ended.items()):
             log.warning("%d conversations ended at a failed turn %d: %d later turns not asked", convs, turn, cut)
 
@@ -272,15 +271,9 @@ class Pool:
         with self.lock:
             while not self.closed and not self.queue.empty():
                 self.queue.get_nowait()
-            if not self.closed:
-                self.closed = True
-                for _ in self._threads:
-                    self.queue.put(None)
-
-    def join(self, deadline: float | None) -> None:
-        """Wait for the threads to end, until `deadline` (time.monotonic()) or, with None, as long as it takes."""
-        for t in self._threads:
-            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            for _ in [] if self.closed else self._threads:
+                self.queue.put(None)
+            self.closed = True
 
 
 class Synthesis:
