@@ -73,6 +73,7 @@ class Graph:
         self.expected = 0  # candidate turns the run expects (a conversation ended by a failed turn expects no more)
         self.ended: dict[int, list[int]] = {}  # turn -> [conversations ended there, later turns not asked]
         self.wake: queue.SimpleQueue[Unit | None] = queue.SimpleQueue()
+        self.head: Unit | None = None  # the unit the conductor waits for: the window's head (only its end wakes it)
         # Examples in flight at most: enough that one slow example does not starve the pools.
         self.size = max(64, 8 * (run.concurrency + run.judge_parallel_workers) * n)
 
@@ -105,7 +106,8 @@ class Graph:
                         window.append(self._admit(ex))
                         self._count_bars()
                     continue
-                if window and not window[0].finished:
+                self.head = window[0] if window else None  # (set before looking: see _release)
+                if self.head is not None and not self.head.finished:
                     self._wait()
         except BaseException as exc:
             self.stop.set()
@@ -223,9 +225,9 @@ class Graph:
         with unit.lock:
             unit.pending -= 1
             unit.finished = unit.pending == 0
-        # The conductor needs no wake-up for work it did itself (and a queue it never waits on would keep every
-        # unit it finished alive).
-        if (unit.finished or self.failure is not None) and threading.get_ident() != self.conductor:
+        # Only the end of the window's head wakes the conductor (the units behind it wait for it anyway), or a
+        # failure; never work it did itself (a queue it never waits on would keep every unit it finished alive).
+        if (unit.finished and unit is self.head or self.failure) and threading.get_ident() != self.conductor:
             self.wake.put(unit)
 
     def _ended(self, turn: int, cut: int) -> None:

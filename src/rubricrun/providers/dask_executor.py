@@ -181,8 +181,10 @@ class _Slot:
 
     def land(self, outcome: Outcome) -> None:
         self.outcome = self.outcome or outcome
-        with contextlib.suppress(RuntimeError):  # landed already (a lane that lost its worker, and close)
+        try:
             self.done.release()
+        except RuntimeError:  # landed already (a lane that lost its worker, and close)
+            pass
 
 
 class _Lane:
