@@ -39,10 +39,6 @@ class RetryingProvider(BaseProvider):
         self._rng = random.Random()
         self._rng_lock = threading.Lock()
 
-    def _delay(self, exc: ProviderError, attempt: int) -> float:
-        with self._rng_lock:
-            return backoff_delay(exc, attempt, self.cfg, self._rng)
-
     def generate(self, request: LLMRequest) -> LLMResponse:
         key = cache_key(request)
         delays: dict[int, float] = {}  # attempt number -> the wait after it (a retryable failure's)
@@ -62,7 +58,8 @@ class RetryingProvider(BaseProvider):
                 err = classify_error(exc, request.model)
                 retry_in = None
                 if err.retryable and n < self.cfg.max_attempts:
-                    retry_in = delays[n] = self._delay(err, n)
+                    with self._rng_lock:
+                        retry_in = delays[n] = backoff_delay(err, n, self.cfg, self._rng)
                 status, fields = "error", {"error": str(err), "status_code": err.status_code, "retry_in_s": retry_in,
                                            "deployment": err.deployment, "worker": err.worker}  # fmt: skip
             latency_ms = (time.perf_counter() - start) * 1000
