@@ -133,11 +133,8 @@ class Graph:
         self._count_bars()
 
     def _count_bars(self) -> None:
-        while True:
-            try:
-                kind, added, done = self.counts.get_nowait()
-            except queue.Empty:
-                return
+        while not self.counts.empty():  # (the conductor alone takes from it)
+            kind, added, done = self.counts.get_nowait()
             bar = self.bars[kind]
             if added:
                 bar.add(added)
