@@ -15,8 +15,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from .. import codec
@@ -59,10 +58,8 @@ class Graph:
             return max(1, min(per_worker * n, MAX_THREADS))
 
         self.pools = {
-            "generate": ThreadPoolExecutor(threads(run.concurrency), thread_name_prefix=THREAD_PREFIX + "generate"),
-            "judge": ThreadPoolExecutor(
-                threads(run.judge_parallel_workers), thread_name_prefix=THREAD_PREFIX + "judge"
-            ),
+            "generate": Pool(threads(run.concurrency), THREAD_PREFIX + "generate", self._call),
+            "judge": Pool(threads(run.judge_parallel_workers), THREAD_PREFIX + "judge", self._call),
         }
         shown = {"generate": True, "judge": bool(cfg.judge_pool), "pairwise": self.stages.pairing is not None}
         on = None if executor.engine == "threads" else describe(executor)  # progress lines: "... on dask, 8 workers"
@@ -72,12 +69,11 @@ class Graph:
         self.counts: queue.SimpleQueue[tuple[str, int, int]] = queue.SimpleQueue()
         self.conductor = threading.get_ident()  # the thread that runs `run` (set again there)
         self.lock = threading.Lock()  # guards what follows
-        self.pooled = 0  # calls handed to a pool (the cache could not answer them)
-        self.inflight: set[Future[None]] = set()
         self.failure: BaseException | None = None
         self.expected = 0  # candidate turns the run expects (a conversation ended by a failed turn expects no more)
         self.ended: dict[int, list[int]] = {}  # turn -> [conversations ended there, later turns not asked]
         self.wake: queue.SimpleQueue[Unit | None] = queue.SimpleQueue()
+        self.head: Unit | None = None  # the unit the conductor waits for: the window's head (only its end wakes it)
         # Examples in flight at most: enough that one slow example does not starve the pools.
         self.size = max(64, 8 * (run.concurrency + run.judge_parallel_workers) * n)
 
@@ -110,7 +106,8 @@ class Graph:
                         window.append(self._admit(ex))
                         self._count_bars()
                     continue
-                if window and not window[0].finished:
+                self.head = window[0] if window else None  # (set before looking: see _release)
+                if self.head is not None and not self.head.finished:
                     self._wait()
         except BaseException as exc:
             self.stop.set()
@@ -136,11 +133,8 @@ class Graph:
         self._count_bars()
 
     def _count_bars(self) -> None:
-        while True:
-            try:
-                kind, added, done = self.counts.get_nowait()
-            except queue.Empty:
-                return
+        while not self.counts.empty():  # (the conductor alone takes from it)
+            kind, added, done = self.counts.get_nowait()
             bar = self.bars[kind]
             if added:
                 bar.add(added)
@@ -168,19 +162,19 @@ class Graph:
         """Stop paying for new calls: queued calls are cancelled; on Ctrl+C the calls running get GRACE_S in all to
         finish (their results land in the cache either way)."""
         for pool in self.pools.values():
-            pool.shutdown(wait=False, cancel_futures=True)
-        if grace:
-            with self.lock:
-                running = list(self.inflight)
-            wait(running, timeout=GRACE_S)
+            pool.shutdown()
+        deadline = time.monotonic() + GRACE_S
+        for t in [t for pool in self.pools.values() for t in pool._threads] if grace else []:  # noqa: SLF001
+            t.join(max(0.0, deadline - time.monotonic()))
 
     def _close(self) -> None:
         self._count_bars()
         for bar in self.bars.values():
             bar.close()
-        if not self.stop.is_set():
-            for pool in self.pools.values():
-                pool.shutdown(wait=True)
+        for pool in self.pools.values():  # (after a stop: the threads end after the call they are in)
+            pool.shutdown()
+            for t in pool._threads if not self.stop.is_set() else []:  # noqa: SLF001
+                t.join()
         for turn, (convs, cut) in sorted(self.ended.items()):
             log.warning("%d conversations ended at a failed turn %d: %d later turns not asked", convs, turn, cut)
 
@@ -200,20 +194,10 @@ class Graph:
             self._release(unit, generated=gen)
             return
         self.counts.put((kind, 1, 0))
-        try:
-            with self.lock:
-                f = self.pools["generate" if gen else "judge"].submit(self._call, work)
-                self.inflight.add(f)
-                self.pooled += 1
-            f.add_done_callback(self._landed)
-        except RuntimeError:  # the pool shut down meanwhile (a stop)
+        if not self.pools["generate" if gen else "judge"].submit(work):  # the pool shut down meanwhile (a stop)
             with unit.lock:
                 unit.pending -= 1
                 unit.generating -= gen
-
-    def _landed(self, f: Future[None]) -> None:
-        with self.lock:
-            self.inflight.discard(f)
 
     def _call(self, work: Work) -> None:
         try:
@@ -238,9 +222,9 @@ class Graph:
         with unit.lock:
             unit.pending -= 1
             unit.finished = unit.pending == 0
-        # The conductor needs no wake-up for work it did itself (and a queue it never waits on would keep every
-        # unit it finished alive).
-        if (unit.finished or self.failure is not None) and threading.get_ident() != self.conductor:
+        # Only the end of the window's head wakes the conductor (the units behind it wait for it anyway), or a
+        # failure; never work it did itself (a queue it never waits on would keep every unit it finished alive).
+        if (unit.finished and unit is self.head or self.failure) and threading.get_ident() != self.conductor:
             self.wake.put(unit)
 
     def _ended(self, turn: int, cut: int) -> None:
@@ -253,6 +237,42 @@ class Graph:
 
 
 _END: Any = object()
+
+
+class Pool:
+    """Up to `size` threads (started as calls come) running `call(work)` for each work submitted: a ThreadPoolExecutor
+    without a Future, its Condition and a callback per call (plan 020, Surprise 14). Not daemons, as its threads."""
+
+    def __init__(self, size: int, name: str, call: Callable[[Work], None]) -> None:
+        self.size, self.name, self.call = size, name, call
+        self.queue: queue.SimpleQueue[Work | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self.lock, self.closed, self.submitted = threading.Lock(), False, 0  # submitted: calls handed to it
+
+    def submit(self, work: Work) -> bool:
+        """Queue the work; False (nothing queued) once the pool is shut down."""
+        with self.lock:
+            if self.closed:
+                return False
+            self.queue.put(work)
+            self.submitted += 1
+            if len(self._threads) < self.size:  # a thread more a call until there are `size`
+                self._threads.append(threading.Thread(target=self._serve, name=f"{self.name}_{len(self._threads)}"))
+                self._threads[-1].start()
+        return True
+
+    def _serve(self) -> None:
+        while (work := self.queue.get()) is not None:
+            self.call(work)
+
+    def shutdown(self) -> None:
+        """No new work; the work not started is dropped; each thread ends after the call it is in."""
+        with self.lock:
+            while not self.closed and not self.queue.empty():
+                self.queue.get_nowait()
+            for _ in [] if self.closed else self._threads:
+                self.queue.put(None)
+            self.closed = True
 
 
 class Synthesis:

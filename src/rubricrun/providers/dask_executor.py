@@ -22,6 +22,7 @@ process, where it is loaded once; provider batch jobs (batch.py) never come here
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import json
@@ -391,12 +392,9 @@ class DaskAttempts(BaseProvider):
                 pass
 
     def _cancel_queued(self) -> None:
-        while True:
-            try:
-                slot = self._queue.popleft()
-            except IndexError:
-                return
-            slot.land(Outcome(None, Cancelled("run is stopping")))
+        with contextlib.suppress(IndexError):
+            while True:
+                self._queue.popleft().land(Outcome(None, Cancelled("run is stopping")))
 
 
 def _redacted(exc: BaseException) -> BaseException:

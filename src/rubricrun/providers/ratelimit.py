@@ -136,15 +136,11 @@ class AccountLimiter:
 
     def wait_pause(self, stop: threading.Event | None = None) -> None:
         """For an account without limits: only a pause holds a request back."""
-        while True:
-            wait = self.paused_until - self._clock()
-            if wait <= 0:
-                return
-            if stop is not None:
-                if stop.wait(wait):
-                    raise Cancelled("run is stopping")
-            else:
+        while (wait := self.paused_until - self._clock()) > 0:
+            if stop is None:
                 time.sleep(wait)
+            elif stop.wait(wait):
+                raise Cancelled("run is stopping")
 
 
 def reserved_tokens(request: LLMRequest) -> int:

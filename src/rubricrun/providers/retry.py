@@ -11,7 +11,7 @@ import random
 import threading
 import time
 
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+from tenacity import Retrying, retry_if_exception, stop_after_attempt
 
 from ..config import RetryConfig
 from ..errors import Cancelled, InputError, ProviderError
@@ -39,59 +39,54 @@ class RetryingProvider(BaseProvider):
         self._rng = random.Random()
         self._rng_lock = threading.Lock()
 
-    def _delay(self, exc: ProviderError, attempt: int) -> float:
-        with self._rng_lock:
-            return backoff_delay(exc, attempt, self.cfg, self._rng)
-
     def generate(self, request: LLMRequest) -> LLMResponse:
         key = cache_key(request)
-        delays: dict[int, float] = {}
+        delays: dict[int, float] = {}  # attempt number -> the wait after it (a retryable failure's)
 
-        def wait(state: RetryCallState) -> float:
-            return delays.get(state.attempt_number, 0.0)
+        def attempt(n: int) -> LLMResponse:
+            """Attempt number n, traced; a retryable failure with attempts left records its wait in `delays`."""
+            if self.stop.is_set():
+                raise Cancelled("run is stopping")
+            start = time.perf_counter()
+            fields: dict[str, object]
+            try:
+                resp = self.inner.generate(request)
+                status, fields = "ok", {"usage": resp.usage, "deployment": resp.deployment, "worker": resp.worker}
+            except (Cancelled, InputError):
+                raise
+            except Exception as exc:  # noqa: BLE001
+                err = classify_error(exc, request.model)
+                retry_in = None
+                if err.retryable and n < self.cfg.max_attempts:
+                    with self._rng_lock:
+                        retry_in = delays[n] = backoff_delay(err, n, self.cfg, self._rng)
+                status, fields = "error", {"error": str(err), "status_code": err.status_code, "retry_in_s": retry_in,
+                                           "deployment": err.deployment, "worker": err.worker}  # fmt: skip
+            latency_ms = (time.perf_counter() - start) * 1000
+            self.tracer.emit(role=request.role, model=request.model, key=key, cache_hit=False, attempt=n,
+                             latency_ms=latency_ms, status=status, **fields)  # type: ignore[arg-type]  # fmt: skip
+            if status == "error":
+                raise err from None
+            return resp
 
+        # The first attempt is made without tenacity (most succeed: a Retrying object per call costs ~11 us);
+        # tenacity takes over after a retryable failure, for attempts 2..max_attempts.
+        try:
+            return attempt(1)
+        except ProviderError:
+            if 1 not in delays:
+                raise
+        self._sleep(delays[1])
         retrying = Retrying(
-            stop=stop_after_attempt(self.cfg.max_attempts),
-            wait=wait,
+            stop=stop_after_attempt(self.cfg.max_attempts - 1),
+            wait=lambda state: delays.get(state.attempt_number + 1, 0.0),
             retry=retry_if_exception(lambda e: isinstance(e, ProviderError) and e.retryable),
             sleep=self._sleep,
             reraise=True,
         )
-
-        def trace(n: int, start: float, status: str, **fields: object) -> None:
-            self.tracer.emit(
-                role=request.role,
-                model=request.model,
-                key=key,
-                cache_hit=False,
-                attempt=n,
-                latency_ms=(time.perf_counter() - start) * 1000,
-                status=status,
-                **fields,  # type: ignore[arg-type]
-            )
-
-        for attempt in retrying:
-            with attempt:
-                n = attempt.retry_state.attempt_number
-                if self.stop.is_set():
-                    raise Cancelled("run is stopping")
-                start = time.perf_counter()
-                try:
-                    resp = self.inner.generate(request)
-                except (Cancelled, InputError):
-                    raise
-                except Exception as exc:  # noqa: BLE001
-                    err = classify_error(exc, request.model)
-                    retry_in = None
-                    if err.retryable and n < self.cfg.max_attempts:
-                        retry_in = delays[n] = self._delay(err, n)
-                    trace(
-                        n, start, "error", error=str(err), status_code=err.status_code, retry_in_s=retry_in,
-                        deployment=err.deployment, worker=err.worker,
-                    )  # fmt: skip
-                    raise err from None
-                trace(n, start, "ok", usage=resp.usage, deployment=resp.deployment, worker=resp.worker)
-                return resp
+        for tried in retrying:
+            with tried:
+                return attempt(tried.retry_state.attempt_number + 1)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _sleep(self, seconds: float) -> None:
