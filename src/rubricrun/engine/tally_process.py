@@ -39,6 +39,8 @@ def open_tally(make: Callable[[], RunTally], *, live: bool, large: bool) -> RunT
 class TallyProcess(second_process.Child):
     """The tally `make` builds, in a child process, behind the runner's side of results/tally.RunTally."""
 
+    ahead = 8  # batches read ahead of the tally, so memory stays bounded and a send never waits for the last
+
     def __init__(self, make: Callable[[], RunTally]) -> None:
         super().__init__(_ChildTally, (make,), "rubricrun-tally", _ENDED, rows=_BATCH_ROWS, chars=_BATCH_CHARS)
 
