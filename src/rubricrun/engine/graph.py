@@ -163,18 +163,19 @@ class Graph:
         finish (their results land in the cache either way)."""
         for pool in self.pools.values():
             pool.shutdown()
-        deadline = time.monotonic() + GRACE_S
-        for t in [t for pool in self.pools.values() for t in pool._threads] if grace else []:  # noqa: SLF001
-            t.join(max(0.0, deadline - time.monotonic()))
+        if grace:
+            deadline = time.monotonic() + GRACE_S
+            for pool in self.pools.values():
+                pool.join(deadline)
 
     def _close(self) -> None:
         self._count_bars()
         for bar in self.bars.values():
             bar.close()
-        for pool in self.pools.values():  # (after a stop: the threads end after the call they are in)
+        for pool in self.pools.values():  # (after a stop: the threads end after the call they are in, unwaited)
             pool.shutdown()
-            for t in pool._threads if not self.stop.is_set() else []:  # noqa: SLF001
-                t.join()
+            if not self.stop.is_set():
+                pool.join()
         for turn, (convs, cut) in sorted(self.ended.items()):
             log.warning("%d conversations ended at a failed turn %d: %d later turns not asked", convs, turn, cut)
 
@@ -268,11 +269,18 @@ class Pool:
     def shutdown(self) -> None:
         """No new work; the work not started is dropped; each thread ends after the call it is in."""
         with self.lock:
-            while not self.closed and not self.queue.empty():
-                self.queue.get_nowait()
-            for _ in [] if self.closed else self._threads:
-                self.queue.put(None)
+            if self.closed:
+                return
             self.closed = True
+            while not self.queue.empty():
+                self.queue.get_nowait()
+            for _ in self._threads:
+                self.queue.put(None)
+
+    def join(self, deadline: float | None = None) -> None:
+        """Waits for the threads to end (after shutdown), until `deadline` (time.monotonic()) if given."""
+        for t in self._threads:
+            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
 
 class Synthesis:
