@@ -18,7 +18,7 @@ from ..config import Config, generation_only
 from ..data.answers_file import load_replays
 from ..data.idset import IdHashes
 from ..data.labels import label_paths, load_labels
-from ..data.loaders import iter_dataset
+from ..data.loaders import first_seen, iter_dataset
 from ..data.readers import source_label
 from ..data.spool import Spool
 from ..errors import InputError
@@ -142,9 +142,8 @@ def _first_source(cfg: Config, max_examples: int | None, ex: Example, upto: int)
     for i, _, examples in _datasets(cfg, max_examples, [], check_ids=False):
         if i >= upto:
             return None
-        for other in examples:
-            if other.id == ex.id:
-                return other.source
+        if (source := first_seen(examples, ex.id)) is not None:
+            return source
     return None
 
 
