@@ -22,7 +22,7 @@ from rubricrun.judging.graded import verdict_for
 from rubricrun.results import ppi
 from rubricrun.results.anchor import AnchorAcc
 from rubricrun.results.metrics import dataset_result
-from rubricrun.results.report import render_report
+from rubricrun.results.report import by_example, render_report, sample
 from rubricrun.results.summary_types import read_summary, summary_data
 from rubricrun.tasks import registry
 from rubricrun.tasks.mt_bench import RATING_CRITERION
@@ -273,5 +273,5 @@ def test_pairwise_win_rate_takes_preferences(tmp_path) -> None:
     text = codec.pretty(summary_data(s))
     back = read_summary(json.loads(text))
     assert back == s and b'"lambda"' in text and b'"lam"' not in text
-    page = render_report(back, exs, rs, js)
+    page = render_report(back, sample(by_example(exs, rs, js)))
     assert "win rate anchored to human preferences" in page and "Anchored to human labels" in page

@@ -19,7 +19,7 @@ from factories import response
 from fakeserver import FakeOpenAIServer
 
 from rubricrun import codec
-from rubricrun.results.report import FAILURE_CAP, render_report, write_report
+from rubricrun.results.report import FAILURE_CAP, by_example, render_report, sample, write_report
 from rubricrun.types import Criterion, Example, Judgment, Response, Usage
 
 EVIL = 'Sure! <script>alert(1)</script> and a stray </script> then <img src=x onerror="alert(2)"> & <!-- done'
@@ -154,7 +154,7 @@ def _data_block(page: str) -> dict[str, Any]:
 
 def test_report_escapes_untrusted_text_and_has_no_external_resources(tmp_path: Path) -> None:
     summary, examples, responses, judgments = _run()
-    path = write_report(tmp_path, summary, examples, responses, judgments)
+    path = write_report(tmp_path, summary, sample(by_example(examples, responses, judgments)))
     assert path == tmp_path / "report.html"
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]  # no temp file left behind
     page = path.read_text(encoding="utf-8")
@@ -208,24 +208,20 @@ def test_report_escapes_untrusted_text_and_has_no_external_resources(tmp_path: P
 def test_report_accepts_dict_rows_and_a_bare_summary(tmp_path: Path) -> None:
     summary, examples, responses, judgments = _run()
     strip = re.compile(r"<dt>report generated</dt><dd>[^<]*</dd>")
-    from_types = render_report(summary, examples, responses, judgments)
-    from_dicts = render_report(
-        summary,
-        [codec.to_data(e) for e in examples],
-        [codec.to_data(r) for r in responses],
-        [codec.to_data(j) for j in judgments],
-    )
+    from_types = render_report(summary, sample(by_example(examples, responses, judgments)))
+    dicts = ([codec.to_data(x) for x in rows] for rows in (examples, responses, judgments))
+    from_dicts = render_report(summary, sample(by_example(*dicts)))
     assert strip.sub("", from_types) == strip.sub("", from_dicts)
 
     unpriced = {**summary, "budget": {"budget_usd": None, "spent_usd": 0.0, "stopped": False}}
-    page = render_report(unpriced, examples, responses, judgments)
+    page = render_report(unpriced, sample(by_example(examples, responses, judgments)))
     assert "Budget: none set; spent $0.0000; stopped: no" in page
     assert "<td>unpriced</td>" in page and "No known price (counted as $0): local/j" in page
 
     bare = {k: v for k, v in summary.items() if k not in ("costs", "budget", "status")}
-    page = render_report(bare, examples, responses, judgments)
+    page = render_report(bare, sample(by_example(examples, responses, judgments)))
     assert "Total <b>" not in page and "Budget" not in page and "No usage recorded." in page
-    empty = write_report(tmp_path, {"run_id": "empty"}, [], [], []).read_text(encoding="utf-8")
+    empty = write_report(tmp_path, {"run_id": "empty"}, sample([])).read_text(encoding="utf-8")
     assert "No per-dataset results in this summary." in empty and _data_block(empty)["ex"] == []
 
 
@@ -233,7 +229,7 @@ def test_failures_are_capped(tmp_path: Path) -> None:
     summary, examples, _, _ = _run()
     n = FAILURE_CAP + 7
     bad = [_resp("ds/e1", f"c{i}", None, status="error", error=f"boom {i}") for i in range(n)]
-    page = render_report(summary, examples, bad, [])
+    page = render_report(summary, sample(by_example(examples, bad, [])))
     assert f"Response errors ({n})" in page and "… and 7 more in responses.jsonl" in page
     assert "boom 99" in page and f"boom {n - 1}</code>" not in page
 
@@ -275,7 +271,7 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert any("canary-log" in ln for ln in console) and any("Uncaught" in ln for ln in console)
 
     summary, examples, responses, judgments = _run()
-    path = write_report(tmp_path / "run", summary, examples, responses, judgments)
+    path = write_report(tmp_path / "run", summary, sample(by_example(examples, responses, judgments)))
     dom, console = _chromium(tmp_path, path.as_uri(), "--dump-dom")
     assert console == []
     # The JS ran: the first example card is rendered and open, with its criteria and verdicts.
@@ -313,7 +309,7 @@ def test_content_parts_are_embedded_as_parts() -> None:
     multi = Example(
         id="ds/e3", dataset="ds", source="ds.jsonl:3", messages=({"role": "user", "content": list(CONTENT_PARTS)},)
     )
-    page = render_report(summary, [*examples, multi], responses, judgments)
+    page = render_report(summary, sample(by_example([*examples, multi], responses, judgments)))
     parts = _data_block(page)["ex"][2]["m"][0][1]
     assert parts[:3] == [
         ["t", "What is in this picture? <b>not bold</b>"],
@@ -328,7 +324,7 @@ def test_content_parts_and_penalty_hits_render_in_chromium(tmp_path: Path) -> No
     summary, examples, responses, judgments = _run()
     parts = ({"role": "user", "content": list(CONTENT_PARTS)},)
     examples = [msgspec.structs.replace(examples[0], messages=parts), examples[1]]
-    path = write_report(tmp_path / "run", summary, examples, responses, judgments)
+    path = write_report(tmp_path / "run", summary, sample(by_example(examples, responses, judgments)))
     dom, console = _chromium(tmp_path, path.as_uri(), "--dump-dom")
     assert console == []
     assert "What is in this picture? &lt;b&gt;not bold&lt;/b&gt;" in dom  # text part as text

@@ -13,7 +13,7 @@ import logging
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -218,27 +218,16 @@ def _score(r: Any, js: Sequence[Any], scores: Mapping[str, Score] | None) -> flo
     return None if value is None else round(value, 4)
 
 
-def _example_data(
-    s: Summary,
-    exs: Sequence[dict],
-    resps: Sequence[dict],
-    judgs: Sequence[dict],
-    criteria: Mapping[tuple[str, str], Any] | None,
-    scores: Mapping[str, Score] | None,
-) -> dict[str, Any]:
+def _example_data(s: Summary, batches: Sequence[Batch]) -> dict[str, Any]:
     """Compact per-example data: each prompt and criterion text once, verdicts as 'm' / 'n' / 'e'."""
     # Candidate and judge names as small integers in the embedded data (each name written once).
     names = _candidates(s)
-    cands = {c: i for i, c in enumerate(names + sorted({r["candidate"] for r in resps} - set(names)))}
+    seen = {_get(r, "candidate") for b in batches for r in b[1]}
+    cands = {c: i for i, c in enumerate(names + sorted(seen - set(names)))}
     judges: dict[str, int] = {}
-    j_by_resp: dict[str, list[dict]] = defaultdict(list)
-    for j in judgs:
-        j_by_resp[j["response_id"]].append(j)
-    r_by_ex: dict[str, list[dict]] = defaultdict(list)
-    for r in resps:
-        r_by_ex[r["example_id"]].append(r)
     out = []
-    for ex in exs:
+    for example, responses, judgments, criteria, scores in batches:
+        ex = _row(example)
         crit = [
             [
                 *_clipped([c["id"], c["text"]], "examples.jsonl"),
@@ -247,8 +236,11 @@ def _example_data(
             ]
             for c in map(_row, ex.get("rubric") or ())
         ]
+        j_by_resp: dict[str, list[dict]] = defaultdict(list)
+        for j in map(_row, judgments):
+            j_by_resp[j["response_id"]].append(j)
         rows = []
-        for r in sorted(r_by_ex.get(ex["id"], []), key=lambda r: (cands[r["candidate"]], r["sample_index"])):
+        for r in sorted(map(_row, responses), key=lambda r: (cands[r["candidate"]], r["sample_index"])):
             js = j_by_resp.get(r["id"], [])
             text, error = (_clipped(r.get(k), "responses.jsonl") for k in ("text", "error"))
             rows.append(
@@ -277,7 +269,7 @@ def _candidates(s: Summary) -> list[str]:
     return list(dict.fromkeys(c for cands in rows for c in cands))
 
 
-def _facts(s: Summary, shown: Shown) -> list[tuple[str, Any]]:
+def _facts(s: Summary, shown: Sampled) -> list[tuple[str, Any]]:
     """The header's facts, from the summary and the run's row counts (`shown`), which the summary does not hold."""
     calls = s.calls
     items = [
@@ -299,23 +291,9 @@ def _facts(s: Summary, shown: Shown) -> list[tuple[str, Any]]:
     return [(k, v) for k, v in items if v is not None]
 
 
-def render_report(
-    summary: Summary | Mapping[str, Any],
-    examples: Sequence[Example | Mapping[str, Any]],
-    responses: Sequence[Response | Mapping[str, Any]],
-    judgments: Sequence[Judgment | Mapping[str, Any]],
-    criteria: Mapping[tuple[str, str], Any] | None = None,
-    scores: Mapping[str, Score] | None = None,
-    shown: Shown | None = None,
-) -> str:
-    """The page. `summary` may be the typed Summary or summary.json's data; `scores` (response id -> Score) are the
-    run's own per-response scores, rebuilt from the judgments when not given. `shown`: the rows are a sample of a
-    larger run (see `sample`); the page says how many examples it shows of how many."""
+def render_report(summary: Summary | Mapping[str, Any], shown: Sampled) -> str:
+    """The page of the examples `sample` picked. `summary` may be the typed Summary or summary.json's data."""
     s = summary if isinstance(summary, Summary) else read_summary(summary)
-    exs, resps, judgs = [_row(x) for x in examples], [_row(x) for x in responses], [_row(x) for x in judgments]
-    if shown is None:  # every row is here
-        failures = _failures(resps, judgs)
-        shown = Shown(len(exs), len(resps), len(judgs), failures, {k: len(v) for k, v in failures.items()})
     return (
         _env()
         .get_template("report.html.j2")
@@ -324,8 +302,8 @@ def render_report(
             facts=_facts(s, shown),
             failures=shown.failures,
             n_failures=shown.failed,
-            data=_example_data(s, exs, resps, judgs, criteria, scores),
-            n_examples=len(exs),
+            data=_example_data(s, shown.batches),
+            n_examples=len(shown.batches),
             n_total=shown.examples,
             css=_asset("report.css"),
             js=_asset("report.js"),
@@ -333,22 +311,10 @@ def render_report(
     )
 
 
-def write_report(
-    run_dir: Path,
-    summary: Summary | Mapping[str, Any],
-    examples: Sequence[Example | Mapping[str, Any]],
-    responses: Sequence[Response | Mapping[str, Any]],
-    judgments: Sequence[Judgment | Mapping[str, Any]],
-    *,
-    criteria: Mapping[tuple[str, str], Criterion] | None = None,
-    scores: Mapping[str, Score] | None = None,
-    shown: Shown | None = None,
-) -> Path:
-    """Write run_dir/report.html atomically and return its path. Rows may be row types or their dicts;
-    `criteria` ((example_id, criterion_id) -> Criterion) supplies texts for criteria not in the example's own
-    rubric (a config default rubric); without it those show their ids."""
+def write_report(run_dir: Path, summary: Summary | Mapping[str, Any], shown: Sampled) -> Path:
+    """Write run_dir/report.html atomically and return its path."""
     path = Path(run_dir) / "report.html"
-    artifacts.write_text(path, render_report(summary, examples, responses, judgments, criteria, scores, shown))
+    artifacts.write_text(path, render_report(summary, shown))
     return path
 
 
@@ -366,32 +332,44 @@ def write_report_from_dir(run_dir: Path, limit: int = REPORT_EXAMPLES) -> Path:
     """Rebuild report.html from a finished run's files (artifacts.load_run); the per-response scores, which the
     files do not hold, are rebuilt from the judgments."""
     run = artifacts.load_run(run_dir)
+    criteria = {(ex.id, c.id): c for ex in run.examples if not ex.rubric for c in run.default_rubric}
+    batches = by_example(run.examples, run.responses, run.judgments, criteria)
+    return write_report(run.path, read_summary(run.summary), sample(batches, limit))
+
+
+# An example with its rows, the criteria of the run ((example id, criterion id) -> Criterion, or None) and the
+# per-response scores (None: rebuilt from the judgments). Rows may be row types or their dicts.
+Batch = tuple[Any, Sequence[Any], Sequence[Any], Mapping[tuple[str, str], Any] | None, Mapping[str, Score] | None]
+
+
+def by_example(
+    examples: Iterable[Any],
+    responses: Iterable[Any],
+    judgments: Iterable[Any],
+    criteria: Mapping[tuple[str, str], Any] | None = None,
+    scores: Mapping[str, Score] | None = None,
+) -> Iterator[Batch]:
+    """Each example with its own rows, in input order, as `sample` reads them."""
     rows: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
-    for r in run.responses:
-        rows[r.example_id][0].append(r)
-    for j in run.judgments:
-        rows[j.example_id][1].append(j)
-    batches = (
-        (ex, *rows[ex.id], {(ex.id, c.id): c for c in run.default_rubric if not ex.rubric}, None) for ex in run.examples
-    )
-    return write_report(run.path, read_summary(run.summary), **sample(batches, limit))
+    for r in responses:
+        rows[_get(r, "example_id")][0].append(r)
+    for j in judgments:
+        rows[_get(j, "example_id")][1].append(j)
+    for ex in examples:
+        yield ex, *rows[_get(ex, "id")], criteria, scores
 
 
 @dataclasses.dataclass(frozen=True)
-class Shown:
-    """The run's example, response and judgment counts and its failed rows, of which a page may show a sample (the
-    first FAILURE_CAP failed rows of each kind, the rest counted)."""
+class Sampled:
+    """The examples a page shows, in input order, with their rows; the run's example, response and judgment counts
+    and its failed rows (the first FAILURE_CAP of each kind, the rest counted)."""
 
+    batches: list[Batch]
     examples: int
     responses: int
     judgments: int
     failures: dict[str, list[dict]]
     failed: dict[str, int]
-
-
-# An example with its rows, the criteria of the run ((example id, criterion id) -> Criterion, or None) and the
-# per-response scores (None: rebuilt from the judgments).
-Batch = tuple[Any, Sequence[Any], Sequence[Any], Mapping[tuple[str, str], Any] | None, Mapping[str, Score] | None]
 
 
 def _badness(rs: Sequence[Any], js: Sequence[Any], scores: Mapping | None) -> tuple[int, float]:
@@ -405,15 +383,11 @@ def _badness(rs: Sequence[Any], js: Sequence[Any], scores: Mapping | None) -> tu
     return (1, min(values)) if values else (2, 0.0)
 
 
-def _rows(ex: Any, rs: Sequence[Any], js: Sequence[Any], crit: Any, sc: Any) -> Batch:
-    return _row(ex), [_row(r) for r in rs], [_row(j) for j in js], crit, sc
-
-
-def sample(batches: Iterable[Batch], limit: int = REPORT_EXAMPLES) -> dict[str, Any]:
-    """write_report's arguments for at most `limit` examples, reading `batches` once: every example when there are
-    no more than `limit`; else the first limit // 2 in input order and the limit - limit // 2 worst of the rest
-    (failed rows, then lowest scores), shown in input order. Holds `limit` examples' rows and FAILURE_CAP failed
-    rows of each kind, whatever the run's size."""
+def sample(batches: Iterable[Batch], limit: int = REPORT_EXAMPLES) -> Sampled:
+    """At most `limit` examples, reading `batches` once: every example when there are no more than `limit`; else
+    the first limit // 2 in input order and the limit - limit // 2 worst of the rest (failed rows, then lowest
+    scores), shown in input order. Holds `limit` examples' rows and FAILURE_CAP failed rows of each kind, whatever
+    the run's size."""
     picker = Sampler(limit)
     for batch in batches:
         picker.add(*batch)
@@ -425,7 +399,7 @@ class Sampler:
 
     def __init__(self, limit: int = REPORT_EXAMPLES) -> None:
         self.limit = limit
-        self.first: list[tuple[int, Batch]] = []
+        self.first: list[Batch] = []
         self.worst: list[tuple[tuple[int, float], int, Batch]] = []  # a max-heap by badness: keys negated
         self.failures: dict[str, list[dict]] = {"responses": [], "judgments": []}
         self.failed = {"responses": 0, "judgments": 0}
@@ -440,33 +414,20 @@ class Sampler:
                 self.failed[kind] += len(got)
                 self.failures[kind].extend(_row(x) for x in got[: FAILURE_CAP - len(self.failures[kind])])
         if i < limit // 2:
-            self.first.append((i, _rows(ex, rs, js, crit, sc)))
+            self.first.append((ex, rs, js, crit, sc))
             return
         a, b = (0, 0.0) if bad else _badness(rs, js, sc)
         key = ((-a, -b), -i)
         if len(self.worst) >= limit - limit // 2 and key < self.worst[0][:2]:
             return  # not among the worst kept so far (-i makes every key unique)
-        heapq.heappush(self.worst, (*key, _rows(ex, rs, js, crit, sc)))
+        heapq.heappush(self.worst, (*key, (ex, rs, js, crit, sc)))
         if len(self.worst) > limit - limit // 2:
             heapq.heappop(self.worst)
 
-    def result(self) -> dict[str, Any]:
-        """write_report's arguments for what was added."""
-        picked = self.first + sorted((-neg_i, item) for _, neg_i, item in self.worst)
-        criteria: dict = {}
-        scores: dict = {}
-        for _, (_ex, _rs, _js, crit, sc) in picked:
-            criteria.update(crit or {})
-            scores.update(sc or {})
-        shown = Shown(self.n, self.n_responses, self.n_judgments, self.failures, self.failed)
-        return {
-            "examples": [b[0] for _, b in picked],
-            "responses": [r for _, b in picked for r in b[1]],
-            "judgments": [j for _, b in picked for j in b[2]],
-            "criteria": criteria or None,
-            "scores": scores if any(b[4] is not None for _, b in picked) else None,
-            "shown": shown if self.n > self.limit else None,
-        }
+    def result(self) -> Sampled:
+        worst = [batch for _, _, batch in sorted(self.worst, key=lambda w: -w[1])]
+        counts = (self.n, self.n_responses, self.n_judgments)
+        return Sampled(self.first + worst, *counts, self.failures, self.failed)
 
 
 if __name__ == "__main__":  # python -m rubricrun.results.report outputs/<run_id>

@@ -169,7 +169,7 @@ class Tally:
             batches = (self._batch(ex, rs, js, *self._criteria(ex)) for ex, rs, js, _ in self.rows())
             sampled = safely(sample, batches, self.report_examples)
         if sampled is not None:
-            safely(write_report, run_dir, summary, **sampled)
+            safely(write_report, run_dir, summary, sampled)
 
     def close(self) -> None:
         if self._spool is not None:
