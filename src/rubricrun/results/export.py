@@ -122,7 +122,7 @@ def _criteria_scores(js: Sequence[Judgment]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _pools(scored: Sequence[_Scored], cfg: ExportConfig) -> tuple[list[_Scored], list[_Scored]]:
+def _pools(scored: Sequence[_Scored], cfg: ExportConfig, by_candidate: bool) -> tuple[list[_Scored], list[_Scored]]:
     strong, weak = cfg.chosen_candidate, cfg.rejected_candidate
 
     def on_side(s: _Scored, own: str | None, other: str | None) -> bool:
@@ -131,48 +131,38 @@ def _pools(scored: Sequence[_Scored], cfg: ExportConfig) -> tuple[list[_Scored],
 
     chosen = [s for s in scored if not s.unfit and on_side(s, strong, weak)]
     rejected = [s for s in scored if on_side(s, weak, strong)]
-    chosen.sort(key=lambda s: (-s.score, s.response.id))
-    rejected.sort(key=lambda s: (s.score, s.response.id))
+    if not by_candidate:  # (by candidate: in response id order, scores optional)
+        chosen.sort(key=lambda s: (-s.score, s.response.id))
+        rejected.sort(key=lambda s: (s.score, s.response.id))
     return chosen, rejected
 
 
-def _pick_by_candidate(
-    scored: Sequence[_Scored], cfg: ExportConfig
+def _pick_pair(
+    scored: Sequence[_Scored], cfg: ExportConfig, by_candidate: bool
 ) -> tuple[str, tuple[_Scored, _Scored, float | None] | None]:
-    """The strong candidate's first fit response against the weak one's first response with a different text."""
-    chosen = [s for s in scored if s.response.candidate == cfg.chosen_candidate and not s.unfit]
-    rejected = [s for s in scored if s.response.candidate == cfg.rejected_candidate]
-    if not chosen or not rejected:
-        return "too_few", None
-    for c in chosen:
-        for r in rejected:
-            if c.text.strip() != r.text.strip():
-                scores = c.score is not None and r.score is not None
-                return "ok", (c, r, round(c.score - r.score, _MARGIN_DIGITS) if scores else None)  # type: ignore[operator]
-    return "identical", None
-
-
-def _pick_pair(scored: Sequence[_Scored], cfg: ExportConfig) -> tuple[str, tuple[_Scored, _Scored, float] | None]:
-    """(reason, pair): reason is "ok" with a pair, else why the example gives no pair."""
-    chosen, rejected = _pools(scored, cfg)
+    """(reason, pair): reason is "ok" with a pair, else why the example gives no pair. The pair with the best
+    margin; by candidate, the chosen candidate's first fit response against the other's first with another text."""
+    chosen, rejected = _pools(scored, cfg, by_candidate)
     if not chosen or not rejected or not any(c.response.id != r.response.id for c in chosen for r in rejected):
         return "too_few", None
-    best: tuple[_Scored, _Scored, float] | None = None
+    best: tuple[_Scored, _Scored, float | None] | None = None
     for c in chosen:
         for r in rejected:
             if c.response.id == r.response.id or c.text.strip() == r.text.strip():
                 continue
-            margin = round(c.score - r.score, _MARGIN_DIGITS)
-            if best is None or margin > best[2]:
+            margin = None if c.score is None or r.score is None else round(c.score - r.score, _MARGIN_DIGITS)
+            if by_candidate:
+                return "ok", (c, r, margin)
+            if best is None or margin > best[2]:  # type: ignore[operator]
                 best = (c, r, margin)
     if best is None:
         return "identical", None
     margin = best[2]
-    if margin < 0:
+    if margin < 0:  # type: ignore[operator]
         return "inverted", None
     if margin == 0:
         return "tie", None
-    if not _at_least(margin, cfg.min_margin):
+    if not _at_least(margin, cfg.min_margin):  # type: ignore[arg-type]
         return "low_margin", None
     return "ok", best
 
@@ -280,7 +270,7 @@ def _pair(
             counts[f"responses_{reason}"] += 1
         else:
             scored.append(s)
-    reason, pair = _pick_by_candidate(scored, cfg) if by_candidate else _pick_pair(scored, cfg)
+    reason, pair = _pick_pair(scored, cfg, by_candidate)
     if pair is None:
         counts[f"skipped_{reason}"] += 1
         return []
