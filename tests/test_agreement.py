@@ -47,7 +47,7 @@ def test_pair_agreement_skips_error_votes_and_names_each_pair() -> None:
         unit("e1", "c1", {"j1": "met", "j2": "met", "j3": "error"}),
         unit("e2", "c1", {"j1": "met", "j2": "not_met", "j3": "met"}),
     ]
-    rows = {(r.a, r.b): r for r in counted(js).pair_rows()}
+    rows = {(r.a, r.b): r for r in counted(js).summary().agreement.pairs}
     assert rows[("j1", "j2")].n == 2 and rows[("j1", "j2")].percent_agreement == 0.5
     assert rows[("j1", "j3")].n == 1  # j3's error vote on e1 is not a rating
     assert rows[("j2", "j3")].percent_agreement == 0.0
@@ -64,7 +64,7 @@ def test_criterion_agreement_by_hand_and_grouped_by_text() -> None:
         unit("e1", "c1", {"j1": "met", "j2": "not_met"}),
         unit("e2", "c1", {"j1": "met", "j2": "met"}),
     ]
-    rows = {r.text: r for r in counted(js, crit).criterion_rows()}
+    rows = {r.text: r for r in counted(js, crit).summary().agreement.criteria}
     assert set(rows) == {"Says hi.", "Names the dose.", "Warns of risks."}  # c1 is two criteria, d1 one
     hi_row = rows["Says hi."]
     # Units [m, m], [m, n], [n, n]: split 1/3; percent agreement mean(1, 0, 1) = 2/3.
@@ -86,7 +86,7 @@ def test_most_disagreed_lists_only_criteria_with_splits_worst_first() -> None:
     }
     js = [unit(f"e{i}", "d1", {"j1": "met", "j2": "met"}) for i in range(3)]  # never split
     js += [unit("e0", "d2", {"j1": "met", "j2": "not_met"}), unit("e1", "d2", {"j1": "met", "j2": "met"})]
-    report = counted(js, crit).report()
-    assert [r.text for r in report["most_disagreed"]] == ["B."]
-    assert report["most_disagreed"][0].split_rate == 0.5
-    assert {r.text for r in report["criteria"]} == {"A.", "B."}
+    report = counted(js, crit).summary().agreement
+    assert [r.text for r in report.most_disagreed] == ["B."]
+    assert report.most_disagreed[0].split_rate == 0.5
+    assert {r.text for r in report.criteria} == {"A.", "B."}

@@ -27,7 +27,7 @@ from .stats import (
 )
 from .summary_types import Agreement, CriterionAgreement, JudgePairAgreement, JudgeRates, JudgeSummary
 
-MOST_DISAGREED = 10  # how many criteria `AgreementCounts.report` lists
+MOST_DISAGREED = 10  # how many criteria `AgreementCounts.summary` lists
 
 
 @dataclass(slots=True)
@@ -82,41 +82,26 @@ class AgreementCounts:
         self.first_id.setdefault(text, j.criterion_id)
         self.criteria[text][composition(votes.values())] += 1
 
-    def summary(self) -> JudgeSummary:
-        """summary.json's `judges`: met rates per judge; agreement where judgments carry votes."""
+    def summary(self, top: int = MOST_DISAGREED) -> JudgeSummary:
+        """summary.json's `judges`: met rates per judge; agreement where judgments carry votes: per pair of judges
+        that voted together, per criterion text, and `most_disagreed`, the `top` criteria with the highest split
+        rate (then more units, then lower alpha) among those where the judges split at least once."""
         per = {
             name: JudgeRates(met_rate=rounded(rate(c.met, c.judged)), judged=c.judged, errors=c.errors)
             for name, c in sorted(self.per_judge.items())
         }
         if not self.units:
             return JudgeSummary(per_judge=per)
-        overall = Agreement(
-            criteria_with_votes=self.units.total(),
-            percent_agreement=rounded(percent_agreement_counts(self.units)),
-            fleiss_kappa=rounded(fleiss_kappa_counts(self.units)),
-            krippendorff_alpha=rounded(krippendorff_alpha_counts(self.units)),
-            ties_to_error=self.ties_to_error,
-            **self.report(),
-        )
-        return JudgeSummary(per_judge=per, agreement=overall)
-
-    def pair_rows(self) -> list[JudgePairAgreement]:
-        """One row per pair of judges that voted together on at least one unit: n, percent agreement, kappa."""
-        rows = []
-        for (a, b), pairs in sorted(self.pairs.items()):
-            n = sum(pairs.values())
-            agree = sum(k for (x, y), k in pairs.items() if x == y)
-            rows.append(JudgePairAgreement(a, b, n, rounded(agree / n), rounded(cohen_kappa_counts(pairs))))
-        return rows
-
-    def criterion_rows(self) -> list[CriterionAgreement]:
-        """One row per criterion text with at least one unit: its first id, text, units, share of units where the
-        judges split, percent agreement and Krippendorff's alpha over its units."""
-        rows = []
+        pairs = []
+        for (a, b), verdicts in sorted(self.pairs.items()):
+            n = sum(verdicts.values())
+            agree = sum(k for (x, y), k in verdicts.items() if x == y)
+            pairs.append(JudgePairAgreement(a, b, n, rounded(agree / n), rounded(cohen_kappa_counts(verdicts))))
+        criteria = []
         for text, units in sorted(self.criteria.items()):
             n = sum(units.values())
             split = sum(k for comp, k in units.items() if len(comp) > 1)
-            rows.append(
+            criteria.append(
                 CriterionAgreement(
                     criterion_id=self.first_id[text],
                     text=text,
@@ -126,12 +111,18 @@ class AgreementCounts:
                     krippendorff_alpha=rounded(krippendorff_alpha_counts(units)),
                 )
             )
-        return rows
-
-    def report(self, top: int = MOST_DISAGREED) -> dict[str, tuple]:
-        """summary.json's `pairs` and `criteria` rows, and `most_disagreed`: the `top` criteria rows with the highest
-        split rate (then more units, then lower alpha), only those where the judges split at least once."""
-        rows = self.criterion_rows()
-        split = [c for c in rows if c.split_rate]
-        split.sort(key=lambda c: (-c.split_rate, -c.units, c.krippendorff_alpha or 0.0, c.text))  # type: ignore[operator]
-        return {"pairs": tuple(self.pair_rows()), "criteria": tuple(rows), "most_disagreed": tuple(split[:top])}
+        worst = sorted(
+            (c for c in criteria if c.split_rate),
+            key=lambda c: (-c.split_rate, -c.units, c.krippendorff_alpha or 0.0, c.text),  # type: ignore[operator]
+        )
+        overall = Agreement(
+            criteria_with_votes=self.units.total(),
+            percent_agreement=rounded(percent_agreement_counts(self.units)),
+            fleiss_kappa=rounded(fleiss_kappa_counts(self.units)),
+            krippendorff_alpha=rounded(krippendorff_alpha_counts(self.units)),
+            ties_to_error=self.ties_to_error,
+            pairs=tuple(pairs),
+            criteria=tuple(criteria),
+            most_disagreed=tuple(worst[:top]),
+        )
+        return JudgeSummary(per_judge=per, agreement=overall)
