@@ -6,7 +6,6 @@ JavaScript inlined; Jinja2 autoescapes every value. It shows the summary as resu
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import json
 import logging
@@ -152,14 +151,6 @@ def _get(row: Any, name: str) -> Any:
 _ROW_TYPES = frozenset({Example, Response, Judgment})
 
 
-def _failures(resps: Sequence[Any], judgs: Sequence[Any]) -> dict[str, list[Any]]:
-    """The failed rows (the template shows the first FAILURE_CAP of each and counts the rest)."""
-    return {
-        "responses": [r for r in resps if _get(r, "status") == "error"],
-        "judgments": [j for j in judgs if _get(j, "verdict") == "error"],
-    }
-
-
 def _content(content: Any) -> Any:
     """A message's content for the page: a string as is; a list of content parts as [kind, value] pairs
     ("t" text, "i" image URL, "x" anything else as JSON) so the page can show text as text and images as a
@@ -269,7 +260,7 @@ def _candidates(s: Summary) -> list[str]:
     return list(dict.fromkeys(c for cands in rows for c in cands))
 
 
-def _facts(s: Summary, shown: Sampled) -> list[tuple[str, Any]]:
+def _facts(s: Summary, shown: Sample) -> list[tuple[str, Any]]:
     """The header's facts, from the summary and the run's row counts (`shown`), which the summary does not hold."""
     calls = s.calls
     items = [
@@ -291,7 +282,7 @@ def _facts(s: Summary, shown: Sampled) -> list[tuple[str, Any]]:
     return [(k, v) for k, v in items if v is not None]
 
 
-def render_report(summary: Summary | Mapping[str, Any], shown: Sampled) -> str:
+def render_report(summary: Summary | Mapping[str, Any], shown: Sample) -> str:
     """The page of the examples `sample` picked. `summary` may be the typed Summary or summary.json's data."""
     s = summary if isinstance(summary, Summary) else read_summary(summary)
     return (
@@ -311,7 +302,7 @@ def render_report(summary: Summary | Mapping[str, Any], shown: Sampled) -> str:
     )
 
 
-def write_report(run_dir: Path, summary: Summary | Mapping[str, Any], shown: Sampled) -> Path:
+def write_report(run_dir: Path, summary: Summary | Mapping[str, Any], shown: Sample) -> Path:
     """Write run_dir/report.html atomically and return its path."""
     path = Path(run_dir) / "report.html"
     artifacts.write_text(path, render_report(summary, shown))
@@ -359,21 +350,8 @@ def by_example(
         yield ex, *rows[_get(ex, "id")], criteria, scores
 
 
-@dataclasses.dataclass(frozen=True)
-class Sampled:
-    """The examples a page shows, in input order, with their rows; the run's example, response and judgment counts
-    and its failed rows (the first FAILURE_CAP of each kind, the rest counted)."""
-
-    batches: list[Batch]
-    examples: int
-    responses: int
-    judgments: int
-    failures: dict[str, list[dict]]
-    failed: dict[str, int]
-
-
 def _badness(rs: Sequence[Any], js: Sequence[Any], scores: Mapping | None) -> tuple[int, float]:
-    """Sort key of the worst examples with no failed row (those come first, as (0, 0.0): `Sampler.add` tells them
+    """Sort key of the worst examples with no failed row (those come first, as (0, 0.0): `Sample.add` tells them
     apart): the lowest response score (unscored last)."""
     by_r: dict[str, list[Any]] = defaultdict(list)
     if scores is None:  # (the run's own scores need no judgments: the sampler's every example skips this)
@@ -383,19 +361,21 @@ def _badness(rs: Sequence[Any], js: Sequence[Any], scores: Mapping | None) -> tu
     return (1, min(values)) if values else (2, 0.0)
 
 
-def sample(batches: Iterable[Batch], limit: int = REPORT_EXAMPLES) -> Sampled:
+def sample(batches: Iterable[Batch], limit: int = REPORT_EXAMPLES) -> Sample:
     """At most `limit` examples, reading `batches` once: every example when there are no more than `limit`; else
     the first limit // 2 in input order and the limit - limit // 2 worst of the rest (failed rows, then lowest
     scores), shown in input order. Holds `limit` examples' rows and FAILURE_CAP failed rows of each kind, whatever
     the run's size."""
-    picker = Sampler(limit)
+    picked = Sample(limit)
     for batch in batches:
-        picker.add(*batch)
-    return picker.result()
+        picked.add(*batch)
+    return picked
 
 
-class Sampler:
-    """`sample`, fed one example's batch at a time (results/tally.py feeds it as the run goes)."""
+class Sample:
+    """What a page shows (`sample`), fed one example's batch at a time (results/tally.py feeds it as the run goes):
+    the picked examples with their rows, the run's example, response and judgment counts, and its failed rows (the
+    first FAILURE_CAP of each kind, the rest counted)."""
 
     def __init__(self, limit: int = REPORT_EXAMPLES) -> None:
         self.limit = limit
@@ -403,14 +383,15 @@ class Sampler:
         self.worst: list[tuple[tuple[int, float], int, Batch]] = []  # a max-heap by badness: keys negated
         self.failures: dict[str, list[dict]] = {"responses": [], "judgments": []}
         self.failed = {"responses": 0, "judgments": 0}
-        self.n = self.n_responses = self.n_judgments = 0
+        self.examples = self.responses = self.judgments = 0
 
     def add(self, ex: Any, rs: Sequence[Any], js: Sequence[Any], crit: Any, sc: Any) -> None:
-        i, limit = self.n, self.limit
-        self.n, self.n_responses, self.n_judgments = i + 1, self.n_responses + len(rs), self.n_judgments + len(js)
+        i, limit = self.examples, self.limit
+        self.examples, self.responses, self.judgments = i + 1, self.responses + len(rs), self.judgments + len(js)
         bad = any(_get(r, "status") == "error" for r in rs) or any(_get(j, "verdict") == "error" for j in js)
         if bad:  # (most examples: nothing failed, no lists to build)
-            for kind, got in _failures(rs, js).items():
+            for kind, rows, field in (("responses", rs, "status"), ("judgments", js, "verdict")):
+                got = [x for x in rows if _get(x, field) == "error"]
                 self.failed[kind] += len(got)
                 self.failures[kind].extend(_row(x) for x in got[: FAILURE_CAP - len(self.failures[kind])])
         if i < limit // 2:
@@ -424,10 +405,10 @@ class Sampler:
         if len(self.worst) > limit - limit // 2:
             heapq.heappop(self.worst)
 
-    def result(self) -> Sampled:
-        worst = [batch for _, _, batch in sorted(self.worst, key=lambda w: -w[1])]
-        counts = (self.n, self.n_responses, self.n_judgments)
-        return Sampled(self.first + worst, *counts, self.failures, self.failed)
+    @property
+    def batches(self) -> list[Batch]:
+        """The picked examples in input order."""
+        return self.first + [batch for _, _, batch in sorted(self.worst, key=lambda w: -w[1])]
 
 
 if __name__ == "__main__":  # python -m rubricrun.results.report outputs/<run_id>

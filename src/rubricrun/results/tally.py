@@ -24,7 +24,7 @@ from ..tasks import registry
 from ..types import Criterion, Example, Judgment, PairJudgment, Response
 from .artifacts import Finished
 from .export import export_batches
-from .report import REPORT_EXAMPLES, Sampler, safely, sample, write_report
+from .report import REPORT_EXAMPLES, Sample, safely, sample, write_report
 from .scoring import score_all
 from .summary import SummaryAcc
 from .summary_types import Summary
@@ -80,7 +80,7 @@ class Tally:
         # Fed as the run goes (the module docstring): the counts decide each dataset's metric before any example.
         self._given = metric_counts
         self._acc = SummaryAcc(cfg, metric_counts) if metric_counts is not None else None
-        self._picker: Sampler | None = Sampler(report_examples) if metric_counts is not None else None
+        self._picker: Sample | None = Sample(report_examples) if metric_counts is not None else None
         # One example's rows a chunk: nothing is held once `add` returns.
         keep = spool or metric_counts is None
         self._spool: Spool[_Rows] | None = Spool("rubricrun-tally-", _Rows, chunk=1) if keep else None
@@ -164,7 +164,7 @@ class Tally:
 
     def report(self, run_dir: Path, summary: Summary) -> None:
         """report.html, from the examples the sampler picked as the run went, else from a read of the spool."""
-        sampled = self._picker.result() if self._picker is not None else None
+        sampled = self._picker
         if sampled is None and self._spool is not None:
             batches = (self._batch(ex, rs, js, *self._criteria(ex)) for ex, rs, js, _ in self.rows())
             sampled = safely(sample, batches, self.report_examples)
