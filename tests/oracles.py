@@ -11,7 +11,7 @@ summarizes one example at a time (results/summary.SummaryAcc).
 - `counted(judgments, criteria)`: the agreement counts of a list of judgments; `compositions`, `percent_agreement`,
   `fleiss_kappa`, `krippendorff_alpha_nominal`, `cohen_kappa`: the agreement statistics of lists of ratings (the
   summary's are computed from counts: results/stats.py `*_counts`).
-- `leaderboard(per_candidate)`: stats.rank over candidates' per-example scores, as the summary ranks them.
+- `leaderboard(per_candidate)`: summary.leaderboard over candidates' per-example scores, as the summary ranks them.
 - `judge_stats(judgments)`: the summary's judge statistics of a list; `meta_rows(rows)`: judge meta-eval rows.
 - `extract_final_number(text)`: the number a response commits to.
 - `bradley_terry(comparisons, names)`: the scalar Bradley-Terry fit (results/pairwise.py fits them vectorized).
@@ -26,6 +26,8 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from rubricrun.config import Config, DatasetConfig
 from rubricrun.data.loaders import RowParser, iter_dataset
 from rubricrun.data.meta_rows import meta_row
@@ -34,13 +36,13 @@ from rubricrun.data.schemas import Row
 from rubricrun.engine.calls import GenTask, turn_task
 from rubricrun.engine.preflight import Examples, validate_examples
 from rubricrun.judging.answers import final_answer, span_number
-from rubricrun.results import export, metrics, stats
+from rubricrun.results import export, metrics, stats, summary
 from rubricrun.results.agreement import AgreementCounts, cohen_kappa_counts
 from rubricrun.results.summary import SummaryAcc
 from rubricrun.results.summary_types import Summary
 from rubricrun.tasks import registry
 from rubricrun.tasks.registry import TASKS
-from rubricrun.tasks.spec import DatasetResult
+from rubricrun.tasks.spec import CandidateResult, DatasetResult
 from rubricrun.types import Criterion, Example, Judgment, PairJudgment, Response
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -204,7 +206,7 @@ def extract_final_number(text: str) -> float | None:
 
 
 def leaderboard(per_candidate: Mapping[str, Mapping[str, float]], *, n_boot: int = 1000, seed: int = 0) -> list[dict]:
-    """Candidates ranked by mean score (one score per example id), best first (stats.rank): two are told apart when
+    """Candidates ranked by mean score (one score per example id), best first (summary.leaderboard): two are told apart when
     their paired_diff CI (over shared example ids) excludes 0; fewer than two shared ids leave them undecided."""
     names = list(per_candidate)
     cis = {
@@ -217,7 +219,11 @@ def leaderboard(per_candidate: Mapping[str, Mapping[str, float]], *, n_boot: int
         for y in names[i + 1 :]
         if stats.paired_diff(per_candidate[x], per_candidate[y], n_boot=n_boot, seed=seed)["significant"]
     }
-    return stats.rank(cis, separated)
+    cands = {
+        name: CandidateResult(ci["mean"], (ci["ci_low"], ci["ci_high"]), None, ci["n"], None, 0)
+        for name, ci in cis.items()
+    }
+    return [msgspec.structs.asdict(row) for row in summary.leaderboard(cands, separated)]
 
 
 def _strongly_connected(names: Sequence[str], beats: Mapping[str, set[str]]) -> bool:

@@ -1,4 +1,4 @@
-"""Pure statistics for summary.json: bootstrap CIs, paired comparisons, leaderboards, vote and agreement measures.
+"""Pure statistics for summary.json: bootstrap CIs, paired comparisons, vote and agreement measures.
 
 Deterministic given `seed`: each bootstrap draws from its own numpy `Generator(PCG64(seed))`. The unit of resampling
 is the example (callers pass one value per example, so a CI reflects example-to-example variation only); resamples
@@ -196,32 +196,6 @@ def paired_diff(
         "ties": n - wins - losses,
         "losses": losses,
     }
-
-
-def rank(cis: Mapping[str, Mapping[str, Any]], separated: set[frozenset[str]]) -> list[dict[str, Any]]:
-    """The leaderboard rows {"rank", "candidate", "score", "ci_low", "ci_high", "n", "within_noise_of"} of each
-    candidate's `mean_ci` result: by mean descending, then name, no mean last; competition ranking (equal means
-    share a rank: "1224"); `within_noise_of`, in leaderboard order, the candidates not told apart from this one
-    (the pair is not in `separated`, the pairs the caller found significantly different)."""
-    order = sorted(cis, key=lambda name: (cis[name]["mean"] is None, -(cis[name]["mean"] or 0.0), name))
-    rows: list[dict[str, Any]] = []
-    for pos, name in enumerate(order):
-        ci = cis[name]
-        rank = pos + 1
-        if rows and rows[-1]["score"] == ci["mean"]:
-            rank = rows[-1]["rank"]
-        rows.append(
-            {
-                "rank": rank,
-                "candidate": name,
-                "score": ci["mean"],
-                "ci_low": ci["ci_low"],
-                "ci_high": ci["ci_high"],
-                "n": ci["n"],
-                "within_noise_of": tuple(o for o in order if o != name and frozenset((name, o)) not in separated),
-            }
-        )
-    return rows
 
 
 # One unit's ratings as a multiset: its (category, count) pairs (`composition`).

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..config import Config
 from ..tasks import registry
-from ..tasks.spec import DatasetResult, figure, interval
+from ..tasks.spec import CandidateResult, DatasetResult, figure, interval
 from ..types import Criterion, Example, Judgment, PairJudgment, Response
 from . import agreement, metrics, stats
 from .accum import ByExample, ExampleIds
@@ -106,8 +106,6 @@ def _dataset(cfg: Config, result: DatasetResult, categories: np.ndarray | None, 
     cands = result.candidates
     separated = _separated(cfg, cands)
     per_example = _rows_are_candidates(result.metric)  # a meta-evaluation's judges have no per-example values
-    cis = {n: {"mean": c.score, "ci_low": c.ci[0], "ci_high": c.ci[1], "n": c.n} for n, c in cands.items()}
-    board = tuple(DatasetRankRow(**row) for row in stats.rank(cis, separated))
     rows = {
         n: DatasetCandidate(
             **{f: getattr(c, f) for f in _AS_THEY_ARE},
@@ -118,13 +116,26 @@ def _dataset(cfg: Config, result: DatasetResult, categories: np.ndarray | None, 
         for n, c in cands.items()
     }
     extra = dict(result.extra) or None
-    return DatasetSummary(result.metric, result.on_error, rows, board, extra)
+    return DatasetSummary(result.metric, result.on_error, rows, leaderboard(cands, separated), extra)
+
+
+def leaderboard(cands: Mapping[str, CandidateResult], separated: set[frozenset[str]]) -> tuple[DatasetRankRow, ...]:
+    """By score descending, then name, no score last; equal scores share a rank ("1224"); `within_noise_of`, in
+    leaderboard order, the candidates not told apart from this one (the pair is not in `separated`)."""
+    order = sorted(cands, key=lambda name: (cands[name].score is None, -(cands[name].score or 0.0), name))
+    rows: list[DatasetRankRow] = []
+    for pos, name in enumerate(order):
+        c = cands[name]
+        rank = rows[-1].rank if rows and rows[-1].score == c.score else pos + 1
+        noise = tuple(o for o in order if o != name and frozenset((name, o)) not in separated)
+        rows.append(DatasetRankRow(rank, name, c.score, *c.ci, c.n, noise))
+    return tuple(rows)
 
 
 _AS_THEY_ARE = ("score", "ci", "std", "n", "coverage", "partial", "scored", "expected")  # CandidateResult's fields
 
 
-def _separated(cfg: Config, cands: Mapping[str, metrics.CandidateResult]) -> set[frozenset[str]]:
+def _separated(cfg: Config, cands: Mapping[str, CandidateResult]) -> set[frozenset[str]]:
     """The pairs of leaderboard rows told apart: a paired bootstrap over the examples both have; rows without
     per-example values (a judge meta-evaluation's judges) by their CIs not overlapping."""
     out = set()
