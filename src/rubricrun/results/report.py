@@ -20,7 +20,6 @@ from urllib.parse import quote
 
 import jinja2
 from markupsafe import Markup
-from msgspec import Struct
 
 from ..judging.auto import AUTO_CRITERION
 from ..tasks import registry
@@ -134,23 +133,6 @@ def _asset(name: str) -> Markup:
     return Markup(text)
 
 
-def _row(x: Any) -> dict[str, Any]:
-    """A row as a dict, shallow (its values as they are: codec.to_data would copy every text)."""
-    if isinstance(x, Struct):
-        return {name: getattr(x, name) for name in x.__struct_fields__}
-    return dict(x)
-
-
-def _get(row: Any, name: str) -> Any:
-    """A field of a row, a dataclass or its dict (the sample reads rows as they come; see `sample`)."""
-    if type(row) in _ROW_TYPES:  # (isinstance of an ABC costs more than the read: the sampler reads every row)
-        return getattr(row, name, None)
-    return row.get(name) if isinstance(row, Mapping) else getattr(row, name, None)
-
-
-_ROW_TYPES = frozenset({Example, Response, Judgment})
-
-
 def _content(content: Any) -> Any:
     """A message's content for the page: a string as is; a list of content parts as [kind, value] pairs
     ("t" text, "i" image URL, "x" anything else as JSON) so the page can show text as text and images as a
@@ -173,37 +155,39 @@ def _content(content: Any) -> Any:
     return parts
 
 
-def _verdicts(ex: dict, js: Sequence[dict], crit: list, judges: dict[str, int], criteria: Mapping | None) -> list:
+def _verdicts(
+    ex: Example, js: Sequence[Judgment], crit: list, judges: dict[str, int], criteria: Mapping | None
+) -> list:
     """[criterion position, m|n|e, explanation, judge, error, votes] per judgment of a response (judges by their
     number in `judges`, which gives a new one the next); a criterion not in the example's own rubric (a config
     default rubric, an auto verdict) is appended to `crit`."""
     pos = {c[0]: i for i, c in enumerate(crit)}
     out = []
     for j in js:
-        cid = clip(j["criterion_id"])  # as the example's rubric above holds it
+        cid = clip(j.criterion_id)  # as the example's rubric above holds it
         if cid not in pos:
-            c = (criteria or {}).get((ex["id"], j["criterion_id"]))
-            text = _row(c)["text"] if c is not None else AUTO_TEXT.get(cid, cid)
+            c = (criteria or {}).get((ex.id, j.criterion_id))
+            text = c.text if c is not None else AUTO_TEXT.get(cid, cid)
             pos[cid] = len(crit)
-            crit.append([cid, clip(text, "config.yaml"), j["weight"], None])
+            crit.append([cid, clip(text, "config.yaml"), j.weight, None])
         votes = [
             [judges.setdefault(v.get("judge", "?"), len(judges)), (v.get("verdict") or "error")[0]]
-            for v in j.get("votes") or ()
+            for v in j.votes or ()
         ]
-        why, error = (_clipped(j.get(k), "judgments.jsonl") for k in ("explanation", "error"))
-        out.append([pos[cid], j["verdict"][0], why, judges.setdefault(j["judge"], len(judges)), error, votes])
+        why, error = _clipped([j.explanation, j.error], "judgments.jsonl")
+        out.append([pos[cid], j.verdict[0], why, judges.setdefault(j.judge, len(judges)), error, votes])
     return out
 
 
-def _score(r: Any, js: Sequence[Any], scores: Mapping[str, Score] | None) -> float | None:
+def _score(r: Response, js: Sequence[Judgment], scores: Mapping[str, Score] | None) -> float | None:
     """The response's normalized score: the run's own (scoring.score_all) when given; rebuilt from the judgments
     when the page is made from a finished run's files, which do not hold per-response scores."""
     if scores is not None:
-        s = scores.get(_get(r, "id"))
+        s = scores.get(r.id)
         value = s.normalized if s else None
     elif js:
-        crit = [Criterion(id=_get(j, "criterion_id"), text="", weight=float(_get(j, "weight"))) for j in js]
-        value = score_response(crit, [_get(j, "verdict") for j in js]).normalized
+        crit = [Criterion(id=j.criterion_id, text="", weight=float(j.weight)) for j in js]
+        value = score_response(crit, [j.verdict for j in js]).normalized
     else:
         value = None
     return None if value is None else round(value, 4)
@@ -213,40 +197,29 @@ def _example_data(s: Summary, batches: Sequence[Batch]) -> dict[str, Any]:
     """Compact per-example data: each prompt and criterion text once, verdicts as 'm' / 'n' / 'e'."""
     # Candidate and judge names as small integers in the embedded data (each name written once).
     names = _candidates(s)
-    seen = {_get(r, "candidate") for b in batches for r in b[1]}
+    seen = {r.candidate for b in batches for r in b[1]}
     cands = {c: i for i, c in enumerate(names + sorted(seen - set(names)))}
     judges: dict[str, int] = {}
     out = []
-    for example, responses, judgments, criteria, scores in batches:
-        ex = _row(example)
-        crit = [
-            [
-                *_clipped([c["id"], c["text"]], "examples.jsonl"),
-                c["weight"],
-                _clipped(c.get("category"), "examples.jsonl"),
-            ]
-            for c in map(_row, ex.get("rubric") or ())
-        ]
-        j_by_resp: dict[str, list[dict]] = defaultdict(list)
-        for j in map(_row, judgments):
-            j_by_resp[j["response_id"]].append(j)
+    for ex, responses, judgments, criteria, scores in batches:
+        crit = [_clipped([c.id, c.text, c.weight, c.category], "examples.jsonl") for c in ex.rubric]
+        j_by_resp: dict[str, list[Judgment]] = defaultdict(list)
+        for j in judgments:
+            j_by_resp[j.response_id].append(j)
         rows = []
-        for r in sorted(map(_row, responses), key=lambda r: (cands[r["candidate"]], r["sample_index"])):
-            js = j_by_resp.get(r["id"], [])
-            text, error = (_clipped(r.get(k), "responses.jsonl") for k in ("text", "error"))
+        for r in sorted(responses, key=lambda r: (cands[r.candidate], r.sample_index)):
+            js = j_by_resp.get(r.id, [])
+            text, error = _clipped([r.text, r.error], "responses.jsonl")
             rows.append(
-                [cands[r["candidate"]], r["sample_index"], r["status"], text, error]
-                + [_score(r, js, scores), _verdicts(ex, js, crit, judges, criteria), r.get("turn", 1)]
+                [cands[r.candidate], r.sample_index, r.status, text, error]
+                + [_score(r, js, scores), _verdicts(ex, js, crit, judges, criteria), r.turn]
             )
-        msgs = [
-            [m.get("role", "?"), _clipped(_content(m.get("content")), "examples.jsonl")]
-            for m in ex.get("messages") or ()
-        ]
-        ids = (_clipped(ex.get(k), "examples.jsonl") for k in ("id", "dataset", "source"))
+        msgs = [[m.get("role", "?"), _clipped(_content(m.get("content")), "examples.jsonl")] for m in ex.messages]
+        ids = _clipped([ex.id, ex.dataset, ex.source], "examples.jsonl")
         item = dict(zip(("id", "ds", "src"), ids, strict=True)) | {"m": msgs, "k": crit, "r": rows}
         for key, short in (("reference", "ref"), ("answer", "ans"), ("choices", "ch")):
-            if ex.get(key) is not None:
-                item[short] = _clipped(ex[key], "examples.jsonl")
+            if getattr(ex, key) is not None:
+                item[short] = _clipped(getattr(ex, key), "examples.jsonl")
         out.append(item)
     shown = {k: [clip(n, "config.yaml") for n in v] for k, v in (("cands", cands), ("judges", judges))}
     return {**shown, "thr": s.pass_threshold, "ex": out}
@@ -329,25 +302,31 @@ def write_report_from_dir(run_dir: Path, limit: int = REPORT_EXAMPLES) -> Path:
 
 
 # An example with its rows, the criteria of the run ((example id, criterion id) -> Criterion, or None) and the
-# per-response scores (None: rebuilt from the judgments). Rows may be row types or their dicts.
-Batch = tuple[Any, Sequence[Any], Sequence[Any], Mapping[tuple[str, str], Any] | None, Mapping[str, Score] | None]
+# per-response scores (None: rebuilt from the judgments).
+Batch = tuple[
+    Example,
+    Sequence[Response],
+    Sequence[Judgment],
+    Mapping[tuple[str, str], Criterion] | None,
+    Mapping[str, Score] | None,
+]
 
 
 def by_example(
-    examples: Iterable[Any],
-    responses: Iterable[Any],
-    judgments: Iterable[Any],
-    criteria: Mapping[tuple[str, str], Any] | None = None,
+    examples: Iterable[Example],
+    responses: Iterable[Response],
+    judgments: Iterable[Judgment],
+    criteria: Mapping[tuple[str, str], Criterion] | None = None,
     scores: Mapping[str, Score] | None = None,
 ) -> Iterator[Batch]:
     """Each example with its own rows, in input order, as `sample` reads them."""
     rows: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
     for r in responses:
-        rows[_get(r, "example_id")][0].append(r)
+        rows[r.example_id][0].append(r)
     for j in judgments:
-        rows[_get(j, "example_id")][1].append(j)
+        rows[j.example_id][1].append(j)
     for ex in examples:
-        yield ex, *rows[_get(ex, "id")], criteria, scores
+        yield ex, *rows[ex.id], criteria, scores
 
 
 def _badness(rs: Sequence[Any], js: Sequence[Any], scores: Mapping | None) -> tuple[int, float]:
@@ -356,8 +335,8 @@ def _badness(rs: Sequence[Any], js: Sequence[Any], scores: Mapping | None) -> tu
     by_r: dict[str, list[Any]] = defaultdict(list)
     if scores is None:  # (the run's own scores need no judgments: the sampler's every example skips this)
         for j in js:
-            by_r[_get(j, "response_id")].append(j)
-    values = [v for r in rs if (v := _score(r, by_r.get(_get(r, "id"), []), scores)) is not None]
+            by_r[j.response_id].append(j)
+    values = [v for r in rs if (v := _score(r, by_r.get(r.id, []), scores)) is not None]
     return (1, min(values)) if values else (2, 0.0)
 
 
@@ -381,19 +360,22 @@ class Sample:
         self.limit = limit
         self.first: list[Batch] = []
         self.worst: list[tuple[tuple[int, float], int, Batch]] = []  # a max-heap by badness: keys negated
-        self.failures: dict[str, list[dict]] = {"responses": [], "judgments": []}
+        self.failures: dict[str, list[Any]] = {"responses": [], "judgments": []}
         self.failed = {"responses": 0, "judgments": 0}
         self.examples = self.responses = self.judgments = 0
 
-    def add(self, ex: Any, rs: Sequence[Any], js: Sequence[Any], crit: Any, sc: Any) -> None:
+    def add(self, ex: Example, rs: Sequence[Response], js: Sequence[Judgment], crit: Any, sc: Any) -> None:
         i, limit = self.examples, self.limit
         self.examples, self.responses, self.judgments = i + 1, self.responses + len(rs), self.judgments + len(js)
-        bad = any(_get(r, "status") == "error" for r in rs) or any(_get(j, "verdict") == "error" for j in js)
+        bad = any(r.status == "error" for r in rs) or any(j.verdict == "error" for j in js)
         if bad:  # (most examples: nothing failed, no lists to build)
-            for kind, rows, field in (("responses", rs, "status"), ("judgments", js, "verdict")):
-                got = [x for x in rows if _get(x, field) == "error"]
+            failed = (
+                ("responses", [r for r in rs if r.status == "error"]),
+                ("judgments", [j for j in js if j.verdict == "error"]),
+            )
+            for kind, got in failed:
                 self.failed[kind] += len(got)
-                self.failures[kind].extend(_row(x) for x in got[: FAILURE_CAP - len(self.failures[kind])])
+                self.failures[kind].extend(got[: FAILURE_CAP - len(self.failures[kind])])
         if i < limit // 2:
             self.first.append((ex, rs, js, crit, sc))
             return
