@@ -48,24 +48,6 @@ def _boot_std(values: Sequence[float], n_boot: int, seed: int, clip: Callable[[f
     return statistics.pstdev([clip(m) for m in stats.resample_means(values, n_boot, seed).tolist()])
 
 
-def _headline(
-    values: Sequence[float], n_boot: int, seed: int, clip: Callable[[float], float]
-) -> tuple[float | None, tuple[float | None, float | None], float | None]:
-    """(clip(mean), CI with clipped bounds, bootstrap std) over one value per example."""
-    ci = stats.mean_ci(values, n_boot=n_boot, seed=seed)
-    if ci["mean"] is None:
-        return None, (None, None), None
-    return clip(ci["mean"]), (clip(ci["ci_low"]), clip(ci["ci_high"])), _boot_std(values, n_boot, seed, clip)
-
-
-def _group(by_group: Mapping[str, Sequence[float]], n_boot: int, seed: int, clip: Callable) -> dict:
-    """{group: {"score", "std", "n"}} from {group: one value per example, in sorted example-id order}."""
-    return {
-        g: {"score": clip(fmean(vals)), "std": _boot_std(vals, n_boot, seed, clip), "n": len(vals)}
-        for g, vals in sorted(by_group.items())
-    }
-
-
 def _mean_values(rows: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """Per-response {key: value} -> {key: mean over the responses that have key}."""
     acc: dict[str, list[float]] = defaultdict(list)
@@ -114,12 +96,10 @@ def dataset_result(
     by_id = {ex.id: ex for ex in examples}
     rs: dict[str, list[Response]] = defaultdict(list)
     for r in responses:
-        if r.example_id in by_id:
-            rs[r.example_id].append(r)
+        rs[r.example_id].append(r)
     js: dict[str, list[Judgment]] = defaultdict(list)
     for j in judgments:
-        if j.example_id in by_id:
-            js[j.example_id].append(j)
+        js[j.example_id].append(j)
     for eid, ex in by_id.items():
         acc.add(ex, rs.get(eid, ()), js.get(eid, ()), None if criteria is None else criteria.get(eid))
     return acc.result()
@@ -211,15 +191,19 @@ class DatasetAcc:
 
     def _candidate(self, acc: _CandidateAcc, expected: int) -> CandidateResult:
         per_example = acc.values.column("score", self.ids)
-        headline = per_example.vals
-        score, ci, std = _headline(headline, self.n_boot, self.seed, self.spec.clip)
+        headline, clip = per_example.vals, self.spec.clip
+        ci = stats.mean_ci(headline, n_boot=self.n_boot, seed=self.seed)
         agg = _CandidateAgg(self.spec, acc.values, self.ids, headline, self.n_boot, self.seed)
-        extra = _extra(self.spec, agg)
+        extra: dict[str, Any] = dict(self.spec.aggregate(agg))
+        by_turn = agg.groups("turn:", clip)
+        if by_turn and "by_turn" not in extra:  # multi-turn datasets: turn 1, turn 2, ... beside their average
+            extra["by_turn"] = by_turn
         extra["unscorable"] = self.unscorable
+        scored = ci["mean"] is not None
         return CandidateResult(
-            score=score,
-            ci=ci,
-            std=std,
+            score=clip(ci["mean"]) if scored else None,
+            ci=(clip(ci["ci_low"]), clip(ci["ci_high"])) if scored else (None, None),
+            std=_boot_std(headline, self.n_boot, self.seed, clip),
             n=len(headline),
             coverage=stats.rate(acc.full, expected) if acc.full <= expected else 1.0,
             partial=acc.partial,
@@ -289,7 +273,11 @@ class _CandidateAgg:
         return self._values.values(key, self.ids)
 
     def groups(self, prefix: str, clip: Callable[[float], float] = float) -> dict[str, dict[str, Any]]:
-        return _group(self._values.groups(prefix, self.ids), self.n_boot, self.seed, clip)
+        """{group: {"score", "std", "n"}} of the keys `prefix` + group."""
+        return {
+            g: {"score": clip(fmean(vals)), "std": _boot_std(vals, self.n_boot, self.seed, clip), "n": len(vals)}
+            for g, vals in sorted(self._values.groups(prefix, self.ids).items())
+        }
 
     def rated(self, kinds: Sequence[str]) -> dict[str, Any]:
         """A graded result on its own scale: `rating` with its CI, and by each kind (category, turn), each group
@@ -305,15 +293,6 @@ class _CandidateAgg:
             rated = self.groups(f"rating:{kind}:")
             out[f"by_{kind}"] = {g: {**d, "rating": rated[g]["score"]} for g, d in groups.items()}
         return out
-
-
-def _extra(spec: Metric, agg: _CandidateAgg) -> dict[str, Any]:
-    """The metric's own fields (its aggregate), then `by_turn` for multi-turn datasets."""
-    extra: dict[str, Any] = dict(spec.aggregate(agg))
-    by_turn = agg.groups("turn:", spec.clip)
-    if by_turn and "by_turn" not in extra:  # multi-turn datasets: turn 1, turn 2, ... beside their average
-        extra["by_turn"] = by_turn
-    return extra
 
 
 def dataset_accs(
