@@ -98,12 +98,6 @@ def _clipped(value: Any, where: str) -> Any:
     return value
 
 
-def _shown_value(value: Any) -> Any:
-    """What the template writes for `{{ value }}` (Jinja's finalize): a plain string clipped; our own markup (the
-    CSS, the script, the embedded data, the charts) as it is."""
-    return clip(value) if type(value) is str else value
-
-
 @cache
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -112,15 +106,13 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
-        finalize=_shown_value,
+        finalize=lambda value: clip(value) if type(value) is str else value,  # our own Markup as it is
     )
     # tojson: compact and UTF-8 (the data block can be megabytes); Jinja still escapes <, >, & and '.
     env.policies["json.dumps_kwargs"] = {"ensure_ascii": False, "separators": (",", ":")}
     env.filters.update(num=_num, usd=_usd, breakable=_breakable, exhash=lambda eid: "#ex=" + quote(eid, safe=""))
-    env.globals.update(
-        xpos=_xpos, extras_of=_extras_of, nav=NAV, cap=FAILURE_CAP, radar=dataset_radar, histogram=histogram_svg
-    )
-    env.globals.update(section_of=registry.section_of)
+    env.globals.update(xpos=_xpos, extras_of=_extras_of, nav=NAV, cap=FAILURE_CAP, section_of=registry.section_of)
+    env.globals.update(radar=dataset_radar, histogram=histogram_svg)
     return env
 
 

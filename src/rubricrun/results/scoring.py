@@ -1,12 +1,6 @@
-"""Pure scoring: a response's rubric score from its criteria's verdicts.
-
-Rubric score of one response, over the criteria whose verdict is not `error`:
-    points     = sum of the weights of met criteria
-    normalized = (points - N) / (P - N)   with P = sum of positive weights, N = sum of negative weights
-                 (PRBench: 0 when every penalty fires and nothing is earned, 1 when all good and no bad)
-    clipped    = min(1, max(0, points / P))   (HealthBench)
-Criteria judged `error` are left out of the numerator and the denominators, counted in `errors`.
-"""
+"""Pure scoring: a response's rubric score from its criteria's verdicts: points, normalized as PRBench, clipped as
+HealthBench (the formulas: docs/statistics.md, "A response's score"). Criteria judged `error` are left out of the
+numerator and the denominators, counted in `errors`."""
 
 from __future__ import annotations
 

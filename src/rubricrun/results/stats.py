@@ -1,11 +1,6 @@
-"""Pure statistics for summary.json: bootstrap CIs, paired comparisons, vote and agreement measures.
-
-Deterministic given `seed`: each bootstrap draws from its own numpy `Generator(PCG64(seed))`. The unit of resampling
-is the example (callers pass one value per example, so a CI reflects example-to-example variation only); resamples
-are drawn as `resample_indexes` and `resample_means` say; CIs are percentile intervals of the resampled means with
-type-7 quantiles (`_quantile`); a constant sample's CI is exactly its mean. With very few examples the percentile
-bootstrap is over-confident (its CIs are too narrow).
-"""
+"""Pure statistics for summary.json: bootstrap CIs, paired comparisons, vote and agreement measures. Deterministic
+given `seed` (each bootstrap its own numpy PCG64); one value per example, so the example is the unit of resampling;
+percentile CIs with type-7 quantiles (`_quantile`), a constant sample's exactly its mean (docs/statistics.md)."""
 
 from __future__ import annotations
 

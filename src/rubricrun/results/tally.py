@@ -1,12 +1,8 @@
-"""What a run's results need, fed one example at a time in input order: the summary, the export and the report.
-
-`RunTally` is the interface the runner feeds (`take` each finished example, then the summary, the export and the
-report), kept by `Tally` here and by the tally in a second process (engine/tally_process.py) alike. Memory per
-example stays a few floats whatever the run's size (.agent/plans/009-limits.md, item 3): with each dataset's metric
-counts known from preflight, `take` feeds the summary and the report's sampler as it goes, and spools the full rows
-only if an export will read them back (a warm rerun spools nothing, plan 012). A synthesized dataset's metrics are
-known only at the end: its rows are spooled and summarized from the spool.
-"""
+"""What a run's results need, fed one example at a time in input order: the summary, the export and the report
+(`RunTally`, kept here and in a second process, engine/tally_process.py). Memory per example stays a few floats
+(.agent/plans/009-limits.md, item 3): with the metric counts known from preflight, `take` feeds the summary and the
+report's sample as it goes and spools rows only for an export (plan 012); a synthesized dataset's rows are spooled
+and summarized from the spool at the end, when its metrics are known."""
 
 from __future__ import annotations
 
