@@ -1,15 +1,7 @@
-"""Length-controlled pairwise win rate: AlpacaEval 2's `length_controlled_minimal` GLM, and the share of verdicts
-that went to the longer answer. Pure functions, numpy only; docs/judging.md ("Length-controlled win rate") is the
-reference, with the differences from AlpacaEval and their reasons.
-
-The model (tatsu-lab/alpaca_eval, src/alpaca_eval/metrics/glm_winrate.py, GLM_INFO["length_controlled_minimal"]):
-
-    P(a preferred) = logistic(theta + gamma * tanh(d / sd(d))),   d = len_a - len_b, sd with ddof=1 (pandas)
-
-fitted to a's fractional preferences (1 won, 0.5 tie, 0 lost; None a judge error, left out) by maximum likelihood
-(each comparison a weighted 1 and a weighted 0, as AlpacaEval's duplication does); the LC win rate is
-logistic(theta), with a delta-method standard error from the sandwich covariance.
-"""
+"""Length-controlled pairwise win rate: AlpacaEval 2's `length_controlled_minimal` GLM (tatsu-lab/alpaca_eval,
+metrics/glm_winrate.py), P(a preferred) = logistic(theta + gamma * tanh(d / sd(d))), d = len_a - len_b, sd with
+ddof=1 (pandas), fitted to a's fractional preferences by maximum likelihood; and the share of verdicts that went to
+the longer answer. docs/judging.md ("Length-controlled win rate") is the reference, with the differences."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Pairwise judging results (judging/pairwise.py rows): win / tie / loss rates with bootstrap CIs, Bradley-Terry
-ratings, the position-bias rate, mean answer lengths and length-controlled win rates (results/length_control.py),
-per dataset. Pure functions; the ratings' bootstrap fits its resamples together with numpy (`bootstrap_ratings`).
-
-Bradley-Terry: P(i beats j) = p_i / (p_i + p_j), fitted by Hunter's (2004) MM iteration p_i <- W_i / sum_j n_ij /
-(p_i + p_j); a tie is half a win to each side (as Chatbot Arena's compute_mle_elo), ratings 1000 + 400 log10(p_i)
-with strengths of geometric mean 1, and one virtual tie between every two candidates (`prior`) so that a candidate
-that lost every comparison (often, in a bootstrap resample) still has a finite rating (docs/judging.md).
-"""
+"""Pairwise judging results per dataset (docs/judging.md): win / tie / loss rates with bootstrap CIs, Bradley-Terry
+ratings, the position-bias rate, mean answer lengths and length-controlled win rates. Bradley-Terry: Hunter's (2004)
+MM iteration p_i <- W_i / sum_j n_ij / (p_i + p_j), a tie half a win to each side (Chatbot Arena's compute_mle_elo),
+one virtual tie per pair so a candidate that lost every comparison (often, in a resample) has a finite rating."""
 
 from __future__ import annotations
 
