@@ -71,15 +71,11 @@ def _card(repo_id: str, files: list[tuple[str, Path, int]], empty: list[str], ca
         "```python\nfrom datasets import load_dataset\n\n"
         f'ds = load_dataset("{repo_id}", "{files[0][0]}", split="train")\n```\n'
     )
-    for key, heading in (("models", "Candidate models"), ("judges", "Judges")):
-        if card.get(key):
-            out.append(f"## {heading}\n")
-            out.extend(f"- {m}" for m in card[key])
-            out.append("")
-    if card.get("thresholds"):
-        out.append("## Export settings\n")
-        out.extend(f"- {k}: {v}" for k, v in card["thresholds"].items())
-        out.append("")
+    settings = [f"{k}: {v}" for k, v in (card.get("thresholds") or {}).items()]
+    sections = (("Candidate models", card.get("models")), ("Judges", card.get("judges")), ("Export settings", settings))
+    for heading, items in sections:
+        if items:
+            out += [f"## {heading}\n", *(f"- {m}" for m in items), ""]
     rest = {k: v for k, v in card.items() if k not in {"models", "judges", "thresholds"}}
     if rest:
         out.append("## Details\n\n```yaml\n" + yaml.safe_dump(rest, sort_keys=False, allow_unicode=True) + "```\n")
