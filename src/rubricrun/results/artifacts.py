@@ -208,14 +208,6 @@ def _rows(path: Path, cls: type, keep: Callable[[dict], bool] = lambda row: True
         raise InputError(f"not a rubricrun {cls.__name__.lower()} row: {exc}", file=str(path)) from None
 
 
-def default_rubric(cfg: Any) -> list[dict[str, Any]]:
-    """A resolved config's `judging.default_rubric` criteria (what examples without a rubric of their own were
-    judged on), an unnamed one called `d<i>` as judging/rubric.py names it."""
-    judging = cfg.get("judging") if isinstance(cfg, dict) and isinstance(cfg.get("judging"), dict) else {}
-    rubric = judging.get("default_rubric") if isinstance(judging.get("default_rubric"), list) else []
-    return [{**c, "id": c.get("id") or f"d{i + 1}"} for i, c in enumerate(rubric) if isinstance(c, dict)]
-
-
 def load_run(path: str | Path) -> RunData:
     """A finished run folder read back; InputError naming the file when it is not one. Its config.yaml is optional
     (the default rubric's texts and weights, the bootstrap settings)."""
@@ -227,8 +219,12 @@ def load_run(path: str | Path) -> RunData:
         raise InputError("has no `datasets`: not written by this version of rubricrun", file=str(d / "summary.json"))
     cfg = _read(d / "config.yaml", yaml.safe_load) if (d / "config.yaml").exists() else {}
     run = cfg.get("run") if isinstance(cfg, dict) and isinstance(cfg.get("run"), dict) else {}
+    judging = cfg.get("judging") if isinstance(cfg, dict) and isinstance(cfg.get("judging"), dict) else {}
+    listed = judging.get("default_rubric") if isinstance(judging.get("default_rubric"), list) else []
+    # An unnamed criterion is `d<i>`, as judging/rubric.py names it.
+    named = [{**c, "id": c.get("id") or f"d{i + 1}"} for i, c in enumerate(listed) if isinstance(c, dict)]
     try:
-        rubric = tuple(codec.convert(c, Criterion) for c in default_rubric(cfg))
+        rubric = tuple(codec.convert(c, Criterion) for c in named)
     except codec.DecodeError as exc:
         raise InputError(f"not a rubricrun criterion row: {exc}", file=str(d / "config.yaml")) from None
     return RunData(
