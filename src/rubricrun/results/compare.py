@@ -81,11 +81,6 @@ def _flips(name: str, a: RunData, b: RunData, ids: set[str], texts: Mapping[tupl
     return sorted(out, key=lambda f: (f["example_id"], f["candidate"], f["response_id"], f["criterion_id"]))
 
 
-def _texts(runs: Sequence[RunData]) -> dict[tuple[str, str], str]:
-    """(example id, criterion id) -> criterion text, from either run (B's wins)."""
-    return {(ex.id, c.id): c.text for run in runs for ex in run.examples for c in _scored_on(run, ex)}
-
-
 def _candidate_change(
     cand: str,
     ra: CandidateResult | None,
@@ -122,7 +117,8 @@ def compare_runs(a: RunData, b: RunData) -> dict[str, dict[str, Any]]:
     """compare.json's `datasets`: every dataset of either run (A's order, then B's new ones), each candidate of
     either run; `only_in` is "a" or "b" when the dataset is in one run only (nothing is compared)."""
     ga, gb = _groups(a), _groups(b)
-    texts = _texts([a, b])
+    # Each criterion's text by (example id, criterion id), from either run (B's where both have it).
+    texts = {(ex.id, c.id): c.text for run in (a, b) for ex in run.examples for c in _scored_on(run, ex)}
     out = {}
     for name in list(ga) + [n for n in gb if n not in ga]:
         if name not in ga or name not in gb:
@@ -161,14 +157,10 @@ def comparison_row(a: RunData, b: RunData, changes: Mapping[str, dict[str, Any]]
     }
 
 
-def default_out(run_a: Path, run_b: Path) -> Path:
-    return run_a.parent / f"compare-{run_a.name}-vs-{run_b.name}"
-
-
 def write_compare(run_a: str | Path, run_b: str | Path, out: str | Path | None = None) -> Path:
     """Load both runs, compare, write compare.json and compare.html; returns the folder."""
     a, b = load_run(run_a), load_run(run_b)
-    folder = Path(out) if out else default_out(a.path, b.path)
+    folder = Path(out) if out else a.path.parent / f"compare-{a.path.name}-vs-{b.path.name}"
     changes = compare_runs(a, b)
     data = comparison_row(a, b, changes)
     artifacts.write_json(folder / "compare.json", data)

@@ -187,7 +187,7 @@ def _rows_are_candidates(metric: str) -> bool:
 
 def log_summary(summary: Summary) -> None:
     """The console's closing lines: calls, then one line per dataset and candidate (its own metric, never a
-    score blended across datasets)."""
+    score blended across datasets), then per pair of candidates and dataset and the dataset's position bias."""
     if summary.note:
         log.info("%s", summary.note)
     if summary.calls is not None:
@@ -215,11 +215,6 @@ def log_summary(summary: Summary) -> None:
             log.info("%-20s %s", name, paired_line(diff))
         if d.labels is not None:
             log.info("%-20s %s", name, labels_line(d.labels))
-    _log_pairwise(summary)
-
-
-def _log_pairwise(summary: Summary) -> None:
-    """One line per pair of candidates and dataset, and the dataset's position bias."""
     for name, pj in (summary.pairwise_judging or {}).items():
         for p in pj.pairs:
             head = f"{name:<20} pairwise {p.a} vs {p.b}:"
