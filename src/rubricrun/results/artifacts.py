@@ -57,37 +57,6 @@ def write_jsonl(path: Path, rows: Iterable[Any]) -> int:
     return count
 
 
-class JsonlAppender:
-    """A .jsonl file written as the run goes: started afresh, then each `write` appends whole lines with one
-    unbuffered write, so after kill -9 the file holds whole lines (what a reader needs) and nothing is held back."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._fh = open(path, "wb", buffering=0)  # noqa: SIM115 - closed by close()
-        except OSError as exc:
-            raise RubricrunError(f"{path}: cannot write ({exc.strerror or exc})") from None
-
-    def write(self, rows: Iterable[Any]) -> bytes:
-        """Appends the rows; returns their lines."""
-        data = codec.lines(rows)
-        self.write_lines(data)
-        return data
-
-    def write_lines(self, lines: bytes) -> None:
-        """Appends lines already made (each ending in a newline)."""
-        data = memoryview(lines)
-        try:
-            while data:
-                data = data[self._fh.write(data) or 0 :]
-        except OSError as exc:
-            raise RubricrunError(f"{self.path}: cannot write ({exc.strerror or exc})") from None
-
-    def close(self) -> None:
-        self._fh.close()
-
-
 @dataclass(frozen=True, slots=True)
 class Finished:
     """One example the run finished: its rows, and their lines as RowFiles wrote them to examples.jsonl,
@@ -104,22 +73,38 @@ class Finished:
 class RowFiles:
     """A run's row files as it goes (engine/graph.Sink): examples.jsonl when an example is admitted; responses.jsonl
     and judgments.jsonl when its rows are done; then `take` gets it as `Finished`, with the lines just written.
-    Examples finish in the order they were admitted (the graph's reorder buffer). The files start afresh."""
+    Examples finish in the order they were admitted (the graph's reorder buffer). The files start afresh; each write
+    appends whole lines unbuffered, so after kill -9 a file holds whole lines (what a reader needs), none held back."""
 
     def __init__(self, run_dir: Path, take: Callable[[Finished], None]) -> None:
         self.take = take
-        self.files = {n: JsonlAppender(run_dir / f"{n}.jsonl") for n in ("examples", "responses", "judgments")}
         self.admitted: deque[bytes] = deque()  # the examples.jsonl lines of the examples admitted, not yet finished
+        self.files: dict[str, IO[bytes]] = {}
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for name in ("examples", "responses", "judgments"):
+            try:
+                self.files[name] = open(run_dir / f"{name}.jsonl", "wb", buffering=0)  # noqa: SIM115 - see close()
+            except OSError as exc:
+                raise RubricrunError(f"{run_dir / name}.jsonl: cannot write ({exc.strerror or exc})") from None
+
+    def _append(self, name: str, lines: bytes) -> bytes:
+        fh, data = self.files[name], memoryview(lines)
+        try:
+            while data:
+                data = data[fh.write(data) or 0 :]
+        except OSError as exc:
+            raise RubricrunError(f"{fh.name}: cannot write ({exc.strerror or exc})") from None
+        return lines
 
     def admit(self, example: Example) -> None:
-        self.admitted.append(self.files["examples"].write([example]))
+        self.admitted.append(self._append("examples", codec.lines([example])))
 
     def finish(
         self, example: Example, responses: list[Response], judgments: list[Judgment], pairs: list[PairJudgment]
     ) -> None:
-        r = self.files["responses"].write(responses)
+        r = self._append("responses", codec.lines(responses))
         j, p = codec.lines(judgments), codec.lines(pairs)
-        self.files["judgments"].write_lines(j + p)
+        self._append("judgments", j + p)
         self.take(Finished(example, responses, judgments, pairs, (self.admitted.popleft(), r, j, p)))
 
     def close(self) -> None:
