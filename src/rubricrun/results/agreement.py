@@ -67,20 +67,18 @@ class AgreementCounts:
                 else:
                     counts.met += v["verdict"] == "met"
                     counts.judged += 1
-            if j.votes:
-                self._add_votes(j, criteria.get((j.example_id, j.criterion_id)))
-
-    def _add_votes(self, j: Judgment, criterion: Criterion | None) -> None:
-        self.units[composition(v["verdict"] for v in j.votes if v["verdict"] != "error")] += 1
-        self.ties_to_error += j.verdict == "error"
-        votes = {v["judge"]: v["verdict"] for v in j.votes if v["verdict"] != "error"}  # judge -> valid verdict
-        for a, b in combinations(sorted(votes), 2):
-            self.pairs[(a, b)][(votes[a], votes[b])] += 1
-        if len(votes) < 2:
-            return
-        text = criterion.text if criterion is not None else j.criterion_id
-        self.first_id.setdefault(text, j.criterion_id)
-        self.criteria[text][composition(votes.values())] += 1
+            if not j.votes:
+                continue
+            self.units[composition(v["verdict"] for v in j.votes if v["verdict"] != "error")] += 1
+            self.ties_to_error += j.verdict == "error"
+            votes = {v["judge"]: v["verdict"] for v in j.votes if v["verdict"] != "error"}  # judge -> valid verdict
+            for a, b in combinations(sorted(votes), 2):
+                self.pairs[(a, b)][(votes[a], votes[b])] += 1
+            if len(votes) >= 2:
+                criterion = criteria.get((j.example_id, j.criterion_id))
+                text = criterion.text if criterion is not None else j.criterion_id
+                self.first_id.setdefault(text, j.criterion_id)
+                self.criteria[text][composition(votes.values())] += 1
 
     def summary(self, top: int = MOST_DISAGREED) -> JudgeSummary:
         """summary.json's `judges`: met rates per judge; agreement where judgments carry votes: per pair of judges
