@@ -20,7 +20,7 @@ from ..tasks import registry
 from ..types import Criterion, Example, Judgment, PairJudgment, Response
 from .artifacts import Finished
 from .export import export_batches
-from .report import REPORT_EXAMPLES, Sample, safely, sample, write_report
+from .report import REPORT_EXAMPLES, Batch, Sample, safely, sample, write_report
 from .scoring import score_all
 from .summary import SummaryAcc
 from .summary_types import Summary
@@ -89,7 +89,7 @@ class Tally:
             self._spool.add((example, tuple(responses), tuple(judgments), tuple(pairs)))
             if not self._spool.ok:
                 raise RuntimeError(f"example {example.id}: its rows cannot be packed for the export and the report")
-        if self._acc is not None:  # the example's criteria, found once for the summary and the sampler
+        if self._acc is not None:  # the example's criteria, found once for the summary and the sample
             rubric, crit = self._criteria(example)
             self._acc.add(example, responses, judgments, crit, rubric)
             self._pick(example, responses, judgments, rubric, crit)
@@ -114,11 +114,11 @@ class Tally:
         return rubric, {(ex.id, c.id): c for c in rubric}
 
     def _pick(self, ex: Example, rs: Sequence[Response], js: Sequence[Judgment], rubric: Sequence, crit: dict) -> None:
-        """The report's sampler, fed as the run goes; a failure (logged) leaves the run without a page only."""
+        """The report's sample, fed as the run goes; a failure (logged) leaves the run without a page only."""
         if self._picker is None:
             return
         try:
-            self._picker.add(*self._batch(ex, rs, js, rubric, crit))
+            self._picker.add(ex, rs, js, crit, score_all(rs, js, rubric))
         except Exception as exc:  # noqa: BLE001 - the page is a view
             log.error("report.html not written: %s: %s", type(exc).__name__, exc)
             self._picker = None
@@ -148,22 +148,20 @@ class Tally:
             log.warning("the datasets' rows changed since preflight: metrics decided on preflight's counts")
         return self._acc.summary(self.run_id, self.pairs, self.pair_datasets, self.text_len)
 
-    def _batch(
-        self, ex: Example, rs: Sequence[Response], js: Sequence[Judgment], rubric: Sequence, crit: dict
-    ) -> tuple[Any, ...]:
-        """One example as report.sample reads it: its rows, its criteria by (example, criterion) id (`_criteria`),
-        its scores."""
-        return ex, rs, js, crit, score_all(rs, js, rubric)
+    def _batches(self) -> Iterator[Batch]:
+        """The spooled examples as report.sample reads them: rows, criteria by (example, criterion) id, scores."""
+        for ex, rs, js, _ in self.rows():
+            rubric, crit = self._criteria(ex)
+            yield ex, rs, js, crit, score_all(rs, js, rubric)
 
     def export(self, run_dir: Path, formats: Sequence[str]) -> dict:
         return export_batches(self.cfg, run_dir, formats, self._scored)
 
     def report(self, run_dir: Path, summary: Summary) -> None:
-        """report.html, from the examples the sampler picked as the run went, else from a read of the spool."""
+        """report.html, from the examples the sample picked as the run went, else from a read of the spool."""
         sampled = self._picker
         if sampled is None and self._spool is not None:
-            batches = (self._batch(ex, rs, js, *self._criteria(ex)) for ex, rs, js, _ in self.rows())
-            sampled = safely(sample, batches, self.report_examples)
+            sampled = safely(sample, self._batches(), self.report_examples)
         if sampled is not None:
             safely(write_report, run_dir, summary, sampled)
 
