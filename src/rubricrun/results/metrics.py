@@ -152,35 +152,24 @@ class DatasetAcc:
             mine[r.candidate].append(r)
         for cand, rs in mine.items():
             acc = self.cands.get(cand) if self.samples is not None else self.cands.setdefault(cand, _CandidateAcc())
-            if acc is not None:
-                self._add_candidate(acc, pos, ex, crit, rs, got, scores)
-
-    def _add_candidate(
-        self,
-        acc: _CandidateAcc,
-        pos: int,
-        ex: Example,
-        crit: Sequence[Criterion],
-        responses: Sequence[Response],
-        got: Mapping[str, Mapping[str, str]],
-        scores: Mapping[str, Mapping[str, float]],
-    ) -> None:
-        rows: list[dict[str, float]] = []
-        acc.rows += len(responses)
-        for r in responses:
-            if r.status != "ok":
+            if acc is None:
                 continue
-            met, is_full = verdicts_for(crit, got.get(r.id, {}), self.on_error)
-            acc.full += is_full
-            acc.partial += not is_full
-            if met is None:
-                continue
-            values = response_values(self.spec, ex, crit, met, r.turn, scores.get(r.id, {}))
-            if "score" in values:
-                acc.scored += 1
-                rows.append(_conversation_values(ex, r.turn, values))
-        if rows:
-            acc.values.add(pos, _mean_values(rows))
+            rows: list[dict[str, float]] = []  # the values of its scored responses
+            acc.rows += len(rs)
+            for r in rs:
+                if r.status != "ok":
+                    continue
+                met, is_full = verdicts_for(crit, got.get(r.id, {}), self.on_error)
+                acc.full += is_full
+                acc.partial += not is_full
+                if met is None:
+                    continue
+                values = response_values(self.spec, ex, crit, met, r.turn, scores.get(r.id, {}))
+                if "score" in values:
+                    acc.scored += 1
+                    rows.append(_conversation_values(ex, r.turn, values))
+            if rows:
+                acc.values.add(pos, _mean_values(rows))
 
     def result(self) -> DatasetResult:
         out = {}
