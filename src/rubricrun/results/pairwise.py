@@ -30,26 +30,6 @@ def _score(row: PairJudgment) -> float | None:
     return {row.a: 1.0, "tie": 0.5, row.b: 0.0}.get(row.winner) if row.winner != "error" else None
 
 
-def _length_control(rows: Sequence[PairJudgment], text_len: Mapping[str, int]) -> dict[str, Any]:
-    """PairOutcome's length-controlled fields over the same comparisons as its rates: one per row (turns are not
-    averaged: the GLM is fitted per comparison, as AlpacaEval fits per instruction), a's preference `_score`, the
-    two answers' lengths in characters (response_ids is (a's, b's), the order _dataset_results reads too)."""
-    lc = length_controlled(
-        [_score(r) for r in rows],
-        [text_len.get(r.response_ids[0], 0) for r in rows],
-        [text_len.get(r.response_ids[1], 0) for r in rows],
-    )
-    return {
-        "lc_win_rate": rounded(lc.lc_win_rate),
-        "lc_win_rate_se": rounded(lc.lc_se),
-        "lc_n": lc.n,
-        "lc_note": lc.reason,
-        "lc_one_side_longer": lc.one_side_longer,
-        "longer_share": rounded(lc.longer_share),
-        "longer_n": lc.longer_n,
-    }
-
-
 def pair_outcome(cfg: Config, a: str, b: str, rows: Sequence[PairJudgment], text_len: Mapping[str, int]) -> PairOutcome:
     """a against b: counts, and rates as means over examples (an example's turns averaged) with bootstrap CIs;
     beside them AlpacaEval 2's length-controlled win rate (`text_len`: response id -> characters of its text)."""
@@ -64,6 +44,13 @@ def pair_outcome(cfg: Config, a: str, b: str, rows: Sequence[PairJudgment], text
         ci = stats.mean_ci(values, n_boot=cfg.run.bootstrap_samples, seed=cfg.run.seed)
         rates[f"{what}_rate"] = rounded(ci["mean"])
         rates[f"{what}_ci"] = (rounded(ci["ci_low"]), rounded(ci["ci_high"]))
+    # The length-controlled fields over the same comparisons, one per row (the GLM is fitted per comparison, as
+    # AlpacaEval fits per instruction): a's preference and the two answers' lengths (response_ids: a's, b's).
+    lc = length_controlled(
+        [_score(r) for r in rows],
+        [text_len.get(r.response_ids[0], 0) for r in rows],
+        [text_len.get(r.response_ids[1], 0) for r in rows],
+    )
     winners = Counter(r.winner for r in rows)
     return PairOutcome(
         a=a,
@@ -75,7 +62,13 @@ def pair_outcome(cfg: Config, a: str, b: str, rows: Sequence[PairJudgment], text
         losses=winners[b],
         errors=winners["error"],
         **rates,
-        **_length_control(rows, text_len),
+        lc_win_rate=rounded(lc.lc_win_rate),
+        lc_win_rate_se=rounded(lc.lc_se),
+        lc_n=lc.n,
+        lc_note=lc.reason,
+        lc_one_side_longer=lc.one_side_longer,
+        longer_share=rounded(lc.longer_share),
+        longer_n=lc.longer_n,
     )
 
 
