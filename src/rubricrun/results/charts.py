@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 from markupsafe import Markup, escape
 
 PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777")
@@ -95,12 +96,9 @@ def overlap_note(categories: Sequence[str], series: Mapping[str, Mapping[str, fl
 def histogram_bins(values: Sequence[float], lo: float = 0.0, hi: float = 1.0, bins: int = 10) -> list[int]:
     """Counts of `values` in `bins` equal-width bins over [lo, hi]; the last bin is closed (hi counts in it);
     values outside [lo, hi] go to the first or last bin (a HealthBench or PRBench example can score below 0)."""
-    counts = [0] * bins
     width = (hi - lo) / bins
-    for v in values:
-        i = int((v - lo) // width) if width > 0 else 0
-        counts[min(bins - 1, max(0, i))] += 1
-    return counts
+    at = (np.asarray(values, dtype=np.float64) - lo) // width if width > 0 else np.zeros(len(values))
+    return np.bincount(np.clip(at, 0, bins - 1).astype(np.intp), minlength=bins).tolist()
 
 
 def histogram_svg(
