@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import heapq
 from array import array
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 
@@ -57,9 +57,6 @@ class ExampleIds:
 
     def __getitem__(self, pos: int) -> str:
         return self.key(pos).decode("utf-8", "surrogatepass")
-
-    def strs(self, positions: Iterable[int]) -> Iterator[str]:
-        return map(self.__getitem__, positions)
 
     def order(self) -> array | None:
         """The positions in sorted id order (ties in position order); None when the ids came sorted (the order is
@@ -154,7 +151,7 @@ class ByExample(Mapping[str, float]):
         return self._dict[eid]
 
     def __iter__(self) -> Iterator[str]:
-        return self.ids.strs(memoryview(self.pos))
+        return map(self.ids.__getitem__, memoryview(self.pos))
 
     def __len__(self) -> int:
         return len(self.pos)
@@ -163,7 +160,7 @@ class ByExample(Mapping[str, float]):
         return self.vals
 
     def items(self) -> Iterator[tuple[str, float]]:  # type: ignore[override]
-        return zip(self.ids.strs(memoryview(self.pos)), memoryview(self.vals), strict=True)
+        return zip(self, memoryview(self.vals), strict=True)
 
 
 def paired(a: ByExample, b: ByExample) -> tuple[np.ndarray, np.ndarray]:

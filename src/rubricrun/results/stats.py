@@ -222,15 +222,6 @@ def percent_agreement_counts(units: Mapping[Composition, int]) -> float | None:
     return math.fsum(shares) / total if total else None
 
 
-def _modal_rater_count(units: Mapping[Composition, int]) -> int | None:
-    """The most common number of ratings among items having >= 2; ties go to the larger count. None if none."""
-    sizes: Counter[int] = Counter()
-    for comp, k in units.items():
-        if _size(comp) >= 2 and k:
-            sizes[_size(comp)] += k
-    return max(sizes, key=lambda size: (sizes[size], size), default=None)
-
-
 def fleiss_kappa_counts(
     units: Mapping[Composition, int], categories: Sequence[Hashable] = ("met", "not_met")
 ) -> float | None:
@@ -250,7 +241,11 @@ def fleiss_kappa_counts(
         bad = {cat for cat, _ in comp} - allowed
         if bad:
             raise ValueError(f"fleiss_kappa: ratings {sorted(map(str, bad))} not in categories {list(categories)}")
-    n = _modal_rater_count(units)
+    sizes: Counter[int] = Counter()  # items by their number of ratings (>= 2)
+    for comp, k in units.items():
+        if _size(comp) >= 2 and k:
+            sizes[_size(comp)] += k
+    n = max(sizes, key=lambda size: (sizes[size], size), default=None)  # the modal number, ties to the larger
     if n is None:
         return None
     used = {comp: k for comp, k in units.items() if _size(comp) == n and k}
