@@ -38,14 +38,12 @@ class _JudgeCounts:
 
 
 class AgreementCounts:
-    """The judges' figures fed judgments as they come, kept as counts (a panel run of millions of judgments keeps a
-    few counters per judge, judge pair, verdict composition and criterion text: issue 13).
-
-    `per_judge`: judge -> met / judged / errors, over every vote (a judgment without votes: its own verdict;
-    judge-free `auto:` verdicts left out). Of the judgments that carry votes: `units`, their valid verdicts as a
-    composition (a judgment whose votes all failed counts too, with an empty one); `ties_to_error`, those whose
-    combined verdict is error; `pairs`: (judge a, judge b) -> (verdict a, verdict b) -> units; `criteria`: criterion
-    text -> composition -> units with >= 2 valid votes, and `first_id` the first criterion id seen for each text."""
+    """The judges' figures fed judgments as they come, kept as counts (issue 13). `per_judge`: judge -> met / judged /
+    errors, over every vote (a judgment without votes: its own verdict; judge-free `auto:` verdicts left out). Of
+    the judgments that carry votes: `units`, their valid verdicts as a composition (a judgment whose votes all
+    failed counts too, with an empty one); `ties_to_error`, those whose combined verdict is error; `pairs`: (judge
+    a, judge b) -> (verdict a, verdict b) -> units; `criteria`: criterion text -> composition -> units with >= 2
+    valid votes, and `first_id` the first criterion id seen for each text."""
 
     def __init__(self) -> None:
         self.per_judge: defaultdict[str, _JudgeCounts] = defaultdict(_JudgeCounts)

@@ -1,9 +1,6 @@
-"""Pictures for report.html as inline SVG (the page stays self-contained, no network, no JavaScript needed):
-a radar of per-category scores (MT-Bench's familiar picture) and a histogram of per-example scores.
-
-Each function returns `markupsafe.Markup`, so the report template inserts it as is; every label inside is
-escaped here.
-"""
+"""Pictures for report.html as inline SVG (self-contained, no JavaScript): a radar of per-category scores (MT-Bench's
+familiar picture) and a histogram of per-example scores. Each returns `Markup` the template inserts as is: every
+label inside is escaped here."""
 
 from __future__ import annotations
 

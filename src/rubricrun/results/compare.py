@@ -1,9 +1,6 @@
-"""Compare two finished runs: `rubricrun compare RUN_A RUN_B` (or `python run.py --compare RUN_A RUN_B`).
-
-Per dataset and candidate, each run's headline recomputed from its rows (results/metrics.py) and the change B - A
-with a paired bootstrap CI; then every verdict that flipped between met and not_met. docs/statistics.md ("Comparing
-runs") is the reference. Writes compare.json and compare.html (templates/compare.html.j2) into `--out`.
-"""
+"""Compare two finished runs (`rubricrun compare RUN_A RUN_B`): per dataset and candidate, each run's headline
+recomputed from its rows and the change B - A with a paired bootstrap CI; every verdict that flipped between met and
+not_met. Writes compare.json and compare.html into `--out`; docs/statistics.md ("Comparing runs") is the reference."""
 
 from __future__ import annotations
 

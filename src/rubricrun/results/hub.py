@@ -1,12 +1,8 @@
-"""Push a run's export to the Hugging Face Hub as a dataset repo, in one commit: export/<fmt>.jsonl as
-data/<fmt>.jsonl (formats with no rows left out), config.yaml, and a README.md dataset card declaring one config per
-format, so `load_dataset(repo, "dpo")` works.
-
-Nothing is uploaded if a file holds the value of an environment variable named *_KEY or *_TOKEN (8 characters or
-more: shorter ones cannot be told from ordinary text), of `token_env`, or a secret the config can send
-(redact.found_in). The token is read from `token_env` only, never logged or written. HF_ENDPOINT is read at call
-time (huggingface_hub reads it once, at import).
-"""
+"""Push a run's export to the Hugging Face Hub as a dataset repo in one commit: data/<fmt>.jsonl (empty formats left
+out), config.yaml and a README.md card with one config per format, so `load_dataset(repo, "dpo")` works. Nothing is
+uploaded if a file holds the value of an environment variable named *_KEY or *_TOKEN (8 characters or more: shorter
+ones cannot be told from ordinary text), of `token_env`, or a secret the config can send (redact.found_in). The
+token is never logged or written; HF_ENDPOINT is read at call time (huggingface_hub reads it once, at import)."""
 
 from __future__ import annotations
 
