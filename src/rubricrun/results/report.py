@@ -294,14 +294,8 @@ def write_report_from_dir(run_dir: Path, limit: int = REPORT_EXAMPLES) -> Path:
 
 
 # An example with its rows, the criteria of the run ((example id, criterion id) -> Criterion, or None) and the
-# per-response scores (None: rebuilt from the judgments).
-Batch = tuple[
-    Example,
-    Sequence[Response],
-    Sequence[Judgment],
-    Mapping[tuple[str, str], Criterion] | None,
-    Mapping[str, Score] | None,
-]
+# per-response scores (response id -> Score; None: rebuilt from the judgments).
+Batch = tuple[Example, Sequence[Response], Sequence[Judgment], Mapping | None, Mapping | None]
 
 
 def by_example(
