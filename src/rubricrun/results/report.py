@@ -62,16 +62,13 @@ def _xpos(v: float, width: int = 360, pad: int = 8) -> str:
     return f"{pad + max(0.0, min(1.0, v)) * (width - 2 * pad):.1f}"
 
 
-def _shown(v: Any) -> bool:
-    return isinstance(v, float) or (isinstance(v, int) and not isinstance(v, bool) and v != 0)
-
-
 def _extras_of(d: DatasetSummary) -> tuple[list[str], dict[str, list[str]]]:
     """A dataset's metric-specific fields, for display: the names of the numeric ones (mean_normalized, ...; a
-    count such as `unscorable` only where it is not 0), and each breakdown (by_tag, by_category, by_field: {group: {"score", "n", ...}})
-    with its groups, sorted."""
+    count such as `unscorable` only where it is not 0), and each breakdown (by_tag, by_category, by_field:
+    {group: {"score", "n", ...}}) with its groups, sorted."""
     extras = [c.extra for c in d.candidates.values()]
-    scalars = list(dict.fromkeys(k for e in extras for k, v in e.items() if _shown(v)))
+    numeric = (k for e in extras for k, v in e.items() if isinstance(v, float) or (type(v) is int and v != 0))
+    scalars = list(dict.fromkeys(numeric))
     breakdowns = {}
     for key in dict.fromkeys(k for e in extras for k, v in e.items() if isinstance(v, dict)):
         groups = sorted({g for e in extras for g in e.get(key) or {}})
