@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -15,17 +16,17 @@ _TOL = 1e-12  # Newton stops when no coefficient moves more than this
 _MAX_COEF = 30.0  # |coefficient| beyond this: the preferences are separated, the MLE does not exist
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LengthControlled:
     """a against b: the raw and the length-controlled win rate, and how often the longer answer won."""
 
     n: int  # comparisons used
     failures: int  # comparisons without a preference (judge error): left out
     win_rate: float | None  # mean preference (a tie counts half)
-    lc_win_rate: float | None  # logistic(theta): the win rate predicted at zero length difference
-    lc_se: float | None  # delta-method (sandwich) standard error of lc_win_rate
-    theta: float | None  # the model term
-    gamma: float | None  # the length term (positive: the longer answer is preferred)
+    lc_win_rate: float | None = None  # logistic(theta): the win rate predicted at zero length difference
+    lc_se: float | None = None  # delta-method (sandwich) standard error of lc_win_rate
+    theta: float | None = None  # the model term
+    gamma: float | None = None  # the length term (positive: the longer answer is preferred)
     longer_share: float | None  # among decisive verdicts between answers of unequal length, the longer one's share
     longer_n: int  # those verdicts
     one_side_longer: bool = False  # a never shorter (or never longer): lc_win_rate extrapolates to zero difference
@@ -85,23 +86,20 @@ def longer_share(prefs: np.ndarray, len_a: np.ndarray, len_b: np.ndarray) -> tup
     return float(went_longer.mean()), n
 
 
-_Fit = tuple[float | None, float | None, float | None, float | None, str | None]
-
-
-def _lc_fit(y: np.ndarray, delta: np.ndarray) -> _Fit:
-    """(LC win rate, its se, theta, gamma, None), or Nones and the reason the fit has no answer."""
+def _lc_fit(y: np.ndarray, delta: np.ndarray) -> dict[str, Any]:
+    """LengthControlled's LC win rate, its se, theta and gamma; or the reason the fit has no answer."""
     if len(y) == 0:
-        return None, None, None, None, "no comparison has a preference"
+        return {"reason": "no comparison has a preference"}
     sd = float(np.std(delta, ddof=1)) if len(delta) > 1 else 0.0
     if sd == 0.0:
-        return None, None, None, None, "the length difference does not vary: its effect cannot be separated"
+        return {"reason": "the length difference does not vary: its effect cannot be separated"}
     x = np.column_stack([np.ones_like(delta), np.tanh(delta / sd)])
     beta, converged = fit_logistic(x, y)
     if not converged:
-        return None, None, None, None, "the preferences are separated (e.g. one side always won): no optimum"
+        return {"reason": "the preferences are separated (e.g. one side always won): no optimum"}
     lc = float(1.0 / (1.0 + np.exp(-beta[0])))
     se = lc * (1.0 - lc) * _sandwich_se_theta(x, y, beta)
-    return lc, se, float(beta[0]), float(beta[1]), None
+    return {"lc_win_rate": lc, "lc_se": se, "theta": float(beta[0]), "gamma": float(beta[1])}
 
 
 def length_controlled(prefs: Sequence[float | None], len_a: Sequence[int], len_b: Sequence[int]) -> LengthControlled:
@@ -115,17 +113,12 @@ def length_controlled(prefs: Sequence[float | None], len_a: Sequence[int], len_b
     la = np.array([len_a[i] for i in keep], dtype=float)
     lb = np.array([len_b[i] for i in keep], dtype=float)
     share, share_n = longer_share(y, la, lb)
-    lc, se, theta, gamma, reason = _lc_fit(y, la - lb)
     return LengthControlled(
         n=len(y),
         failures=len(prefs) - len(y),
         win_rate=float(y.mean()) if len(y) else None,
-        lc_win_rate=lc,
-        lc_se=se,
-        theta=theta,
-        gamma=gamma,
         longer_share=share,
         longer_n=share_n,
         one_side_longer=bool(len(y)) and (bool(np.all(la >= lb)) or bool(np.all(la <= lb))),
-        reason=reason,
+        **_lc_fit(y, la - lb),
     )
