@@ -1,8 +1,6 @@
-"""Per-example values kept compactly for the summary's statistics (results/metrics.py, results/summary.py): one
-float per key and example in typed arrays aligned by the example's position, and the ids as UTF-8 in one buffer, so
-a million examples cost a few tens of MB (.agent/plans/009-limits.md, item 3). Columns come back in sorted
-example-id order (so bootstraps draw the same resamples as ever) as numpy arrays, never as lists of objects.
-"""
+"""Per-example values kept compactly for the summary's statistics: one float per key and example in typed arrays by
+the example's position, the ids as UTF-8 in one buffer: a million examples cost a few tens of MB (.agent/plans/
+009-limits.md, item 3). Columns come back as numpy arrays in sorted example-id order (bootstraps draw as ever)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""One headline metric per dataset, computed as the benchmark's own code computes it: the driver of each metric
-(a `tasks.spec.Metric` of its benchmark's module in tasks/). It feeds a metric the verdicts (or graded scores) of
-each response, the example means, the bootstrap headline with its CI and std, and the `Agg` its aggregate reads;
-judge failures follow `on_error` (docs/statistics.md). Formulas, sources and deviations:
-.agent/plans/007-faithful-scores.md.
-"""
+"""One headline metric per dataset, as the benchmark's own code computes it: the driver of each `tasks.spec.Metric`
+(the verdicts or graded scores of each response, the example means, the bootstrap headline with its CI and std, the
+`Agg` its aggregate reads; judge failures follow `on_error`). Sources: .agent/plans/007-faithful-scores.md."""
 
 from __future__ import annotations
 
@@ -319,8 +316,7 @@ def _dataset_acc(
     samples_per_prompt: Mapping[str, int] | None,
     ids: ExampleIds | None = None,
 ) -> DatasetAccumulator:
-    """A dataset's accumulator: its metric's own (`Metric.accumulator`), else a DatasetAcc; `on_error` None: the
-    metric's default."""
+    """A dataset's accumulator: its metric's own, else a DatasetAcc; `on_error` None: the metric's default."""
     spec = registry.metric(metric)  # raises ValueError for an unknown one
     on_error = registry.on_error_for(on_error, metric)
     return (spec.accumulator or DatasetAcc)(AccSpec(name, spec, on_error, n_boot, seed, samples_per_prompt, ids))

@@ -36,9 +36,8 @@ log = logging.getLogger("rubricrun")
 
 
 class SummaryAcc:
-    """The summary of a run's rows, fed one example at a time: per dataset a metrics.DatasetAcc; the judges' counts
-    (agreement.AgreementCounts). `counts`: dataset -> metric -> rows calling
-    for it (registry.metric_of), known before the first example (the dataset's metric is a majority vote)."""
+    """The summary of a run's rows, fed one example at a time: per dataset a metrics.DatasetAcc, and the judges'
+    counts. `counts`: dataset -> metric -> rows calling for it, known before the first example (majority vote)."""
 
     def __init__(self, cfg: Config, counts: Mapping[str, Mapping[str, int]]) -> None:
         self.cfg = cfg

@@ -108,8 +108,7 @@ class Tally:
             self.text_len.update((r.id, len(r.text or "")) for r in responses if r.id in compared)
 
     def _criteria(self, ex: Example) -> tuple[tuple[Criterion, ...], dict[tuple[str, str], Criterion]]:
-        """The example's criteria (registry.criteria_for), and them by (example, criterion) id: found once, for the
-        summary, the sampler and the scores."""
+        """The example's criteria, and them by (example, criterion) id: found once, for the summary and the sample."""
         rubric = registry.criteria_for(ex, self.cfg)
         return rubric, {(ex.id, c.id): c for c in rubric}
 
