@@ -39,8 +39,7 @@ def _quantile(sorted_values: Sequence[float], q: float) -> float:
     pos = q * (len(sorted_values) - 1)
     lo = math.floor(pos)
     hi = min(lo + 1, len(sorted_values) - 1)
-    frac = pos - lo
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 def generator(seed: int) -> np.random.Generator:
@@ -296,6 +295,4 @@ def rate(successes: int, total: int) -> float | None:
     """successes / total, or None when total is 0. ValueError if counts are negative or successes > total."""
     if successes < 0 or total < 0 or successes > total:
         raise ValueError(f"rate: need 0 <= successes <= total, got {successes}/{total}")
-    if total == 0:
-        return None
-    return successes / total
+    return successes / total if total else None

@@ -41,7 +41,6 @@ class SummaryAcc:
 
     def __init__(self, cfg: Config, counts: Mapping[str, Mapping[str, int]]) -> None:
         self.cfg = cfg
-        self.names = [c.name for c in cfg.candidates]
         self.ids = ExampleIds()
         self.examples = 0
         self.datasets = metrics.dataset_accs(cfg, counts, self.ids)
@@ -79,7 +78,7 @@ class SummaryAcc:
     ) -> Summary:
         """The summary; `pairs` with the datasets of the examples they compare (example id -> dataset) and the
         compared responses' text lengths, for results/pairwise.py."""
-        cfg, names = self.cfg, self.names
+        cfg = self.cfg
         results = {name: d.result() for name, d in self.datasets.items()}
         categories = np.frombuffer(self.category_of, dtype=np.int32) if self.categories else None
         datasets = {name: _dataset(cfg, r, categories, list(self.categories)) for name, r in results.items()}
@@ -91,7 +90,7 @@ class SummaryAcc:
             pass_threshold=cfg.judging.pass_threshold,
             examples=self.examples,
             datasets=datasets,
-            overall=_overall(datasets, names) if datasets else None,
+            overall=_overall(datasets, [c.name for c in cfg.candidates]),
             judges=self.judges.summary(),
             pairwise_judging=pairwise,
         )
