@@ -42,19 +42,15 @@ def _atomic_write(path: Path, write: Any) -> None:
         raise
 
 
-def write_jsonl(path: Path, rows: Iterable[Any]) -> int:
-    """Rows are row types (types.py) or dicts, written by the codec. Returns the count."""
-    count = 0
+def write_jsonl(path: Path, rows: Iterable[Any]) -> None:
+    """Rows are row types (types.py) or dicts, written by the codec, a thousand at a time."""
 
     def write(fh: IO[bytes]) -> None:
-        nonlocal count
         it = iter(rows)
         while batch := list(islice(it, 1000)):
             fh.write(codec.lines(batch))
-            count += len(batch)
 
     _atomic_write(path, write)
-    return count
 
 
 @dataclass(frozen=True, slots=True)
