@@ -7,7 +7,7 @@ and summarized from the spool at the end, when its metrics are known."""
 from __future__ import annotations
 
 import logging
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -66,7 +66,7 @@ class Tally:
         spool: bool = True,
     ) -> None:
         self.cfg, self.run_id, self.report_examples = cfg, run_id, report_examples
-        self.metric_counts: dict[str, Counter] = {}  # dataset -> metric -> examples calling for it
+        self.metric_counts: dict[str, Counter] = defaultdict(Counter)  # dataset -> metric -> examples calling for it
         self.pairs: list[PairJudgment] = []
         self.pair_datasets: dict[str, str] = {}  # example id -> dataset, of the examples pairwise rows compare
         self.text_len: dict[str, int] = {}  # response id -> len(text), for the responses pairwise rows compare
@@ -97,10 +97,7 @@ class Tally:
         self.any_ok = self.any_ok or any(r.status == "ok" for r in responses)
         if self.first_error is None:
             self.first_error = next((r.error for r in responses if r.error), None)
-        counts = self.metric_counts.get(example.dataset)
-        if counts is None:  # (not setdefault: it would build a Counter for every example)
-            counts = self.metric_counts[example.dataset] = Counter()
-        counts[registry.metric_of(example)] += 1
+        self.metric_counts[example.dataset][registry.metric_of(example)] += 1
         if pairs:
             self.pairs.extend(replace(p, keys=("", "")) for p in pairs)
             self.pair_datasets[example.id] = example.dataset
