@@ -25,9 +25,8 @@ ON_ERROR = ("exclude", "not_met")
 def verdicts_for(
     criteria: Sequence[Criterion], got: Mapping[str, str], on_error: str
 ) -> tuple[list[bool] | None, bool]:
-    """(met flags in criteria order or None when the response is not scored, fully judged?).
-
-    `got` maps criterion id -> verdict. A criterion with no verdict counts as `error`."""
+    """(met flags in criteria order or None when the response is not scored, fully judged?); `got`: criterion id ->
+    verdict, a criterion with none counting as `error`."""
     if on_error not in ON_ERROR:
         raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
     verdicts = [got.get(c.id, "error") for c in criteria]

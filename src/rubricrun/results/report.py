@@ -171,14 +171,13 @@ def _verdicts(
 def _score(r: Response, js: Sequence[Judgment], scores: Mapping[str, Score] | None) -> float | None:
     """The response's normalized score: the run's own (scoring.score_all) when given; rebuilt from the judgments
     when the page is made from a finished run's files, which do not hold per-response scores."""
+    value = None
     if scores is not None:
         s = scores.get(r.id)
         value = s.normalized if s else None
     elif js:
         crit = [Criterion(id=j.criterion_id, text="", weight=float(j.weight)) for j in js]
         value = score_response(crit, [j.verdict for j in js]).normalized
-    else:
-        value = None
     return None if value is None else round(value, 4)
 
 
