@@ -309,8 +309,7 @@ def _pair_row(
 
 
 def write_export(run_dir: Path, fmt: str, rows: Iterable[dict[str, Any]]) -> Path:
-    """Write rows to run_dir/export/<fmt>.jsonl (a format build_export made) with the one atomic artifact writer
-    (same file mode as the rest)."""
+    """run_dir/export/<fmt>.jsonl, by the atomic artifact writer (the same file mode as the run's other files)."""
     path = Path(run_dir) / "export" / f"{fmt}.jsonl"
     artifacts.write_jsonl(path, rows)
     return path

@@ -81,10 +81,9 @@ def position_bias(rows: Sequence[PairJudgment]) -> tuple[float | None, int]:
 
 def fit_strengths(wins: np.ndarray, games: np.ndarray, *, max_iter: int = 10_000, tol: float = 1e-10) -> np.ndarray:
     """Ratings (B, K) of B fits at once: `wins` (B, K) each candidate's score, `games` (B, K, K) the comparisons of
-    each pair (symmetric, zero diagonal). Each row follows Hunter's iteration (the module docstring; the scalar fit
-    tests/oracles.bradley_terry is its reference) and stops on its own when its strengths move less than `tol` (in
-    log), so a row's fit does not depend on the others. Every row must have a fit
-    (as with the prior's virtual ties: every wins > 0 and every pair compared)."""
+    each pair (symmetric, zero diagonal). Each row follows Hunter's iteration (tests/oracles.bradley_terry is the
+    scalar reference) and stops on its own when its strengths move less than `tol` (in log), so a row's fit does not
+    depend on the others. Every row must have a fit (the prior's virtual ties: wins > 0, every pair compared)."""
     p = np.ones_like(wins)
     active = np.arange(len(wins))
     for _ in range(max_iter):

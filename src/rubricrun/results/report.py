@@ -281,8 +281,7 @@ def safely(make: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
 
 
 def write_report_from_dir(run_dir: Path, limit: int = REPORT_EXAMPLES) -> Path:
-    """Rebuild report.html from a finished run's files (artifacts.load_run); the per-response scores, which the
-    files do not hold, are rebuilt from the judgments."""
+    """Rebuild report.html from a finished run's files, the per-response scores (not in them) from the judgments."""
     run = artifacts.load_run(run_dir)
     criteria = {(ex.id, c.id): c for ex in run.examples if not ex.rubric for c in run.default_rubric}
     batches = by_example(run.examples, run.responses, run.judgments, criteria)
@@ -323,10 +322,9 @@ def _badness(rs: Sequence[Any], js: Sequence[Any], scores: Mapping | None) -> tu
 
 
 def sample(batches: Iterable[Batch], limit: int = REPORT_EXAMPLES) -> Sample:
-    """At most `limit` examples, reading `batches` once: every example when there are no more than `limit`; else
-    the first limit // 2 in input order and the limit - limit // 2 worst of the rest (failed rows, then lowest
-    scores), shown in input order. Holds `limit` examples' rows and FAILURE_CAP failed rows of each kind, whatever
-    the run's size."""
+    """At most `limit` examples, reading `batches` once: all when there are no more; else the first limit // 2 and
+    the limit - limit // 2 worst of the rest (failed rows, then lowest scores), in input order. Holds `limit`
+    examples' rows and FAILURE_CAP failed rows of each kind, whatever the run's size."""
     picked = Sample(limit)
     for batch in batches:
         picked.add(*batch)

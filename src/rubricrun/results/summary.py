@@ -76,8 +76,7 @@ class SummaryAcc:
         dataset_of: Mapping[str, str],
         text_len: Mapping[str, int],
     ) -> Summary:
-        """The summary; `pairs` with the datasets of the examples they compare (example id -> dataset) and the
-        compared responses' text lengths, for results/pairwise.py."""
+        """The summary; `pairs` with their examples' datasets and the compared responses' lengths (pairwise.py)."""
         cfg = self.cfg
         results = {name: d.result() for name, d in self.datasets.items()}
         categories = np.frombuffer(self.category_of, dtype=np.int32) if self.categories else None

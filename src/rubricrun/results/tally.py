@@ -82,8 +82,7 @@ class Tally:
         self._spool: Spool[_Rows] | None = Spool("rubricrun-tally-", _Rows, chunk=1) if keep else None
 
     def take(self, done: Finished) -> None:
-        """RunTally: a finished example's rows, its lines not needed here (an example with no responses yet still
-        counts as an example)."""
+        """RunTally: a finished example's rows (not its lines); one with no responses yet still counts as an example."""
         example, responses, judgments, pairs = done.example, done.responses, done.judgments, done.pairs
         if self._spool is not None:
             self._spool.add((example, tuple(responses), tuple(judgments), tuple(pairs)))
