@@ -133,9 +133,8 @@ def bootstrap_ratings(
 ) -> np.ndarray:
     """Ratings (n_boot, K) of `names` fitted on `n_boot` resamples of the examples (`groups`: each example's
     comparisons), with BT_PRIOR_TIES virtual ties. As stats.resample_means draws: with few kinds of example (at most
-    _KINDS, 4 examples a kind on average) a resample is how many of its draws hit each kind (a multinomial, kinds in
-    order of first appearance); otherwise it is index draws (stats.resample_indexes). The totals are whole or half
-    numbers, exact in float64 whatever the order of summation."""
+    _KINDS, 4 examples a kind on average) a resample is its draws' count per kind (a multinomial, kinds in order of
+    first appearance), else index draws. The totals are whole or half numbers: exact in float64 in any order."""
     k, e = len(names), len(groups)
     kinds, which = _example_features(groups, names)
     if len(kinds) <= min(_KINDS, e // 4):

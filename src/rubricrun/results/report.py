@@ -332,9 +332,8 @@ def sample(batches: Iterable[Batch], limit: int = REPORT_EXAMPLES) -> Sample:
 
 
 class Sample:
-    """What a page shows (`sample`), fed one example's batch at a time (results/tally.py feeds it as the run goes):
-    the picked examples with their rows, the run's example, response and judgment counts, and its failed rows (the
-    first FAILURE_CAP of each kind, the rest counted)."""
+    """What a page shows (`sample`), fed one example at a time (the tally feeds it as the run goes): the picked
+    examples with their rows, the run's row counts, its failed rows (the first FAILURE_CAP of each kind, counted)."""
 
     def __init__(self, limit: int = REPORT_EXAMPLES) -> None:
         self.limit = limit
