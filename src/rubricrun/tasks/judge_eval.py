@@ -54,14 +54,6 @@ class Agreement:
 
 
 @dataclass(frozen=True)
-class Leniency:
-    judge_met: float | None  # the judge's share of met verdicts
-    human_met: float | None  # mean over the same rows of the row's share of met human labels
-    difference: float | None  # judge_met - human_met: above 0, the judge says met more often than the humans
-    n: int  # rows
-
-
-@dataclass(frozen=True)
 class JudgeEval:
     """One judge against the human labels: overall, per category, kappa, leniency and what was left out."""
 
@@ -70,7 +62,9 @@ class JudgeEval:
     kappa: float | None  # Cohen's kappa against the majority human label
     kappa_n: int  # rows with a majority
     kappa_ties: int  # rows whose humans split evenly (no majority): left out of kappa
-    leniency: Leniency
+    judge_met: float | None  # the judge's share of met verdicts (over the rows of `overall`)
+    human_met: float | None  # mean over the same rows of the row's share of met human labels
+    leniency: float | None  # judge_met - human_met: above 0, the judge says met more often than the humans
     rows: int  # rows given
     failures: int  # rows whose judge verdict failed (None): left out of every figure
     no_labels: int  # rows without a human label: left out of every figure
@@ -227,17 +221,18 @@ def judge_meta_eval(
     kappa_table: Counter[tuple[Hashable, Hashable]] = Counter(
         (j, m) for j, h in zip(js, hs, strict=True) if (m := majority(h)) is not None
     )
-    lenient = Leniency(None, None, None, 0)
-    if js:  # the judge's met share against the humans' mean per-row met share, over the same rows
-        judge_met, human_met = sum(js) / len(js), float(np.mean([sum(h) / len(h) for h in hs]))
-        lenient = Leniency(judge_met, human_met, judge_met - human_met, len(js))
+    # leniency: the judge's met share against the humans' mean per-row met share, over the same rows
+    judge_met = sum(js) / len(js) if js else None
+    human_met = float(np.mean([sum(h) / len(h) for h in hs])) if hs else None
     return JudgeEval(
         overall=_with_ci(row_counts, n_boot, seed, level),
         by_category=_by_category(row_counts, cats, n_boot, seed, level),
         kappa=cohen_kappa_counts(kappa_table),
         kappa_n=kappa_table.total(),
         kappa_ties=len(js) - kappa_table.total(),
-        leniency=lenient,
+        judge_met=judge_met,
+        human_met=human_met,
+        leniency=judge_met - human_met if js else None,  # type: ignore[operator]
         rows=len(judge),
         failures=failures,
         no_labels=len(judge) - failures - len(keep),
