@@ -122,18 +122,13 @@ def span_number(span: str) -> float | None:
     """The number a plain answer span states: after the last '=' ("2 + 3 = 5"), its first number
     ("18. (I used 2 steps)" reads 18). None when the span holds LaTeX math or no number."""
     s = _plain(span)
-    if s is None:
-        return None
-    return _number_value(_NUMBER.search(s.rsplit("=", 1)[-1]))
+    return None if s is None else _number_value(_NUMBER.search(s.rsplit("=", 1)[-1]))
 
 
 def parse_number(s: str) -> float | None:
     """`s` as a number when it is one plain number and nothing else ("1,234", "$18.00", "-3", "3/4")."""
     plain = _plain(s)
-    if plain is None:
-        return None
-    plain = plain.rstrip(".%").strip()
-    return _number_value(_NUMBER.fullmatch(plain))
+    return None if plain is None else _number_value(_NUMBER.fullmatch(plain.rstrip(".%").strip()))
 
 
 def final_answer(text: str) -> str | None:

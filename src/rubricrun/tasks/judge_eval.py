@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 _CHUNK = 16  # bootstrap resamples drawn at a time (a chunk holds _CHUNK x rows indices)
+_LEVEL = 0.95  # of every bootstrap CI
 
 
 @dataclass(frozen=True)
@@ -131,12 +132,12 @@ def agreement_of(counts: np.ndarray) -> Agreement:
 
 
 def balanced_f1_ci(
-    row_counts: np.ndarray, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95
+    row_counts: np.ndarray, *, n_boot: int = 1000, seed: int = 0
 ) -> tuple[tuple[float, float] | None, int]:
     """Percentile-bootstrap CI of the balanced F1 of (rows, 4) per-row pair counts, resampling rows; and the number
     of resamples in which it did not exist (left out). None when there is no row or no resample has a value."""
-    if n_boot < 1 or not 0.0 < level < 1.0:
-        raise ValueError(f"need n_boot >= 1 and 0 < level < 1, got {n_boot}, {level}")
+    if n_boot < 1:
+        raise ValueError(f"need n_boot >= 1, got {n_boot}")
     n = len(row_counts)
     if n == 0:
         return None, 0
@@ -151,23 +152,21 @@ def balanced_f1_ci(
     defined = stats[~np.isnan(stats)]
     if defined.size == 0:
         return None, n_boot
-    tail = (1.0 - level) / 2.0
+    tail = (1.0 - _LEVEL) / 2.0
     lo_q, hi_q = np.quantile(defined, [tail, 1.0 - tail])  # numpy's default is the linear (type 7) quantile
     return (float(lo_q), float(hi_q)), n_boot - int(defined.size)
 
 
-def _with_ci(row_counts: np.ndarray, n_boot: int, seed: int, level: float) -> Agreement:
+def _with_ci(row_counts: np.ndarray, n_boot: int, seed: int) -> Agreement:
     """The Agreement of summed row counts, with the bootstrap CI of its balanced F1 (n_boot 0: no CI)."""
     a = agreement_of(row_counts.sum(axis=0) if len(row_counts) else np.zeros(4, dtype=np.int64))
-    ci, undefined = balanced_f1_ci(row_counts, n_boot=n_boot, seed=seed, level=level) if n_boot else (None, 0)
+    ci, undefined = balanced_f1_ci(row_counts, n_boot=n_boot, seed=seed) if n_boot else (None, 0)
     return replace(a, ci=ci, boot_undefined=undefined, rows=len(row_counts))
 
 
-def _by_category(
-    row_counts: np.ndarray, categories: Sequence[str], n_boot: int, seed: int, level: float
-) -> dict[str, Agreement]:
+def _by_category(row_counts: np.ndarray, categories: Sequence[str], n_boot: int, seed: int) -> dict[str, Agreement]:
     of = np.asarray(categories, dtype=object)  # a category's rows keep their order: the same resamples
-    return {c: _with_ci(row_counts[of == c], n_boot, seed, level) for c in sorted(set(categories))}
+    return {c: _with_ci(row_counts[of == c], n_boot, seed) for c in sorted(set(categories))}
 
 
 def cohen_kappa_counts(pairs: Mapping[tuple[Hashable, Hashable], int]) -> float | None:
@@ -202,7 +201,6 @@ def judge_meta_eval(
     *,
     n_boot: int = 1000,
     seed: int = 0,
-    level: float = 0.95,
 ) -> JudgeEval:
     """One judge's verdicts (None: failed) against the rows' human labels: HealthBench's pairwise agreement overall
     and per category (balanced F1 with a bootstrap CI over rows), kappa against the majority, leniency."""
@@ -225,8 +223,8 @@ def judge_meta_eval(
     judge_met = sum(js) / len(js) if js else None
     human_met = float(np.mean([sum(h) / len(h) for h in hs])) if hs else None
     return JudgeEval(
-        overall=_with_ci(row_counts, n_boot, seed, level),
-        by_category=_by_category(row_counts, cats, n_boot, seed, level),
+        overall=_with_ci(row_counts, n_boot, seed),
+        by_category=_by_category(row_counts, cats, n_boot, seed),
         kappa=cohen_kappa_counts(kappa_table),
         kappa_n=kappa_table.total(),
         kappa_ties=len(js) - kappa_table.total(),
@@ -267,7 +265,6 @@ def human_baseline(
     *,
     n_boot: int = 1000,
     seed: int = 0,
-    level: float = 0.95,
 ) -> HumanBaseline:
     """Each human rater's labels against the other raters' labels of the same rows (HealthBench's physician
     agreement): per rater overall and per category, their n-weighted mean, and every pair pooled (with a CI)."""
@@ -287,13 +284,13 @@ def human_baseline(
     for rater, items in sorted(per_rater_rows.items()):
         counts = np.array([c for _, c in items], dtype=np.int64)
         per_rater[rater] = agreement_of(counts.sum(axis=0))
-        per_rater_cat[rater] = _by_category(counts, [categories[r] for r, _ in items], 0, seed, level)
+        per_rater_cat[rater] = _by_category(counts, [categories[r] for r, _ in items], 0, seed)
     cats = sorted(set(categories))
     return HumanBaseline(
         per_rater=per_rater,
         per_rater_by_category=per_rater_cat,
         weighted=_weighted(per_rater),
         weighted_by_category={c: _weighted({r: by[c] for r, by in per_rater_cat.items() if c in by}) for c in cats},
-        pooled=_with_ci(pooled, n_boot, seed, level),
-        pooled_by_category=_by_category(pooled, categories, n_boot, seed, level),
+        pooled=_with_ci(pooled, n_boot, seed),
+        pooled_by_category=_by_category(pooled, categories, n_boot, seed),
     )

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..data.schemas import Built, Fail, Row, _number, rubric_of, type_name
 from ..types import Criterion, Example
-from .rubric import by_label, rubric_points
+from .rubric import by_label, graded_normalized, points_share
 from .spec import Agg, Marks, Metric, Task, Values
 
 SOURCE = "scaleapi/PRBench evals.py (get_clipped_points, get_normalized_points, mean_clipped)"
@@ -28,7 +28,7 @@ def floor0(x: float) -> float:
 
 
 def _values(ex: Example, criteria: Sequence[Criterion], met: Marks, turn: int) -> Values:
-    clipped, normalized = rubric_points(criteria, met)  # type: ignore[arg-type]
+    clipped, normalized = points_share(criteria, met), graded_normalized(criteria, met)
     if clipped is None or normalized is None:
         return {}
     out = {"score": clipped, "normalized": normalized}
@@ -36,7 +36,7 @@ def _values(ex: Example, criteria: Sequence[Criterion], met: Marks, turn: int) -
     if isinstance(field_name, str) and field_name:
         out[f"field:{field_name}"] = clipped
         out[f"field_normalized:{field_name}"] = normalized
-    out.update(by_label(criteria, met, lambda cs, ms: rubric_points(cs, ms)[0]))
+    out.update(by_label(criteria, met, points_share))
     return out
 
 
