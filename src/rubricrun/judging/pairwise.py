@@ -93,23 +93,23 @@ class PairItem:
         return f"{self.example.id}#t{self.turn}#{self.a.candidate}~{self.b.candidate}"
 
 
-def pair_items(cfg: Config, examples: dict[str, Example], responses: Sequence[Response]) -> list[PairItem]:
-    """Every comparison, in response order of the examples, then turn, then pair. Each candidate's first sample is
-    compared (MT-Bench has one answer per model); a pair where either answer failed is left out. Judges are
-    assigned round-robin over the pool from a stable offset per example and turn; one judge sees both orders."""
+def pair_items(cfg: Config, ex: Example, responses: Sequence[Response]) -> list[PairItem]:
+    """The example's comparisons, by turn (in response order), then pair. Each candidate's first sample is compared
+    (MT-Bench has one answer per model); a pair where either answer failed is left out. Judges are assigned
+    round-robin over the pool from a stable offset per example and turn; one judge sees both orders."""
     pairs, pool = candidate_pairs(cfg), cfg.judge_pool
     if not pairs or not pool:
         return []
-    answers: dict[tuple[str, int], dict[str, Response]] = {}
+    answers: dict[int, dict[str, Response]] = {}
     for r in responses:
         if r.sample_index == 0 and r.status == "ok":
-            answers.setdefault((r.example_id, r.turn), {})[r.candidate] = r
+            answers.setdefault(r.turn, {})[r.candidate] = r
     items = []
-    for (example_id, turn), by_cand in answers.items():
-        offset = judge_offset(f"{example_id}#{turn}")
+    for turn, by_cand in answers.items():
+        offset = judge_offset(f"{ex.id}#{turn}")
         for i, (a, b) in enumerate(pairs):
             if a in by_cand and b in by_cand:
-                items.append(PairItem(examples[example_id], turn, by_cand[a], by_cand[b], (offset + i) % len(pool)))
+                items.append(PairItem(ex, turn, by_cand[a], by_cand[b], (offset + i) % len(pool)))
     return items
 
 

@@ -136,30 +136,18 @@ def criteria_for(ex: Example, cfg: Config) -> tuple[Criterion, ...]:
     return rubric_for(ex, cfg) or ((AUTO_CRITERION,) if ex.kind != "open" else ())
 
 
-def judge_items(
-    cfg: Config, examples: dict[str, Example], responses: Sequence[Response], views: Mapping[str, Example]
-) -> list[JudgeItem]:
-    """One item per criterion of each answered response, with its task's judges per criterion and tie rule (else
-    the config's). `views` holds, by response id, a later turn's conversation (graph.py: the turn's own view of the
-    conversation): the judge sees the conversation up to and including that turn's answer."""
+def judge_items(cfg: Config, ex: Example, r: Response) -> list[JudgeItem]:
+    """One item per criterion of an answered response, with its task's judges per criterion and tie rule (else the
+    config's). `ex` is the turn's view of the example: the judge sees the conversation up to the judged answer."""
     pool = cfg.judge_pool
-    items = []
-    for r in responses:
-        if r.status != "ok" or not pool:
-            continue
-        ex = views.get(r.id) or examples[r.example_id]
-        rubric = rubric_for(ex, cfg)
-        if not rubric:
-            continue
-        t = task_of(ex)
-        per_criterion = (
-            t.judges_per_criterion(cfg) if t and t.judges_per_criterion else cfg.judging.judges_per_criterion
-        )
-        on_tie = t.on_tie if t and t.on_tie else cfg.judging.on_tie
-        offset = judge_offset(ex.id) % len(pool)
-        for c, js in zip(rubric, assign_judges(len(rubric), len(pool), per_criterion, offset), strict=True):
-            items.append(JudgeItem(r, ex, c, tuple(js), on_tie))
-    return items
+    rubric = rubric_for(ex, cfg) if r.status == "ok" and pool else ()
+    if not rubric:
+        return []
+    t = task_of(ex)
+    per_criterion = t.judges_per_criterion(cfg) if t and t.judges_per_criterion else cfg.judging.judges_per_criterion
+    on_tie = t.on_tie if t and t.on_tie else cfg.judging.on_tie
+    judges = assign_judges(len(rubric), len(pool), per_criterion, judge_offset(ex.id) % len(pool))
+    return [JudgeItem(r, ex, c, tuple(js), on_tie) for c, js in zip(rubric, judges, strict=True)]
 
 
 def candidates_for(cfg: Config, ex: Example) -> tuple[ModelConfig, ...]:
