@@ -8,6 +8,7 @@ that a rerun asks again.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Sequence
@@ -153,18 +154,15 @@ class PairJudging:
         route = route_for(judge, item.id, 0, self.cfg.run.seed)  # one model sees both orders
         return model_request(judge, route, messages, role="judge", section="judge", sample_index=attempt, params=params)
 
-    def order(self, judge: ModelConfig, item: PairItem, order: int) -> Asked[str] | None:
-        """One order's verdict (`reading`), asked again once when unreadable; None when a stop or the budget cut it."""
-        return ask_until_readable(
-            self.stack, lambda attempt: self.request(judge, item, order, attempt), read_pair_reply
-        )
-
     def judge_pair(self, item: PairItem) -> PairJudgment | None:
         judge = self.cfg.judge_pool[item.judge]
-        ab = self.order(judge, item, 0)
-        ba = self.order(judge, item, 1) if ab is not None else None
-        if ab is None or ba is None:
-            return None
+        asked: list[Asked[str]] = []
+        for order in (0, 1):  # each order asked again once when unreadable; None: a stop or the budget cut it
+            got = ask_until_readable(self.stack, functools.partial(self.request, judge, item, order), read_pair_reply)
+            if got is None:
+                return None
+            asked.append(got)
+        ab, ba = asked
         a, b = item.a.candidate, item.b.candidate
         v_ab, v_ba = ab.reading or "error", ba.reading or "error"
         errors = [f"{name}: {o.error}" for name, o in (("a first", ab), ("b first", ba)) if o.error]

@@ -91,18 +91,17 @@ def mt_bench_messages(example: Example, answer: str, references: list[str | None
     """MT-Bench's judge messages for `answer` to the example's last user turn. `references`: one reference answer
     per user turn (None where absent); the math (reference) variant is used when the judged turn has one."""
     pairs = _turns(example, answer)
-    refs = (list(references) + [None] * len(pairs))[: len(pairs)]
-    with_ref = refs[-1] is not None
+    with_ref = references[-1] is not None
     if len(pairs) == 1:
         template = _SINGLE_MATH_V1 if with_ref else _SINGLE_V1
-        prompt = template.format(question=pairs[0][0], answer=pairs[0][1], ref_answer_1=refs[0])
+        prompt = template.format(question=pairs[0][0], answer=pairs[0][1], ref_answer_1=references[0])
         return [{"role": "system", "content": _SINGLE_SYSTEM}, {"role": "user", "content": prompt}]
     # FastChat's multi-turn templates hold two turns; longer conversations repeat the same blocks.
     blocks = []
     if with_ref:
         ref_turns = "".join(
             f"### User:\n{q}\n\n### Reference answer:\n{r if r is not None else '(none)'}\n\n"
-            for (q, _), r in zip(pairs, refs, strict=True)
+            for (q, _), r in zip(pairs, references, strict=True)
         )
         blocks.append(f"<|The Start of Reference Answer|>\n\n{ref_turns}<|The End of Reference Answer|>\n\n\n")
     convo = "".join(f"### User:\n{q}\n\n### Assistant A:\n{a}\n\n" for q, a in pairs)
