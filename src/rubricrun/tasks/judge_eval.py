@@ -1,19 +1,11 @@
 """Judge meta-evaluation: how well a judge's met / not-met verdicts agree with human labels of the same rows, and how
-well the humans agree with each other (docs/benchmarks.md explains each figure). Pure functions over plain lists and
-numpy arrays.
+well the humans agree with each other (docs/benchmarks.md explains each figure).
 
 A *row* is one (conversation, completion, rubric criterion) with one or more human labels (data/meta_rows.py). The
 balanced F1 is simple-evals `healthbench_meta_eval.py`'s `pairwise_model_f1_balanced`: the judge's label of a row is
-paired with *every* human label of that row, each (judge, human) pair counting once in (tp, fp, fn, tn) (`_figures`
-has the formulas); a class's F1 is 0 when its precision and recall are both 0; the balanced F1 is the two classes'
-mean. A figure whose denominator is 0 does not exist (HealthBench leaves its key out; here it is None), nor does an
-F1 needing it. Kappa is against each row's majority human label (an even split has none: `kappa_ties`); leniency sets
-the judge's met share against HealthBench's `percent_physician_pos`; the human baseline is leave one out, per rater,
-their n-weighted mean (HealthBench's analysis notebook) and pooled. A judge failure (None) is counted and left out,
-never guessed.
-
-Bootstrap CIs resample rows (a row brings all its pairs), percentile method with linear interpolation between order
-statistics (as results/stats.py), drawn from np.random.Generator(np.random.PCG64(seed)).
+paired with *every* human label of that row, each (judge, human) pair counting once in (tp, fp, fn, tn). A figure
+whose denominator is 0 does not exist (HealthBench leaves its key out; here it is None), nor does an F1 needing it. A
+judge failure (None) is counted and left out, never guessed. Bootstrap CIs resample rows (a row brings its pairs).
 """
 
 from __future__ import annotations
@@ -64,7 +56,7 @@ class JudgeEval:
     kappa_n: int  # rows with a majority
     kappa_ties: int  # rows whose humans split evenly (no majority): left out of kappa
     judge_met: float | None  # the judge's share of met verdicts (over the rows of `overall`)
-    human_met: float | None  # mean over the same rows of the row's share of met human labels
+    human_met: float | None  # mean over the same rows of the row's share of met human labels (percent_physician_pos)
     leniency: float | None  # judge_met - human_met: above 0, the judge says met more often than the humans
     rows: int  # rows given
     failures: int  # rows whose judge verdict failed (None): left out of every figure
