@@ -32,6 +32,8 @@ KEYS = {
 }
 COMPLETION = ModelConfig(name="completion", response_column="completion")  # replays the row's completion
 _VERDICT = {"met": True, "not_met": False}  # error (or no verdict): None
+# JudgeEval's figures a judge's leaderboard row carries under their own names.
+_AS_THEY_ARE = ("kappa", "kappa_n", "kappa_ties", "leniency", "judge_met", "human_met", "failures", "no_labels")
 
 
 def _build(row: Row, fail: Fail) -> Built:
@@ -149,14 +151,7 @@ def _judge_result(e: JudgeEval) -> CandidateResult:
             "f1_n": a.f1_balanced.n,
             "f1_met": a.f1_pos.value,
             "f1_not_met": a.f1_neg.value,
-            "kappa": e.kappa,
-            "kappa_n": e.kappa_n,
-            "kappa_ties": e.kappa_ties,
-            "leniency": e.leniency,
-            "judge_met": e.judge_met,
-            "human_met": e.human_met,
-            "failures": e.failures,
-            "no_labels": e.no_labels,
+            **{k: getattr(e, k) for k in _AS_THEY_ARE},
             "f1_note": _why_none(e) if a.f1_balanced.value is None else None,
             "by_category": {c: _agreement(x) for c, x in e.by_category.items()},
         },
