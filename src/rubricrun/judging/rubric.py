@@ -44,10 +44,8 @@ def schema_mode(judge: ModelConfig, model: str) -> str | None:
     field, for vLLM servers before 0.12 that lack response_format), or None (free text, parsed all the same). `auto`
     asks json_schema where every model behind the entry (a Router entry's deployments) takes it."""
     mode = judge.structured_output
-    if mode == "off":
-        return None
-    if mode in ("on", "json_schema", "guided_json"):
-        return "json_schema" if mode == "on" else mode
+    if mode != "auto":
+        return {"off": None, "on": "json_schema"}.get(mode, mode)  # json_schema, guided_json: as they are
     models = [d.model for d in judge.deployments] or [model]
     return "json_schema" if all(m.startswith(SCHEMA_PREFIXES) for m in models) else None
 
