@@ -194,9 +194,7 @@ def _text_candidates(text: str) -> list[str]:
 
 
 def _looks_math(answer: str) -> bool:
-    """A reference answer read as math: a number or LaTeX, without words ("10 apples" is text)."""
-    if parse_number(answer) is not None:
-        return True
+    """A reference that is no plain number, read as math: LaTeX or digits without words ("10 apples" is text)."""
     bare = re.sub(r"\\[A-Za-z]+", "", answer)
     return ("\\" in answer or any(ch.isdigit() for ch in answer)) and not re.search(r"[A-Za-z]{3,}", bare)
 
@@ -207,7 +205,7 @@ def qa_correct(response: str, answer: str) -> bool:
     gold = answer.strip()
     if not gold:
         return False
-    want = parse_number(gold)  # a number looks like math (_looks_math): read once
+    want = parse_number(gold)  # a number is math; else _looks_math tells
     span = final_answer(response) if want is not None or _looks_math(gold) else None
     if span is not None:
         got = span_number(span)
