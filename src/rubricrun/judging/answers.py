@@ -53,8 +53,8 @@ def _minus(s: str) -> str:
     return s if s.isascii() else s.translate(_MINUS)
 
 
-def _braced(text: str, start: int) -> str | None:
-    """The content of the brace group whose `{` is just before `start`, or None when it never closes."""
+def _braced(text: str, start: int) -> str:
+    """The content of the brace group whose `{` is just before `start`, or "" when it never closes."""
     depth = 1
     for i in range(start, len(text)):
         if text[i] == "{":
@@ -63,7 +63,7 @@ def _braced(text: str, start: int) -> str | None:
             depth -= 1
             if depth == 0:
                 return text[start:i]
-    return None
+    return ""
 
 
 def _line_after(text: str, start: int) -> str:
@@ -79,11 +79,7 @@ def answer_spans(text: str) -> list[str]:
     """What each final-answer marker introduces, last first (the last stated answer wins)."""
     spans: list[str] = []
     for m in _MARKER.finditer(text):
-        if m.group().endswith("{"):
-            inner = _braced(text, m.end())
-            span = inner.strip() if inner is not None else ""
-        else:
-            span = _line_after(text, m.end())
+        span = _braced(text, m.end()).strip() if m.group().endswith("{") else _line_after(text, m.end())
         if span:
             spans.append(span)
     return spans[::-1]
