@@ -24,8 +24,7 @@ from rubricrun.results import stats
 from rubricrun.results.metrics import dataset_result
 from rubricrun.results.scoring import score_response
 from rubricrun.tasks import registry
-from rubricrun.tasks.healthbench import healthbench_score
-from rubricrun.tasks.rubric import rubric_points
+from rubricrun.tasks.rubric import graded_normalized, points_share
 from rubricrun.tasks.spec import CandidateResult, DatasetResult
 from rubricrun.types import Criterion, Example, Judgment, Response, Turn
 
@@ -183,7 +182,7 @@ def test_healthbench_example_without_positive_points_is_unscorable() -> None:
     only_penalty = ex("pen", "healthbench", [crit("p", -3)])
     res = run("healthbench", [*HB, only_penalty], {"b": {**B, "pen": [{"p": M}]}}).candidates["b"]
     # calculate_score returns None (simple-evals asserts): the example is left out of n.
-    assert healthbench_score(only_penalty.rubric, [True]) is None
+    assert points_share(only_penalty.rubric, [True]) is None
     assert res.n == 3 and res.extra["unscorable"] == 1
     assert res.score == approx((1 / 14 - 3 / 13 + 3 / 12) / 3)
 
@@ -271,7 +270,8 @@ PR_PLAN = {
 
 
 def test_prbench_mean_clipped_and_mean_normalized() -> None:
-    assert rubric_points(PR[0].rubric, [True, False, True, False]) == (approx(12 / 17), approx(17 / 22))
+    met = [True, False, True, False]
+    assert (points_share(PR[0].rubric, met), graded_normalized(PR[0].rubric, met)) == (approx(12 / 17), approx(17 / 22))
     res = run("prbench", PR, {"p": PR_PLAN}).candidates["p"]
     # mean_clipped = max(0, mean(12/17, -8/13)) = max(0, (0.7058823529 - 0.6153846154) / 2) = 0.0452488688
     assert res.score == approx((12 / 17 - 8 / 13) / 2)

@@ -159,7 +159,7 @@ class Stages:
         ex = unit.example
         view = task.example if row.turn > 1 else ex  # what the judge sees: the conversation up to this turn
         feeds = reply_feeds_calls(self.cfg, view, row.turn)  # False: no judge item either (a judge-free run)
-        items = registry.judge_items(self.cfg, {ex.id: ex}, [row], {row.id: view}) if feeds else []
+        items = registry.judge_items(self.cfg, view, row) if feeds else []
         slots: list[Judgment | None] = [None] * len(items)
         auto = auto_judgment(view, row)  # a pure function of the example and the row: not under the unit's lock
         with unit.lock:
@@ -187,7 +187,7 @@ class Stages:
         if self.pairing is None:
             return
         responses, _, _ = unit.rows()
-        items = pair_items(self.cfg, {unit.example.id: unit.example}, responses)
+        items = pair_items(self.cfg, unit.example, responses)
         with unit.lock:
             unit.pairs = [None] * len(items)
         for i, item in enumerate(items):

@@ -53,8 +53,8 @@ def _minus(s: str) -> str:
     return s if s.isascii() else s.translate(_MINUS)
 
 
-def _braced(text: str, start: int) -> str | None:
-    """The content of the brace group whose `{` is just before `start`, or None when it never closes."""
+def _braced(text: str, start: int) -> str:
+    """The content of the brace group whose `{` is just before `start`, or "" when it never closes."""
     depth = 1
     for i in range(start, len(text)):
         if text[i] == "{":
@@ -63,7 +63,7 @@ def _braced(text: str, start: int) -> str | None:
             depth -= 1
             if depth == 0:
                 return text[start:i]
-    return None
+    return ""
 
 
 def _line_after(text: str, start: int) -> str:
@@ -79,11 +79,7 @@ def answer_spans(text: str) -> list[str]:
     """What each final-answer marker introduces, last first (the last stated answer wins)."""
     spans: list[str] = []
     for m in _MARKER.finditer(text):
-        if m.group().endswith("{"):
-            inner = _braced(text, m.end())
-            span = inner.strip() if inner is not None else ""
-        else:
-            span = _line_after(text, m.end())
+        span = _braced(text, m.end()).strip() if m.group().endswith("{") else _line_after(text, m.end())
         if span:
             spans.append(span)
     return spans[::-1]
@@ -122,18 +118,13 @@ def span_number(span: str) -> float | None:
     """The number a plain answer span states: after the last '=' ("2 + 3 = 5"), its first number
     ("18. (I used 2 steps)" reads 18). None when the span holds LaTeX math or no number."""
     s = _plain(span)
-    if s is None:
-        return None
-    return _number_value(_NUMBER.search(s.rsplit("=", 1)[-1]))
+    return None if s is None else _number_value(_NUMBER.search(s.rsplit("=", 1)[-1]))
 
 
 def parse_number(s: str) -> float | None:
     """`s` as a number when it is one plain number and nothing else ("1,234", "$18.00", "-3", "3/4")."""
     plain = _plain(s)
-    if plain is None:
-        return None
-    plain = plain.rstrip(".%").strip()
-    return _number_value(_NUMBER.fullmatch(plain))
+    return None if plain is None else _number_value(_NUMBER.fullmatch(plain.rstrip(".%").strip()))
 
 
 def final_answer(text: str) -> str | None:
@@ -199,9 +190,7 @@ def _text_candidates(text: str) -> list[str]:
 
 
 def _looks_math(answer: str) -> bool:
-    """A reference answer read as math: a number or LaTeX, without words ("10 apples" is text)."""
-    if parse_number(answer) is not None:
-        return True
+    """A reference that is no plain number, read as math: LaTeX or digits without words ("10 apples" is text)."""
     bare = re.sub(r"\\[A-Za-z]+", "", answer)
     return ("\\" in answer or any(ch.isdigit() for ch in answer)) and not re.search(r"[A-Za-z]{3,}", bare)
 
@@ -212,7 +201,7 @@ def qa_correct(response: str, answer: str) -> bool:
     gold = answer.strip()
     if not gold:
         return False
-    want = parse_number(gold)  # a number looks like math (_looks_math): read once
+    want = parse_number(gold)  # a number is math; else _looks_math tells
     span = final_answer(response) if want is not None or _looks_math(gold) else None
     if span is not None:
         got = span_number(span)

@@ -52,13 +52,12 @@ def ask_until_readable(
     stack: BaseProvider,
     build: Callable[[int], LLMRequest],
     read: Callable[[LLMResponse], tuple[T | None, str | None]],
-    attempts: int = JUDGE_PARSE_ATTEMPTS,
 ) -> Asked[T] | None:
-    """Ask `build(attempt)` until `read` gives a reading (else None and why not), at most `attempts` times. None
-    when a stop or the budget cut the ask (NotDone); a provider error ends it as an error."""
+    """Ask `build(attempt)` until `read` gives a reading (else None and why not), at most JUDGE_PARSE_ATTEMPTS
+    times. None when a stop or the budget cut the ask (NotDone); a provider error ends it as an error."""
     usage, key, error = Usage(), "", "no attempt made"
     unreadable: list[LLMRequest] = []
-    for attempt in range(attempts):
+    for attempt in range(JUDGE_PARSE_ATTEMPTS):
         req = build(attempt)
         key = key or cache_key(req)
         try:

@@ -8,6 +8,7 @@ that a rerun asks again.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Sequence
@@ -93,23 +94,23 @@ class PairItem:
         return f"{self.example.id}#t{self.turn}#{self.a.candidate}~{self.b.candidate}"
 
 
-def pair_items(cfg: Config, examples: dict[str, Example], responses: Sequence[Response]) -> list[PairItem]:
-    """Every comparison, in response order of the examples, then turn, then pair. Each candidate's first sample is
-    compared (MT-Bench has one answer per model); a pair where either answer failed is left out. Judges are
-    assigned round-robin over the pool from a stable offset per example and turn; one judge sees both orders."""
+def pair_items(cfg: Config, ex: Example, responses: Sequence[Response]) -> list[PairItem]:
+    """The example's comparisons, by turn (in response order), then pair. Each candidate's first sample is compared
+    (MT-Bench has one answer per model); a pair where either answer failed is left out. Judges are assigned
+    round-robin over the pool from a stable offset per example and turn; one judge sees both orders."""
     pairs, pool = candidate_pairs(cfg), cfg.judge_pool
     if not pairs or not pool:
         return []
-    answers: dict[tuple[str, int], dict[str, Response]] = {}
+    answers: dict[int, dict[str, Response]] = {}
     for r in responses:
         if r.sample_index == 0 and r.status == "ok":
-            answers.setdefault((r.example_id, r.turn), {})[r.candidate] = r
+            answers.setdefault(r.turn, {})[r.candidate] = r
     items = []
-    for (example_id, turn), by_cand in answers.items():
-        offset = judge_offset(f"{example_id}#{turn}")
+    for turn, by_cand in answers.items():
+        offset = judge_offset(f"{ex.id}#{turn}")
         for i, (a, b) in enumerate(pairs):
             if a in by_cand and b in by_cand:
-                items.append(PairItem(examples[example_id], turn, by_cand[a], by_cand[b], (offset + i) % len(pool)))
+                items.append(PairItem(ex, turn, by_cand[a], by_cand[b], (offset + i) % len(pool)))
     return items
 
 
@@ -153,18 +154,15 @@ class PairJudging:
         route = route_for(judge, item.id, 0, self.cfg.run.seed)  # one model sees both orders
         return model_request(judge, route, messages, role="judge", section="judge", sample_index=attempt, params=params)
 
-    def order(self, judge: ModelConfig, item: PairItem, order: int) -> Asked[str] | None:
-        """One order's verdict (`reading`), asked again once when unreadable; None when a stop or the budget cut it."""
-        return ask_until_readable(
-            self.stack, lambda attempt: self.request(judge, item, order, attempt), read_pair_reply
-        )
-
     def judge_pair(self, item: PairItem) -> PairJudgment | None:
         judge = self.cfg.judge_pool[item.judge]
-        ab = self.order(judge, item, 0)
-        ba = self.order(judge, item, 1) if ab is not None else None
-        if ab is None or ba is None:
-            return None
+        asked: list[Asked[str]] = []
+        for order in (0, 1):  # each order asked again once when unreadable; None: a stop or the budget cut it
+            got = ask_until_readable(self.stack, functools.partial(self.request, judge, item, order), read_pair_reply)
+            if got is None:
+                return None
+            asked.append(got)
+        ab, ba = asked
         a, b = item.a.candidate, item.b.candidate
         v_ab, v_ba = ab.reading or "error", ba.reading or "error"
         errors = [f"{name}: {o.error}" for name, o in (("a first", ab), ("b first", ba)) if o.error]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..config import Config, ModelConfig
 from ..providers.base import BaseProvider
@@ -31,17 +32,6 @@ class JudgeItem:
     on_tie: str  # a split vote's rule (judging.on_tie, or the task's own)
 
 
-@dataclass(frozen=True)
-class Vote:
-    judge: str
-    verdict: str
-    explanation: str | None
-    error: str | None
-    key: str
-    usage: Usage = Usage()
-    score: float | None = None  # graded scales only
-
-
 def assign_judges(n_criteria: int, n_judges: int, per_criterion: int = 1, offset: int = 0) -> list[list[int]]:
     """Judge indexes for each criterion, round-robin in rubric order: criterion i gets judges (offset + i*k + j) mod
     n for j < k, so the criteria are spread evenly and each gets k distinct judges."""
@@ -54,10 +44,8 @@ def schema_mode(judge: ModelConfig, model: str) -> str | None:
     field, for vLLM servers before 0.12 that lack response_format), or None (free text, parsed all the same). `auto`
     asks json_schema where every model behind the entry (a Router entry's deployments) takes it."""
     mode = judge.structured_output
-    if mode == "off":
-        return None
-    if mode in ("on", "json_schema", "guided_json"):
-        return "json_schema" if mode == "on" else mode
+    if mode != "auto":
+        return {"off": None, "on": "json_schema"}.get(mode, mode)  # json_schema, guided_json: as they are
     models = [d.model for d in judge.deployments] or [model]
     return "json_schema" if all(m.startswith(SCHEMA_PREFIXES) for m in models) else None
 
@@ -98,12 +86,14 @@ class Judging:
             response_schema=schema,
         )  # fmt: skip
 
-    def vote(self, judge: ModelConfig, item: JudgeItem) -> Vote | None:
+    def vote(self, judge: ModelConfig, item: JudgeItem) -> tuple[dict[str, Any], Usage] | None:
+        """One judge's vote as Judgment.votes holds it (with its score on a graded scale), and what it cost."""
         asked = ask_until_readable(self.stack, lambda attempt: self.request(judge, item, attempt), self.reading)
         if asked is None:
             return None
         r = asked.reading or Reading("error", error=asked.error)
-        return Vote(judge.name, r.verdict, r.explanation, r.error, asked.key, asked.usage, r.score)
+        vote = dict(judge=judge.name, verdict=r.verdict, explanation=r.explanation, error=r.error, key=asked.key)
+        return (vote if self.protocol.scale == "binary" else {**vote, "score": r.score}), asked.usage
 
     def reading(self, resp: LLMResponse) -> tuple[Reading | None, str | None]:
         """The reading of a reply, or None and why it cannot be read."""
@@ -113,19 +103,19 @@ class Judging:
 
     def judge_item(self, item: JudgeItem) -> Judgment | None:
         pool = self.cfg.judge_pool
-        votes = []
+        cast = []
         for j in item.judges:
             v = self.vote(pool[j], item)
             if v is None:
                 return None
-            votes.append(v)
-        verdicts = [v.verdict for v in votes]
+            cast.append(v)
+        verdicts = [v["verdict"] for v, _ in cast]
         if item.on_tie == "judge" and 0 < verdicts.count("met") == verdicts.count("not_met"):
             v = self.vote(pool[tie_breaker(item.judges, len(pool))], item)
             if v is None:
                 return None
-            votes.append(v)
-        return judgment_from_votes(item, votes, item.on_tie, self.protocol.scale)
+            cast.append(v)
+        return judgment_from_votes(item, [v for v, _ in cast], sum((u for _, u in cast), Usage()), self.protocol.scale)
 
 
 def tie_breaker(judges: Sequence[int], pool_size: int) -> int:
@@ -137,18 +127,16 @@ def tie_breaker(judges: Sequence[int], pool_size: int) -> int:
     raise ValueError("no judge outside the vote")  # config.py requires a pool larger than judges_per_criterion
 
 
-def judgment_from_votes(
-    item: JudgeItem, votes: Sequence[Vote], on_tie: str = "error", scale: str = "binary"
-) -> Judgment:
+def judgment_from_votes(item: JudgeItem, votes: Sequence[dict[str, Any]], usage: Usage, scale: str) -> Judgment:
     score = None
     if scale != "binary":  # several judges on a graded scale: the mean of the scores that could be read
-        scores = [v.score for v in votes if v.score is not None]
+        scores = [v["score"] for v in votes if v["score"] is not None]
         score = sum(scores) / len(scores) if scores else None
         verdict = verdict_for(score, scale)
     else:
-        verdict = majority_vote([v.verdict for v in votes], on_tie)
-    agreeing = [v for v in votes if v.verdict == verdict] or [v for v in votes if v.verdict != "error"]
-    explanation = agreeing[0].explanation if agreeing and verdict != "error" else None
+        verdict = majority_vote([v["verdict"] for v in votes], item.on_tie)
+    agreeing = [v for v in votes if v["verdict"] == verdict] or [v for v in votes if v["verdict"] != "error"]
+    explanation = agreeing[0]["explanation"] if agreeing and verdict != "error" else None
     return Judgment(
         id=f"{item.response.id}#{item.criterion.id}",
         response_id=item.response.id,
@@ -156,21 +144,15 @@ def judgment_from_votes(
         candidate=item.response.candidate,
         criterion_id=item.criterion.id,
         weight=item.criterion.weight,
-        judge="+".join(v.judge for v in votes),
+        judge="+".join(v["judge"] for v in votes),
         verdict=verdict,  # type: ignore[arg-type]
         explanation=explanation,
-        error=("; ".join(f"{v.judge}: {v.error}" for v in votes if v.error) or "judges tied")
+        error=("; ".join(f"{v['judge']}: {v['error']}" for v in votes if v["error"]) or "judges tied")
         if verdict == "error"
         else None,
-        key=votes[0].key,
-        votes=tuple(
-            {"judge": v.judge, "verdict": v.verdict, "explanation": v.explanation, "error": v.error, "key": v.key}
-            | ({"score": v.score} if scale != "binary" else {})
-            for v in votes
-        )
-        if len(votes) > 1
-        else (),
-        usage=sum((v.usage for v in votes), Usage()),
+        key=votes[0]["key"],
+        votes=tuple(votes) if len(votes) > 1 else (),
+        usage=usage,
         score=score,
         scale=scale,
     )

@@ -205,9 +205,9 @@ class AnchorAcc:
                 ci=e.overall.ci or (None, None),
                 kappa=e.kappa,
                 kappa_ties=e.kappa_ties,
-                leniency=e.leniency.difference,
-                judge_met=e.leniency.judge_met,
-                human_met=e.leniency.human_met,
+                leniency=e.leniency,
+                judge_met=e.judge_met,
+                human_met=e.human_met,
                 failures=e.failures,
             )
         return out

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..data.schemas import Built, Fail, Row, _messages, _required, rubric_of, type_name
 from ..types import Criterion, Example
-from .rubric import by_label, rubric_points
+from .rubric import by_label, points_share
 from .spec import Agg, Marks, Metric, Task, Values
 
 SOURCE = "openai/simple-evals healthbench_eval.py (calculate_score, _compute_clipped_stats)"
@@ -25,18 +25,13 @@ def clip01(x: float) -> float:
 
 
 def _values(ex: Example, criteria: Sequence[Criterion], met: Marks, turn: int) -> Values:
-    overall = healthbench_score(criteria, met)
+    overall = points_share(criteria, met)  # simple-evals' calculate_score
     if overall is None:  # simple-evals asserts here: an example needs a positive criterion
         return {}
     # Same namespace and order as grade_sample's metrics: example tags, then rubric tags (which win a clash).
     out = {"score": overall, **{f"tag:{t}": overall for t in ex.metadata.get("example_tags") or ()}}
-    out.update(by_label(criteria, met, healthbench_score, "tag", lambda c: dict.fromkeys(c.tags)))
+    out.update(by_label(criteria, met, points_share, "tag", lambda c: dict.fromkeys(c.tags)))
     return out
-
-
-def healthbench_score(criteria: Sequence[Criterion], met: Marks) -> float | None:
-    """simple-evals `calculate_score`: sum of met points / sum of positive points; None when no positive points."""
-    return rubric_points(criteria, met)[0]  # type: ignore[arg-type]
 
 
 def aggregate(agg: Agg) -> dict[str, Any]:

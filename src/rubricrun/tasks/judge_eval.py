@@ -1,19 +1,11 @@
 """Judge meta-evaluation: how well a judge's met / not-met verdicts agree with human labels of the same rows, and how
-well the humans agree with each other (docs/benchmarks.md explains each figure). Pure functions over plain lists and
-numpy arrays.
+well the humans agree with each other (docs/benchmarks.md explains each figure).
 
 A *row* is one (conversation, completion, rubric criterion) with one or more human labels (data/meta_rows.py). The
 balanced F1 is simple-evals `healthbench_meta_eval.py`'s `pairwise_model_f1_balanced`: the judge's label of a row is
-paired with *every* human label of that row, each (judge, human) pair counting once in (tp, fp, fn, tn) (`_figures`
-has the formulas); a class's F1 is 0 when its precision and recall are both 0; the balanced F1 is the two classes'
-mean. A figure whose denominator is 0 does not exist (HealthBench leaves its key out; here it is None), nor does an
-F1 needing it. Kappa is against each row's majority human label (an even split has none: `kappa_ties`); leniency sets
-the judge's met share against HealthBench's `percent_physician_pos`; the human baseline is leave one out, per rater,
-their n-weighted mean (HealthBench's analysis notebook) and pooled. A judge failure (None) is counted and left out,
-never guessed.
-
-Bootstrap CIs resample rows (a row brings all its pairs), percentile method with linear interpolation between order
-statistics (as results/stats.py), drawn from np.random.Generator(np.random.PCG64(seed)).
+paired with *every* human label of that row, each (judge, human) pair counting once in (tp, fp, fn, tn). A figure
+whose denominator is 0 does not exist (HealthBench leaves its key out; here it is None), nor does an F1 needing it. A
+judge failure (None) is counted and left out, never guessed. Bootstrap CIs resample rows (a row brings its pairs).
 """
 
 from __future__ import annotations
@@ -25,6 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 _CHUNK = 16  # bootstrap resamples drawn at a time (a chunk holds _CHUNK x rows indices)
+_LEVEL = 0.95  # of every bootstrap CI
 
 
 @dataclass(frozen=True)
@@ -54,14 +47,6 @@ class Agreement:
 
 
 @dataclass(frozen=True)
-class Leniency:
-    judge_met: float | None  # the judge's share of met verdicts
-    human_met: float | None  # mean over the same rows of the row's share of met human labels
-    difference: float | None  # judge_met - human_met: above 0, the judge says met more often than the humans
-    n: int  # rows
-
-
-@dataclass(frozen=True)
 class JudgeEval:
     """One judge against the human labels: overall, per category, kappa, leniency and what was left out."""
 
@@ -70,7 +55,9 @@ class JudgeEval:
     kappa: float | None  # Cohen's kappa against the majority human label
     kappa_n: int  # rows with a majority
     kappa_ties: int  # rows whose humans split evenly (no majority): left out of kappa
-    leniency: Leniency
+    judge_met: float | None  # the judge's share of met verdicts (over the rows of `overall`)
+    human_met: float | None  # mean over the same rows of the row's share of met human labels (percent_physician_pos)
+    leniency: float | None  # judge_met - human_met: above 0, the judge says met more often than the humans
     rows: int  # rows given
     failures: int  # rows whose judge verdict failed (None): left out of every figure
     no_labels: int  # rows without a human label: left out of every figure
@@ -137,12 +124,12 @@ def agreement_of(counts: np.ndarray) -> Agreement:
 
 
 def balanced_f1_ci(
-    row_counts: np.ndarray, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95
+    row_counts: np.ndarray, *, n_boot: int = 1000, seed: int = 0
 ) -> tuple[tuple[float, float] | None, int]:
     """Percentile-bootstrap CI of the balanced F1 of (rows, 4) per-row pair counts, resampling rows; and the number
     of resamples in which it did not exist (left out). None when there is no row or no resample has a value."""
-    if n_boot < 1 or not 0.0 < level < 1.0:
-        raise ValueError(f"need n_boot >= 1 and 0 < level < 1, got {n_boot}, {level}")
+    if n_boot < 1:
+        raise ValueError(f"need n_boot >= 1, got {n_boot}")
     n = len(row_counts)
     if n == 0:
         return None, 0
@@ -157,23 +144,21 @@ def balanced_f1_ci(
     defined = stats[~np.isnan(stats)]
     if defined.size == 0:
         return None, n_boot
-    tail = (1.0 - level) / 2.0
+    tail = (1.0 - _LEVEL) / 2.0
     lo_q, hi_q = np.quantile(defined, [tail, 1.0 - tail])  # numpy's default is the linear (type 7) quantile
     return (float(lo_q), float(hi_q)), n_boot - int(defined.size)
 
 
-def _with_ci(row_counts: np.ndarray, n_boot: int, seed: int, level: float) -> Agreement:
+def _with_ci(row_counts: np.ndarray, n_boot: int, seed: int) -> Agreement:
     """The Agreement of summed row counts, with the bootstrap CI of its balanced F1 (n_boot 0: no CI)."""
     a = agreement_of(row_counts.sum(axis=0) if len(row_counts) else np.zeros(4, dtype=np.int64))
-    ci, undefined = balanced_f1_ci(row_counts, n_boot=n_boot, seed=seed, level=level) if n_boot else (None, 0)
+    ci, undefined = balanced_f1_ci(row_counts, n_boot=n_boot, seed=seed) if n_boot else (None, 0)
     return replace(a, ci=ci, boot_undefined=undefined, rows=len(row_counts))
 
 
-def _by_category(
-    row_counts: np.ndarray, categories: Sequence[str], n_boot: int, seed: int, level: float
-) -> dict[str, Agreement]:
+def _by_category(row_counts: np.ndarray, categories: Sequence[str], n_boot: int, seed: int) -> dict[str, Agreement]:
     of = np.asarray(categories, dtype=object)  # a category's rows keep their order: the same resamples
-    return {c: _with_ci(row_counts[of == c], n_boot, seed, level) for c in sorted(set(categories))}
+    return {c: _with_ci(row_counts[of == c], n_boot, seed) for c in sorted(set(categories))}
 
 
 def cohen_kappa_counts(pairs: Mapping[tuple[Hashable, Hashable], int]) -> float | None:
@@ -208,7 +193,6 @@ def judge_meta_eval(
     *,
     n_boot: int = 1000,
     seed: int = 0,
-    level: float = 0.95,
 ) -> JudgeEval:
     """One judge's verdicts (None: failed) against the rows' human labels: HealthBench's pairwise agreement overall
     and per category (balanced F1 with a bootstrap CI over rows), kappa against the majority, leniency."""
@@ -227,17 +211,18 @@ def judge_meta_eval(
     kappa_table: Counter[tuple[Hashable, Hashable]] = Counter(
         (j, m) for j, h in zip(js, hs, strict=True) if (m := majority(h)) is not None
     )
-    lenient = Leniency(None, None, None, 0)
-    if js:  # the judge's met share against the humans' mean per-row met share, over the same rows
-        judge_met, human_met = sum(js) / len(js), float(np.mean([sum(h) / len(h) for h in hs]))
-        lenient = Leniency(judge_met, human_met, judge_met - human_met, len(js))
+    # leniency: the judge's met share against the humans' mean per-row met share, over the same rows
+    judge_met = sum(js) / len(js) if js else None
+    human_met = float(np.mean([sum(h) / len(h) for h in hs])) if hs else None
     return JudgeEval(
-        overall=_with_ci(row_counts, n_boot, seed, level),
-        by_category=_by_category(row_counts, cats, n_boot, seed, level),
+        overall=_with_ci(row_counts, n_boot, seed),
+        by_category=_by_category(row_counts, cats, n_boot, seed),
         kappa=cohen_kappa_counts(kappa_table),
         kappa_n=kappa_table.total(),
         kappa_ties=len(js) - kappa_table.total(),
-        leniency=lenient,
+        judge_met=judge_met,
+        human_met=human_met,
+        leniency=judge_met - human_met if js else None,  # type: ignore[operator]
         rows=len(judge),
         failures=failures,
         no_labels=len(judge) - failures - len(keep),
@@ -272,7 +257,6 @@ def human_baseline(
     *,
     n_boot: int = 1000,
     seed: int = 0,
-    level: float = 0.95,
 ) -> HumanBaseline:
     """Each human rater's labels against the other raters' labels of the same rows (HealthBench's physician
     agreement): per rater overall and per category, their n-weighted mean, and every pair pooled (with a CI)."""
@@ -292,13 +276,13 @@ def human_baseline(
     for rater, items in sorted(per_rater_rows.items()):
         counts = np.array([c for _, c in items], dtype=np.int64)
         per_rater[rater] = agreement_of(counts.sum(axis=0))
-        per_rater_cat[rater] = _by_category(counts, [categories[r] for r, _ in items], 0, seed, level)
+        per_rater_cat[rater] = _by_category(counts, [categories[r] for r, _ in items], 0, seed)
     cats = sorted(set(categories))
     return HumanBaseline(
         per_rater=per_rater,
         per_rater_by_category=per_rater_cat,
         weighted=_weighted(per_rater),
         weighted_by_category={c: _weighted({r: by[c] for r, by in per_rater_cat.items() if c in by}) for c in cats},
-        pooled=_with_ci(pooled, n_boot, seed, level),
-        pooled_by_category=_by_category(pooled, categories, n_boot, seed, level),
+        pooled=_with_ci(pooled, n_boot, seed),
+        pooled_by_category=_by_category(pooled, categories, n_boot, seed),
     )

@@ -32,6 +32,8 @@ KEYS = {
 }
 COMPLETION = ModelConfig(name="completion", response_column="completion")  # replays the row's completion
 _VERDICT = {"met": True, "not_met": False}  # error (or no verdict): None
+# JudgeEval's figures a judge's leaderboard row carries under their own names.
+_AS_THEY_ARE = ("kappa", "kappa_n", "kappa_ties", "leniency", "judge_met", "human_met", "failures", "no_labels")
 
 
 def _build(row: Row, fail: Fail) -> Built:
@@ -91,18 +93,17 @@ class MetaEvalAcc:
             if j.judge.startswith("auto:"):
                 continue
             for v in j.votes or ({"judge": j.judge, "verdict": j.verdict},):
-                column = self.verdicts.setdefault(v["judge"], [])
-                column.extend([None] * (rows - len(column)))
-                column[-1] = _VERDICT.get(v["verdict"])
+                column = self.verdicts.setdefault(v["judge"], [None] * (rows - 1))  # every column is rows - 1 long
+                column[rows - 1 :] = [_VERDICT.get(v["verdict"])]
         for column in self.verdicts.values():
             column.extend([None] * (rows - len(column)))
 
     def result(self) -> DatasetResult:
         spec = self.spec
-        judges = {}
-        for name, verdicts in self.verdicts.items():
-            e = judge_meta_eval(verdicts, self.humans, self.categories, n_boot=spec.n_boot, seed=spec.seed)
-            judges[name] = _judge_result(e)
+        judges = {
+            name: _judge_result(judge_meta_eval(v, self.humans, self.categories, n_boot=spec.n_boot, seed=spec.seed))
+            for name, v in self.verdicts.items()
+        }
         extra = {"human_baseline": self._baseline()} if self.humans else {}
         return DatasetResult(spec.name, spec.metric.name, "exclude", judges, extra)
 
@@ -138,41 +139,33 @@ def _agreement(a: Agreement) -> dict[str, Any]:
 
 def _judge_result(e: JudgeEval) -> CandidateResult:
     """One judge as a leaderboard row: the score is the balanced F1, n the rows in it, partial its failures."""
-    rows = e.rows - e.failures - e.no_labels
     a = e.overall
     return CandidateResult(
         score=a.f1_balanced.value,
-        ci=a.ci if a.ci is not None else (None, None),
+        ci=a.ci or (None, None),
         std=None,
-        n=rows,
+        n=a.rows,
         coverage=(e.rows - e.failures) / e.rows if e.rows else None,
         partial=e.failures,
         extra={
             "f1_n": a.f1_balanced.n,
             "f1_met": a.f1_pos.value,
             "f1_not_met": a.f1_neg.value,
-            "kappa": e.kappa,
-            "kappa_n": e.kappa_n,
-            "kappa_ties": e.kappa_ties,
-            "leniency": e.leniency.difference,
-            "judge_met": e.leniency.judge_met,
-            "human_met": e.leniency.human_met,
-            "failures": e.failures,
-            "no_labels": e.no_labels,
-            "f1_note": _why_none(e, rows) if a.f1_balanced.value is None else None,
+            **{k: getattr(e, k) for k in _AS_THEY_ARE},
+            "f1_note": _why_none(e) if a.f1_balanced.value is None else None,
             "by_category": {c: _agreement(x) for c, x in e.by_category.items()},
         },
-        scored=rows,
+        scored=a.rows,
         expected=e.rows,
     )
 
 
-def _why_none(e: JudgeEval, rows: int) -> str:
+def _why_none(e: JudgeEval) -> str:
     """Why a judge has no balanced F1 (HealthBench gives none when a class has no pair to measure it)."""
-    if rows == 0:
+    if e.overall.rows == 0:
         return "no row judged"
-    if e.leniency.judge_met in (0.0, 1.0):
-        return f"the judge said {'met' if e.leniency.judge_met else 'not met'} on every row"
+    if e.judge_met in (0.0, 1.0):
+        return f"the judge said {'met' if e.judge_met else 'not met'} on every row"
     return "the humans' labels are all of one kind"
 
 

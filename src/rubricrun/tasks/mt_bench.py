@@ -2,13 +2,9 @@
 answer to the one before, judged by single-answer grading (judging.scale 1-10).
 
 The 1-10 prompts are FastChat's own (fastchat/llm_judge/data/judge_prompts.jsonl, Apache-2.0: single-v1,
-single-math-v1 with a reference, their -multi-turn variants after earlier turns); the rating is read as
-`run_judge_single` reads it: the first `[[N]]`, else the first `[N]`. A reply with neither is an error verdict
-(re-asked once, then left out), where FastChat records -1.
-
-Metric `mt_bench`: the rating on its own scale (`rating`, `rating_ci`, by category and turn, as show_result.py
-averages) and, as `score`, (rating - 1) / 9. At scale binary its rows get the rubric metric; under any metric its
-breakdown by category is the row's own category (writing, math, ...).
+single-math-v1 with a reference, their -multi-turn variants after earlier turns). Metric `mt_bench`: the rating on
+its own scale (`rating`, `rating_ci`, by category and turn, as show_result.py averages) and, as `score`,
+(rating - 1) / 9. At scale binary its rows get the rubric metric.
 """
 
 from __future__ import annotations
@@ -91,18 +87,17 @@ def mt_bench_messages(example: Example, answer: str, references: list[str | None
     """MT-Bench's judge messages for `answer` to the example's last user turn. `references`: one reference answer
     per user turn (None where absent); the math (reference) variant is used when the judged turn has one."""
     pairs = _turns(example, answer)
-    refs = (list(references) + [None] * len(pairs))[: len(pairs)]
-    with_ref = refs[-1] is not None
+    with_ref = references[-1] is not None
     if len(pairs) == 1:
         template = _SINGLE_MATH_V1 if with_ref else _SINGLE_V1
-        prompt = template.format(question=pairs[0][0], answer=pairs[0][1], ref_answer_1=refs[0])
+        prompt = template.format(question=pairs[0][0], answer=pairs[0][1], ref_answer_1=references[0])
         return [{"role": "system", "content": _SINGLE_SYSTEM}, {"role": "user", "content": prompt}]
     # FastChat's multi-turn templates hold two turns; longer conversations repeat the same blocks.
     blocks = []
     if with_ref:
         ref_turns = "".join(
             f"### User:\n{q}\n\n### Reference answer:\n{r if r is not None else '(none)'}\n\n"
-            for (q, _), r in zip(pairs, refs, strict=True)
+            for (q, _), r in zip(pairs, references, strict=True)
         )
         blocks.append(f"<|The Start of Reference Answer|>\n\n{ref_turns}<|The End of Reference Answer|>\n\n\n")
     convo = "".join(f"### User:\n{q}\n\n### Assistant A:\n{a}\n\n" for q, a in pairs)
@@ -115,8 +110,9 @@ def mt_bench_messages(example: Example, answer: str, references: list[str | None
 
 
 def parse_rating(text: str | None, finish_reason: str | None = None) -> Reading:
-    """FastChat's reading of a single-answer judgment: the first `[[N]]`, else the first `[N]`; the rating must lie
-    on the 1-10 scale (FastChat keeps any number; a rating of 0 or 42 is a misread here, an error)."""
+    """FastChat's reading of a single-answer judgment (run_judge_single): the first `[[N]]`, else the first `[N]`;
+    the rating must lie on the 1-10 scale. FastChat keeps any number and records -1 for none; here a rating of 0 or
+    42 is a misread and no rating an error (re-asked once, then left out)."""
     match = text and (_RATING.search(text) or _RATING_BACKUP.search(text))
     if not match:
         return Reading("error", error=unreadable(text, finish_reason, "the rating", _NO_RATING))

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..data.schemas import Built, Fail, Row, _number, rubric_of, type_name
 from ..types import Criterion, Example
-from .rubric import by_label, rubric_points
+from .rubric import by_label, graded_normalized, points_share
 from .spec import Agg, Marks, Metric, Task, Values
 
 SOURCE = "scaleapi/PRBench evals.py (get_clipped_points, get_normalized_points, mean_clipped)"
@@ -28,7 +28,7 @@ def floor0(x: float) -> float:
 
 
 def _values(ex: Example, criteria: Sequence[Criterion], met: Marks, turn: int) -> Values:
-    clipped, normalized = rubric_points(criteria, met)  # type: ignore[arg-type]
+    clipped, normalized = points_share(criteria, met), graded_normalized(criteria, met)
     if clipped is None or normalized is None:
         return {}
     out = {"score": clipped, "normalized": normalized}
@@ -36,7 +36,7 @@ def _values(ex: Example, criteria: Sequence[Criterion], met: Marks, turn: int) -
     if isinstance(field_name, str) and field_name:
         out[f"field:{field_name}"] = clipped
         out[f"field_normalized:{field_name}"] = normalized
-    out.update(by_label(criteria, met, lambda cs, ms: rubric_points(cs, ms)[0]))
+    out.update(by_label(criteria, met, points_share))
     return out
 
 
@@ -60,26 +60,23 @@ def aggregate(agg: Agg) -> dict[str, Any]:
 
 def _build(r: Row, fail: Fail) -> Built:
     row = r.row
-    indices = sorted({int(m.group(1)) for k in row if (m := _PROMPT.match(k))})
+    last = max((int(m.group(1)) for k in row if (m := _PROMPT.match(k))), default=-1)
     messages: list[dict[str, Any]] = []
     last_prompt = None
-    for i in range(indices[-1] + 1 if indices else 0):
-        prompt = row.get(f"prompt_{i}")
-        if prompt is not None and not isinstance(prompt, str):
-            fail(f"prompt_{i}", f"expected a string, got {type_name(prompt)}")
-        if prompt and prompt.strip():
-            refs = row.get(f"reference_texts_{i}")
-            if refs is not None:
-                prompt = _with_references(refs, f"reference_texts_{i}", fail) + prompt
-            messages.append({"role": "user", "content": prompt})
-            last_prompt = i
-        response = row.get(f"response_{i}")
-        if response is not None and not isinstance(response, str):
-            fail(f"response_{i}", f"expected a string, got {type_name(response)}")
-        if response and response.strip():
-            if not messages:
-                fail(f"response_{i}", "an assistant response comes before any prompt")
-            messages.append({"role": "assistant", "content": response})
+    for i in range(last + 1):
+        for key, role in ((f"prompt_{i}", "user"), (f"response_{i}", "assistant")):
+            text = row.get(key)
+            if text is not None and not isinstance(text, str):
+                fail(key, f"expected a string, got {type_name(text)}")
+            if not (text and text.strip()):
+                continue
+            if role == "user":
+                refs = row.get(f"reference_texts_{i}")
+                text = text if refs is None else _with_references(refs, f"reference_texts_{i}", fail) + text
+                last_prompt = i
+            elif not messages:
+                fail(key, "an assistant response comes before any prompt")
+            messages.append({"role": role, "content": text})
     if last_prompt is None:
         fail("prompt_0", "missing prompt (no non-empty prompt_N)")
     if messages[-1]["role"] != "user":
@@ -87,14 +84,12 @@ def _build(r: Row, fail: Fail) -> Built:
             f"response_{last_prompt}",
             f"the last prompt (prompt_{last_prompt}) already has a response; nothing to answer",
         )
-    rubric = rubric_of(r, "rubric", fail)
-    metadata = {k: row[k] for k in _METADATA if row.get(k) is not None}
     return {
         "messages": messages,
         "messages_key": f"prompt_{last_prompt}",
         "id_key": "id" if row.get("id") is not None else "task" if row.get("task") is not None else None,
-        "rubric": rubric,
-        "metadata": metadata,
+        "rubric": rubric_of(r, "rubric", fail),
+        "metadata": {k: row[k] for k in _METADATA if row.get(k) is not None},
     }
 
 

@@ -46,9 +46,10 @@ _PROTOCOLS: dict[str, JudgeProtocol] = {
 ANSWER_READERS = tuple((t.answers_shape, t.answers) for t in TASKS if t.answers is not None)
 
 
-def task_of(ex: Example) -> Task | None:
-    """The task whose schema read the example (metadata["format"]); None for an example of no registered format."""
-    return _TASKS.get(ex.metadata.get("format"))  # type: ignore[arg-type]
+def task_of(ex: Example) -> Task:
+    """The task whose schema read the example (metadata["format"]); for an example of no registered format, the
+    generic rubric task (whose every setting is the config's)."""
+    return _TASKS.get(ex.metadata.get("format"), rubric.TASK)  # type: ignore[arg-type]
 
 
 def metric(name: str) -> Metric:
@@ -104,8 +105,7 @@ def protocol_for(scale: str) -> JudgeProtocol:
 
 def hidden_reference(ex: Example) -> bool:
     """judging.reference auto hides this example's reference (its task shows it only when asked)."""
-    t = task_of(ex)
-    return t is not None and not t.reference_in_auto
+    return not task_of(ex).reference_in_auto
 
 
 def judging_for(cfg: Config, stack: BaseProvider) -> Judging:
@@ -136,48 +136,35 @@ def criteria_for(ex: Example, cfg: Config) -> tuple[Criterion, ...]:
     return rubric_for(ex, cfg) or ((AUTO_CRITERION,) if ex.kind != "open" else ())
 
 
-def judge_items(
-    cfg: Config, examples: dict[str, Example], responses: Sequence[Response], views: Mapping[str, Example]
-) -> list[JudgeItem]:
-    """One item per criterion of each answered response, with its task's judges per criterion and tie rule (else
-    the config's). `views` holds, by response id, a later turn's conversation (graph.py: the turn's own view of the
-    conversation): the judge sees the conversation up to and including that turn's answer."""
+def judge_items(cfg: Config, ex: Example, r: Response) -> list[JudgeItem]:
+    """One item per criterion of an answered response, with its task's judges per criterion and tie rule (else the
+    config's). `ex` is the turn's view of the example: the judge sees the conversation up to the judged answer."""
     pool = cfg.judge_pool
-    items = []
-    for r in responses:
-        if r.status != "ok" or not pool:
-            continue
-        ex = views.get(r.id) or examples[r.example_id]
-        rubric = rubric_for(ex, cfg)
-        if not rubric:
-            continue
-        t = task_of(ex)
-        per_criterion = (
-            t.judges_per_criterion(cfg) if t and t.judges_per_criterion else cfg.judging.judges_per_criterion
-        )
-        on_tie = t.on_tie if t and t.on_tie else cfg.judging.on_tie
-        offset = judge_offset(ex.id) % len(pool)
-        for c, js in zip(rubric, assign_judges(len(rubric), len(pool), per_criterion, offset), strict=True):
-            items.append(JudgeItem(r, ex, c, tuple(js), on_tie))
-    return items
+    rubric = rubric_for(ex, cfg) if r.status == "ok" and pool else ()
+    if not rubric:
+        return []
+    t = task_of(ex)
+    per_criterion = t.judges_per_criterion(cfg) if t.judges_per_criterion else cfg.judging.judges_per_criterion
+    on_tie = t.on_tie or cfg.judging.on_tie
+    judges = assign_judges(len(rubric), len(pool), per_criterion, judge_offset(ex.id) % len(pool))
+    return [JudgeItem(r, ex, c, tuple(js), on_tie) for c, js in zip(rubric, judges, strict=True)]
 
 
 def candidates_for(cfg: Config, ex: Example) -> tuple[ModelConfig, ...]:
     """Who answers `ex`: its task's own candidates (a task that replays its rows' answers), else the config's."""
     t = task_of(ex)
-    return t.candidates(cfg) if t and t.candidates else tuple(cfg.candidates)
+    return t.candidates(cfg) if t.candidates else tuple(cfg.candidates)
 
 
 def answers_itself(ex: Example) -> bool:
     """Whether the example's task replays its own answer (a judge meta-evaluation row): no candidate answers it."""
-    t = task_of(ex)
-    return t is not None and t.candidates is not None
+    return task_of(ex).candidates is not None
 
 
 def regroup(ex: Example, values: Values) -> Values:
     """A response's values regrouped by its task (the example's own category), else as they are."""
     t = task_of(ex)
-    return t.regroup(ex, values) if t and t.regroup else values
+    return t.regroup(ex, values) if t.regroup else values
 
 
 def check_config(cfg: Config) -> None:
@@ -210,7 +197,7 @@ def check_example(cfg: Config, ex: Example) -> None:
     (unless its task replays its own answers), and for a task that computes its own results (a judge
     meta-evaluation) judges and the scale its metric reads. Raises cfg.fail(key, ...)."""
     t = task_of(ex)
-    if t is None or t.candidates is None:
+    if t.candidates is None:
         if not cfg.candidates:
             raise cfg.fail("candidates", f"at least one candidate is required: {ex.source} is answered by them")
         return

@@ -52,15 +52,11 @@ def graded_normalized(criteria: Sequence[Criterion], shares: Marks) -> float | N
     return (math.fsum(c.weight * x for c, x in zip(criteria, shares, strict=True)) - min_w) / (max_w - min_w)
 
 
-def rubric_points(criteria: Sequence[Criterion], met: Sequence[bool]) -> tuple[float | None, float | None]:
-    """(points / P, (points - N) / (P - N)) of one response, None where the denominator is 0: points the weights of
-    the criteria met, P and N the sums of positive and negative weights. The first is HealthBench's
-    calculate_score and PRBench's get_clipped_points, the second PRBench's get_normalized_points."""
-    point_total = math.fsum(c.weight for c, m in zip(criteria, met, strict=True) if m)
+def points_share(criteria: Sequence[Criterion], met: Marks) -> float | None:
+    """The weights of the criteria met over the sum of positive weights, None when that is 0: HealthBench's
+    calculate_score and PRBench's get_clipped_points (its get_normalized_points is graded_normalized)."""
     max_w = math.fsum(c.weight for c in criteria if c.weight > 0)
-    min_w = math.fsum(c.weight for c in criteria if c.weight < 0)
-    normalized = (point_total - min_w) / (max_w - min_w) if max_w != min_w else None
-    return (point_total / max_w if max_w != 0 else None), normalized
+    return math.fsum(c.weight for c, m in zip(criteria, met, strict=True) if m) / max_w if max_w != 0 else None
 
 
 def _values(ex: Example, criteria: Sequence[Criterion], marks: Marks, turn: int) -> Values:
