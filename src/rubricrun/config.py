@@ -318,22 +318,30 @@ def _error(file: str | None, lines: dict[str, int], key: str, message: str) -> I
     return InputError(message, file=file, line=lines.get(k), key=key)
 
 
-def _key_lines(file: str, node: Any, prefix: str = "", out: dict[str, int] | None = None) -> dict[str, int]:
-    """The line of every dotted key path in the YAML (`run.seed`, `candidates[0].model`); a key met twice raises."""
-    out = {} if out is None else out
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            path, line = f"{prefix}.{k.value}" if prefix else str(k.value), k.start_mark.line + 1
+def _key_lines(file: str, root: yaml.Node) -> dict[str, int]:
+    """The line of every dotted key path in the YAML (`run.seed`, `candidates[0].model`), an alias walked as what it
+    expands to. A key met twice raises, and so do more than MAX_CONFIG_VALUES paths (an alias bomb, a node that
+    contains itself) before anything is built from them."""
+    out: dict[str, int] = {}
+    todo: list[tuple[str, yaml.Node]] = [("", root)]
+    while todo:
+        prefix, node = todo.pop()
+        if isinstance(node, yaml.MappingNode):
+            children = [(f"{prefix}.{k.value}" if prefix else str(k.value), k, v) for k, v in node.value]
+        else:
+            children = [(f"{prefix}[{i}]", v, v) for i, v in enumerate(node.value)]
+        for path, key, _ in children:
+            line = key.start_mark.line + 1
             if path in out:
                 raise InputError(
                     "duplicate key (YAML would silently keep the last one)", file=file, line=line, key=path
                 )
             out[path] = line
-            _key_lines(file, v, path, out)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, v in enumerate(node.value):
-            out[f"{prefix}[{i}]"] = v.start_mark.line + 1
-            _key_lines(file, v, f"{prefix}[{i}]", out)
+        if len(out) > MAX_CONFIG_VALUES:
+            raise InputError(
+                f"the config expands to more than {MAX_CONFIG_VALUES:,} values (YAML aliases repeated?)", file=file
+            )
+        todo += [(path, v) for path, _, v in reversed(children) if not isinstance(v, yaml.ScalarNode)]
     return out
 
 
@@ -433,22 +441,19 @@ def _build_dataclass(cls: Any, value: Any, key: str, fail: Fail) -> Any:
 # A config is a few hundred values; these bounds refuse a YAML alias bomb (a few lines that expand to billions of
 # values) or a huge file before anything is built from it.
 MAX_CONFIG_BYTES = 4 << 20
-MAX_CONFIG_VALUES = 100_000  # scalars, lists and mappings, every alias counted as what it expands to
+MAX_CONFIG_VALUES = 100_000  # keys and list items, every alias counted as what it expands to
 
 
-def _read_yaml(file: str) -> tuple[Any, yaml.Node | None]:
-    """The config file's data and its node tree (for the lines of keys), composed once, bounded in size."""
+def _read_yaml(file: str) -> tuple[Any, dict[str, int]]:
+    """The config file's data and the line of every key in it, composed once, bounded in size."""
     text = read_text(file, "config", max_bytes=MAX_CONFIG_BYTES)
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
-            return None, None
-        if _expanded(node, {}) > MAX_CONFIG_VALUES:
-            raise InputError(
-                f"the config expands to more than {MAX_CONFIG_VALUES:,} values (YAML aliases repeated?)", file=file
-            )
-        return loader.construct_document(node), node
+            return None, {}
+        lines = _key_lines(file, node) if not isinstance(node, yaml.ScalarNode) else {}
+        return loader.construct_document(node), lines
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
@@ -459,34 +464,13 @@ def _read_yaml(file: str) -> tuple[Any, yaml.Node | None]:
         loader.dispose()
 
 
-def _expanded(node: yaml.Node, sizes: dict[int, int]) -> int:
-    """How many nodes `node` stands for once its aliases are expanded (an alias is the node it names: each node is
-    counted once, from its children's counts). A node that contains itself counts as too many."""
-    size = sizes.get(id(node))
-    if size is not None:
-        return size if size >= 0 else MAX_CONFIG_VALUES + 1
-    sizes[id(node)] = -1  # being counted: met again below it, it is recursive
-    size = 1
-    if isinstance(node, yaml.MappingNode):
-        children = [child for pair in node.value for child in pair]
-    else:
-        children = node.value if isinstance(node, yaml.SequenceNode) else []
-    for child in children:
-        size += _expanded(child, sizes)
-        if size > MAX_CONFIG_VALUES:
-            break
-    sizes[id(node)] = size
-    return size
-
-
 def load_config(path: str | os.PathLike[str]) -> Config:
     file = str(path)
-    raw, node = _read_yaml(file)
+    raw, lines = _read_yaml(file)
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         raise InputError("the config must be a YAML mapping at the top level", file=file)
-    lines = _key_lines(file, node)
     cfg: Config = _build_dataclass(Config, raw, "", functools.partial(_error, file, lines))
     cfg = dataclasses.replace(cfg, path=file, lines=lines)
     _check(cfg)
