@@ -256,10 +256,9 @@ class ExecutorConfig:
     cluster (a local one the run starts with `workers` processes, or the scheduler at `address`)."""
 
     engine: Literal["threads", "dask"] = "threads"
-    workers: Annotated[int, Meta(ge=1, le=MAX_WORKERS)] | None = (
-        None  # dask: processes of the local cluster (default: the machine's cores), or at least
-    )
-    # this many workers to wait for at `address` (default 1)
+    # dask: processes of the local cluster (default: the machine's cores), or at least this many workers to wait for
+    # at `address` (default 1)
+    workers: Annotated[int, Meta(ge=1, le=MAX_WORKERS)] | None = None
     address: str | None = None  # dask: a running cluster's scheduler (else DASK_SCHEDULER_ADDRESS, else a local one)
     timeout_s: Positive = 30.0  # dask: how long to wait for the scheduler and its workers before giving up (exit 2)
 
@@ -492,14 +491,8 @@ def _check(cfg: Config) -> None:
         if role in seen:
             raise cfg.fail(f"{key}.name", f"duplicate name '{m.name}'")
         seen.add(role)
-    _check_routers(cfg)
-    _check_judging(cfg)
-    _check_export(cfg)
-    _check_synthesize(cfg)
-    _check_datasets(cfg)
-    for key, m in cfg.entries():
-        if m.batch:
-            _check_batch(cfg, f"{key}.batch", m)
+    for check in (_check_routers, _check_judging, _check_export, _check_synthesize, _check_datasets, _check_batch):
+        check(cfg)
     _check_executor(cfg)
 
 
@@ -556,19 +549,21 @@ def _check_model(cfg: Config, key: str, m: ModelConfig) -> None:
 BATCH_PROVIDERS = ("openai", "azure", "vertex_ai", "bedrock", "hosted_vllm", "litellm_proxy", "mistral", "xai")
 
 
-def _check_batch(cfg: Config, key: str, m: ModelConfig) -> None:
+def _check_batch(cfg: Config) -> None:
     """`batch: true` only where LiteLLM can send a batch job (the `batch:` settings' ranges are on their fields)."""
-    if m.replays:
-        raise cfg.fail(key, f"{_REPLAYED} to batch")
-    if m.deployments:
-        raise cfg.fail(key, "an entry served by a Router (`deployments:`) sends its calls online")
-    if not cfg.cache.enabled:
-        raise cfg.fail(key, "batch replies are delivered through the cache: set cache.enabled: true")
-    for model in [m.model] + [w.model for w in m.models]:
-        provider = model.split("/", 1)[0] if model else ""
-        if provider and provider not in BATCH_PROVIDERS:
-            where = "the embedded llama.cpp model" if provider == "local" else f"provider '{provider}'"
-            raise cfg.fail(key, f"{where} has no batch API (batchable: {', '.join(BATCH_PROVIDERS)})")
+    batched = [(f"{key}.batch", m) for key, m in cfg.entries() if m.batch]
+    for key, m in batched:
+        if m.replays:
+            raise cfg.fail(key, f"{_REPLAYED} to batch")
+        if m.deployments:
+            raise cfg.fail(key, "an entry served by a Router (`deployments:`) sends its calls online")
+        if not cfg.cache.enabled:
+            raise cfg.fail(key, "batch replies are delivered through the cache: set cache.enabled: true")
+        for model in [m.model] + [w.model for w in m.models]:
+            provider = model.split("/", 1)[0] if model else ""
+            if provider and provider not in BATCH_PROVIDERS:
+                where = "the embedded llama.cpp model" if provider == "local" else f"provider '{provider}'"
+                raise cfg.fail(key, f"{where} has no batch API (batchable: {', '.join(BATCH_PROVIDERS)})")
 
 
 def _check_deployments(cfg: Config, key: str, m: ModelConfig) -> None:
