@@ -29,16 +29,13 @@ from .types import rubric_weights_problem, weights_add_up
 # float field has one.
 
 MAX_THREADS = 4096  # run.concurrency, run.judge_parallel_workers: threads of one process
-MAX_BOOTSTRAP = 100_000  # run.bootstrap_samples: each CI resamples the examples this many times
-MAX_SYNTH_ITEMS = 1000  # synthesize.num_subtopics, prompts_per_subtopic: items one reply lists
-MAX_WORKERS = 1024  # executor.workers: processes of a local cluster, or workers to wait for at an address
 Positive = Annotated[float, Meta(gt=0)]
 NotNegative = Annotated[float, Meta(ge=0)]
 Fraction = Annotated[float, Meta(ge=0, le=1)]
 Count = Annotated[int, Meta(ge=0)]
 AtLeast1 = Annotated[int, Meta(ge=1)]
 Threads = Annotated[int, Meta(ge=1, le=MAX_THREADS)]
-SynthItems = Annotated[int, Meta(ge=1, le=MAX_SYNTH_ITEMS)]
+SynthItems = Annotated[int, Meta(ge=1, le=1000)]  # synthesize's subtopics and prompts: items one reply lists
 
 
 @dataclass(frozen=True)
@@ -53,7 +50,7 @@ class RunConfig:
     budget_usd: NotNegative | None = None  # stop starting new calls once the spend would pass this
     progress: bool = True  # a bar on stderr when it is a terminal, else progress lines in the log
     progress_interval_s: NotNegative = 10.0  # seconds between those progress lines
-    bootstrap_samples: Annotated[int, Meta(ge=1, le=MAX_BOOTSTRAP)] = 1000
+    bootstrap_samples: Annotated[int, Meta(ge=1, le=100_000)] = 1000  # each CI resamples the examples this many times
 
 
 @dataclass(frozen=True)
@@ -258,7 +255,7 @@ class ExecutorConfig:
     engine: Literal["threads", "dask"] = "threads"
     # dask: processes of the local cluster (default: the machine's cores), or at least this many workers to wait for
     # at `address` (default 1)
-    workers: Annotated[int, Meta(ge=1, le=MAX_WORKERS)] | None = None
+    workers: Annotated[int, Meta(ge=1, le=1024)] | None = None
     address: str | None = None  # dask: a running cluster's scheduler (else DASK_SCHEDULER_ADDRESS, else a local one)
     timeout_s: Positive = 30.0  # dask: how long to wait for the scheduler and its workers before giving up (exit 2)
 
@@ -466,8 +463,7 @@ def _read_yaml(file: str) -> tuple[Any, dict[str, int]]:
 def load_config(path: str | os.PathLike[str]) -> Config:
     file = str(path)
     raw, lines = _read_yaml(file)
-    if raw is None:
-        raw = {}
+    raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise InputError("the config must be a YAML mapping at the top level", file=file)
     cfg: Config = _build_dataclass(Config, raw, "", functools.partial(_error, file, lines))
