@@ -208,6 +208,8 @@ def setup_logging(run_dir: Path | None, quiet: bool = False) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    from .engine.stop import stop_exit_code, stopped_by, workers_alive
+
     try:
         code = _main(args)
     except (InputError, RunLockedError) as exc:
@@ -221,12 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         say(f"error: {exc.strerror or exc}{where}")
         code = 1
     except KeyboardInterrupt:
-        from .engine.stop import stop_exit_code, stopped_by
-
         print(f"interrupted ({stopped_by() or 'SIGINT'})", file=sys.stderr)
         code = stop_exit_code()
-    from .engine.stop import workers_alive
-
     if code != 0 and workers_alive():
         # Abandon calls still in flight: the pool threads would otherwise hold the exit until their timeouts.
         sys.stdout.flush()
@@ -254,22 +252,12 @@ def _extras(args: argparse.Namespace, cfg: Config) -> Extras:
     return Extras(export_formats=formats, push_to_hub=args.push_to_hub, dry_run=args.dry_run, private=args.private)
 
 
-def _compare(args: argparse.Namespace) -> int:
-    from .results.compare import write_compare
-
-    setup_logging(None)
-    folder = write_compare(args.compare[0], args.compare[1], args.out)
-    print(folder / "compare.html")
-    return 0
-
-
 def _view(args: argparse.Namespace) -> int:
     outputs = Path(args.view)
     if not outputs.is_dir():
         raise InputError(f"--view {args.view}: no such folder (run folders are written under run.output_dir)")
     from .viewer.app import serve
 
-    setup_logging(None)
     try:
         serve(outputs, args.host, args.port)
     except OSError as exc:
@@ -302,7 +290,6 @@ def _label_sheet(args: argparse.Namespace) -> int:
     size = SHEET_SIZE if args.sheet_size is None else args.sheet_size
     if size < 1:
         raise InputError("must be at least 1", key="--sheet-size")
-    setup_logging(None)
     folder, rows = write_label_sheet(args.label_sheet, size=size)
     print(folder / "label_sheet.csv")
     log.info(
@@ -317,10 +304,14 @@ def _label_sheet(args: argparse.Namespace) -> int:
 def _main(args: argparse.Namespace) -> int:
     from .config import load_config
 
+    setup_logging(None, quiet=args.validate)
     if args.view is not None:
         return _view(args)
     if args.compare:
-        return _compare(args)
+        from .results.compare import write_compare
+
+        print(write_compare(*args.compare, args.out) / "compare.html")
+        return 0
     if args.label_sheet:
         return _label_sheet(args)
     if args.max_examples is not None and args.max_examples < 1:
@@ -332,7 +323,6 @@ def _main(args: argparse.Namespace) -> int:
     if args.validate:
         from .engine.estimate import count_calls  # --validate's machinery: imported only when asked for
 
-        setup_logging(None, quiet=True)
         counts = count_calls(cfg, args.max_examples)
         print(json.dumps({"config": args.config, "valid": True, **counts}, indent=2))
         return 0
@@ -340,7 +330,6 @@ def _main(args: argparse.Namespace) -> int:
     from .engine.runner import execute
 
     extras = _extras(args, cfg)
-    setup_logging(None)
     prepared = preflight(cfg, args.max_examples, spool=True)  # bad input stops here, before the run folder exists
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(cfg.run.output_dir) / run_id

@@ -29,16 +29,13 @@ from .types import rubric_weights_problem, weights_add_up
 # float field has one.
 
 MAX_THREADS = 4096  # run.concurrency, run.judge_parallel_workers: threads of one process
-MAX_BOOTSTRAP = 100_000  # run.bootstrap_samples: each CI resamples the examples this many times
-MAX_SYNTH_ITEMS = 1000  # synthesize.num_subtopics, prompts_per_subtopic: items one reply lists
-MAX_WORKERS = 1024  # executor.workers: processes of a local cluster, or workers to wait for at an address
 Positive = Annotated[float, Meta(gt=0)]
 NotNegative = Annotated[float, Meta(ge=0)]
 Fraction = Annotated[float, Meta(ge=0, le=1)]
 Count = Annotated[int, Meta(ge=0)]
 AtLeast1 = Annotated[int, Meta(ge=1)]
 Threads = Annotated[int, Meta(ge=1, le=MAX_THREADS)]
-SynthItems = Annotated[int, Meta(ge=1, le=MAX_SYNTH_ITEMS)]
+SynthItems = Annotated[int, Meta(ge=1, le=1000)]  # synthesize's subtopics and prompts: items one reply lists
 
 
 @dataclass(frozen=True)
@@ -53,7 +50,7 @@ class RunConfig:
     budget_usd: NotNegative | None = None  # stop starting new calls once the spend would pass this
     progress: bool = True  # a bar on stderr when it is a terminal, else progress lines in the log
     progress_interval_s: NotNegative = 10.0  # seconds between those progress lines
-    bootstrap_samples: Annotated[int, Meta(ge=1, le=MAX_BOOTSTRAP)] = 1000
+    bootstrap_samples: Annotated[int, Meta(ge=1, le=100_000)] = 1000  # each CI resamples the examples this many times
 
 
 @dataclass(frozen=True)
@@ -256,10 +253,9 @@ class ExecutorConfig:
     cluster (a local one the run starts with `workers` processes, or the scheduler at `address`)."""
 
     engine: Literal["threads", "dask"] = "threads"
-    workers: Annotated[int, Meta(ge=1, le=MAX_WORKERS)] | None = (
-        None  # dask: processes of the local cluster (default: the machine's cores), or at least
-    )
-    # this many workers to wait for at `address` (default 1)
+    # dask: processes of the local cluster (default: the machine's cores), or at least this many workers to wait for
+    # at `address` (default 1)
+    workers: Annotated[int, Meta(ge=1, le=1024)] | None = None
     address: str | None = None  # dask: a running cluster's scheduler (else DASK_SCHEDULER_ADDRESS, else a local one)
     timeout_s: Positive = 30.0  # dask: how long to wait for the scheduler and its workers before giving up (exit 2)
 
@@ -318,22 +314,30 @@ def _error(file: str | None, lines: dict[str, int], key: str, message: str) -> I
     return InputError(message, file=file, line=lines.get(k), key=key)
 
 
-def _key_lines(file: str, node: Any, prefix: str = "", out: dict[str, int] | None = None) -> dict[str, int]:
-    """The line of every dotted key path in the YAML (`run.seed`, `candidates[0].model`); a key met twice raises."""
-    out = {} if out is None else out
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            path, line = f"{prefix}.{k.value}" if prefix else str(k.value), k.start_mark.line + 1
+def _key_lines(file: str, root: yaml.Node) -> dict[str, int]:
+    """The line of every dotted key path in the YAML (`run.seed`, `candidates[0].model`), an alias walked as what it
+    expands to. A key met twice raises, and so do more than MAX_CONFIG_VALUES paths (an alias bomb, a node that
+    contains itself) before anything is built from them."""
+    out: dict[str, int] = {}
+    todo: list[tuple[str, yaml.Node]] = [("", root)]
+    while todo:
+        prefix, node = todo.pop()
+        if isinstance(node, yaml.MappingNode):
+            children = [(f"{prefix}.{k.value}" if prefix else str(k.value), k, v) for k, v in node.value]
+        else:
+            children = [(f"{prefix}[{i}]", v, v) for i, v in enumerate(node.value)]
+        for path, key, _ in children:
+            line = key.start_mark.line + 1
             if path in out:
                 raise InputError(
                     "duplicate key (YAML would silently keep the last one)", file=file, line=line, key=path
                 )
             out[path] = line
-            _key_lines(file, v, path, out)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, v in enumerate(node.value):
-            out[f"{prefix}[{i}]"] = v.start_mark.line + 1
-            _key_lines(file, v, f"{prefix}[{i}]", out)
+        if len(out) > MAX_CONFIG_VALUES:
+            raise InputError(
+                f"the config expands to more than {MAX_CONFIG_VALUES:,} values (YAML aliases repeated?)", file=file
+            )
+        todo += [(path, v) for path, _, v in reversed(children) if not isinstance(v, yaml.ScalarNode)]
     return out
 
 
@@ -433,22 +437,19 @@ def _build_dataclass(cls: Any, value: Any, key: str, fail: Fail) -> Any:
 # A config is a few hundred values; these bounds refuse a YAML alias bomb (a few lines that expand to billions of
 # values) or a huge file before anything is built from it.
 MAX_CONFIG_BYTES = 4 << 20
-MAX_CONFIG_VALUES = 100_000  # scalars, lists and mappings, every alias counted as what it expands to
+MAX_CONFIG_VALUES = 100_000  # keys and list items, every alias counted as what it expands to
 
 
-def _read_yaml(file: str) -> tuple[Any, yaml.Node | None]:
-    """The config file's data and its node tree (for the lines of keys), composed once, bounded in size."""
+def _read_yaml(file: str) -> tuple[Any, dict[str, int]]:
+    """The config file's data and the line of every key in it, composed once, bounded in size."""
     text = read_text(file, "config", max_bytes=MAX_CONFIG_BYTES)
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
-            return None, None
-        if _expanded(node, {}) > MAX_CONFIG_VALUES:
-            raise InputError(
-                f"the config expands to more than {MAX_CONFIG_VALUES:,} values (YAML aliases repeated?)", file=file
-            )
-        return loader.construct_document(node), node
+            return None, {}
+        lines = _key_lines(file, node) if not isinstance(node, yaml.ScalarNode) else {}
+        return loader.construct_document(node), lines
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
@@ -459,34 +460,12 @@ def _read_yaml(file: str) -> tuple[Any, yaml.Node | None]:
         loader.dispose()
 
 
-def _expanded(node: yaml.Node, sizes: dict[int, int]) -> int:
-    """How many nodes `node` stands for once its aliases are expanded (an alias is the node it names: each node is
-    counted once, from its children's counts). A node that contains itself counts as too many."""
-    size = sizes.get(id(node))
-    if size is not None:
-        return size if size >= 0 else MAX_CONFIG_VALUES + 1
-    sizes[id(node)] = -1  # being counted: met again below it, it is recursive
-    size = 1
-    if isinstance(node, yaml.MappingNode):
-        children = [child for pair in node.value for child in pair]
-    else:
-        children = node.value if isinstance(node, yaml.SequenceNode) else []
-    for child in children:
-        size += _expanded(child, sizes)
-        if size > MAX_CONFIG_VALUES:
-            break
-    sizes[id(node)] = size
-    return size
-
-
 def load_config(path: str | os.PathLike[str]) -> Config:
     file = str(path)
-    raw, node = _read_yaml(file)
-    if raw is None:
-        raw = {}
+    raw, lines = _read_yaml(file)
+    raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise InputError("the config must be a YAML mapping at the top level", file=file)
-    lines = _key_lines(file, node)
     cfg: Config = _build_dataclass(Config, raw, "", functools.partial(_error, file, lines))
     cfg = dataclasses.replace(cfg, path=file, lines=lines)
     _check(cfg)
@@ -508,14 +487,8 @@ def _check(cfg: Config) -> None:
         if role in seen:
             raise cfg.fail(f"{key}.name", f"duplicate name '{m.name}'")
         seen.add(role)
-    _check_routers(cfg)
-    _check_judging(cfg)
-    _check_export(cfg)
-    _check_synthesize(cfg)
-    _check_datasets(cfg)
-    for key, m in cfg.entries():
-        if m.batch:
-            _check_batch(cfg, f"{key}.batch", m)
+    for check in (_check_routers, _check_judging, _check_export, _check_synthesize, _check_datasets, _check_batch):
+        check(cfg)
     _check_executor(cfg)
 
 
@@ -572,19 +545,21 @@ def _check_model(cfg: Config, key: str, m: ModelConfig) -> None:
 BATCH_PROVIDERS = ("openai", "azure", "vertex_ai", "bedrock", "hosted_vllm", "litellm_proxy", "mistral", "xai")
 
 
-def _check_batch(cfg: Config, key: str, m: ModelConfig) -> None:
+def _check_batch(cfg: Config) -> None:
     """`batch: true` only where LiteLLM can send a batch job (the `batch:` settings' ranges are on their fields)."""
-    if m.replays:
-        raise cfg.fail(key, f"{_REPLAYED} to batch")
-    if m.deployments:
-        raise cfg.fail(key, "an entry served by a Router (`deployments:`) sends its calls online")
-    if not cfg.cache.enabled:
-        raise cfg.fail(key, "batch replies are delivered through the cache: set cache.enabled: true")
-    for model in [m.model] + [w.model for w in m.models]:
-        provider = model.split("/", 1)[0] if model else ""
-        if provider and provider not in BATCH_PROVIDERS:
-            where = "the embedded llama.cpp model" if provider == "local" else f"provider '{provider}'"
-            raise cfg.fail(key, f"{where} has no batch API (batchable: {', '.join(BATCH_PROVIDERS)})")
+    batched = [(f"{key}.batch", m) for key, m in cfg.entries() if m.batch]
+    for key, m in batched:
+        if m.replays:
+            raise cfg.fail(key, f"{_REPLAYED} to batch")
+        if m.deployments:
+            raise cfg.fail(key, "an entry served by a Router (`deployments:`) sends its calls online")
+        if not cfg.cache.enabled:
+            raise cfg.fail(key, "batch replies are delivered through the cache: set cache.enabled: true")
+        for model in [m.model] + [w.model for w in m.models]:
+            provider = model.split("/", 1)[0] if model else ""
+            if provider and provider not in BATCH_PROVIDERS:
+                where = "the embedded llama.cpp model" if provider == "local" else f"provider '{provider}'"
+                raise cfg.fail(key, f"{where} has no batch API (batchable: {', '.join(BATCH_PROVIDERS)})")
 
 
 def _check_deployments(cfg: Config, key: str, m: ModelConfig) -> None:

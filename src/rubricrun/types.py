@@ -95,10 +95,6 @@ class Usage(Struct, frozen=True):
         )
 
 
-def _int_if_integral(v: Any) -> Any:
-    return int(v) if isinstance(v, float) and v.is_integer() else v
-
-
 class LLMRequest(Struct, frozen=True, dict=True):
     """What a provider is asked. Only `cache_fields()` enter the cache key (`dict=True`: providers/base.py keeps the
     key it computed beside the fields, computed once per request)."""
@@ -124,7 +120,7 @@ class LLMRequest(Struct, frozen=True, dict=True):
             "api_base": self.api_base,
             "messages": list(self.messages),
             # temperature: 0 and temperature: 0.0 are the same request: integral floats enter the key as ints.
-            "params": {k: _int_if_integral(v) for k, v in self.params.items()},
+            "params": {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in self.params.items()},
             "response_schema": self.response_schema,
         }
         if self.sample_index:

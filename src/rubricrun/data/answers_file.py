@@ -9,7 +9,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..config import Config, ModelConfig
-from ..errors import InputError
 from ..types import Example
 from .readers import file_rows
 from .schemas import Fail, fail_at, native_id, type_name
@@ -25,17 +24,17 @@ def load_answers(path: str, readers: Sequence[tuple[str, AnswerReader]] = ()) ->
     naming the file, line and key."""
     answers: Answers = {}
     for raw in file_rows(path):
-        for (id_, turn), text in _row_answers(raw.object(), raw.file, raw.line, readers):
+        fail = fail_at(raw.file, raw.line)
+        for (id_, turn), text in _row_answers(raw.object(), fail, readers):
             if (id_, turn) in answers:
-                raise InputError(f"a second answer for id {id_!r} turn {turn}", file=raw.file, line=raw.line)
+                fail(None, f"a second answer for id {id_!r} turn {turn}")
             answers[(id_, turn)] = text
     return answers
 
 
 def _row_answers(
-    row: dict[str, Any], file: str, line: int | None, readers: Sequence[tuple[str, AnswerReader]]
+    row: dict[str, Any], fail: Fail, readers: Sequence[tuple[str, AnswerReader]]
 ) -> list[tuple[tuple[str, int], str]]:
-    fail = fail_at(file, line)
     for _, read in readers:
         got = read(row, fail)
         if got is not None:

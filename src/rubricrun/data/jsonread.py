@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
 _DECODER = json.JSONDecoder(strict=False)  # strict=False: raw newlines inside strings are accepted
-_SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE = re.compile("[\ud800-\udfff]")  # a lone surrogate: no UTF-8 file can hold one
 T = TypeVar("T")
 
 
@@ -52,7 +52,7 @@ def repaired_values(text: str) -> Iterator[tuple[Any, str]]:
 def valid(value: Any) -> Any:
     """A parsed value with every lone surrogate in its strings and keys replaced by U+FFFD."""
     if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
+        return SURROGATE.sub("\ufffd", value)
     if isinstance(value, list):
         return [valid(v) for v in value]
     if isinstance(value, dict):

@@ -15,12 +15,12 @@ from typing import Any, NoReturn
 import msgspec
 
 from ..config import DatasetConfig, dataset_name
-from ..errors import InputError
+from ..errors import InputError, type_name
 from ..types import Example
 from .idset import IdHashes
 from .readers import RawRow, read_rows, source_label
 from .references import join_references, load_references
-from .schemas import MISSING, Row, RowSchema, content_id, fail_at, native_id, resolve, rubric_of, text_value, type_name
+from .schemas import MISSING, Fail, Row, RowSchema, content_id, fail_at, native_id, resolve, rubric_of, text_value
 
 # The normalized names `DatasetConfig.fields` may map (normalized name -> key in the row); a schema's own keys
 # (RowSchema.native_fields) are mappable too, when a file renames them.
@@ -144,28 +144,22 @@ class RowParser:
                 continue
 
     def __call__(self, raw: RawRow) -> tuple[Example, str | None]:
-        file, line, row = raw.file, raw.line, raw.object()
+        row, fail = raw.object(), fail_at(raw.file, raw.line)
         for name, path in self.fields.items():  # a mapping to a key the row lacks is named here, not as a puzzle later
             if resolve(row, path) is MISSING:
-                raise InputError(
-                    f"missing (fields.{name} maps to it; the row has keys: {_keys_shown(row)})",
-                    file=file,
-                    line=line,
-                    key=path,
-                )
+                fail(path, f"missing (fields.{name} maps to it; the row has keys: {_keys_shown(row)})")
         r = Row(row, self.fields, self.readers)
         schema = self.schema_of(r)
         if schema is None:
-            raise InputError(_unknown_schema(row), file=file, line=line)
-        ex, id_key = self._example(r, schema, file, line)
+            fail(None, _unknown_schema(row))
+        ex, id_key = self._example(r, schema, raw, fail)
         if self.keep:  # the `keep` columns of the row go to `prefilled`, beside what its schema put there
             kept = {c: v for c in self.keep if (v := resolve(row, c)) not in (None, MISSING)}
             ex = msgspec.structs.replace(ex, prefilled={**ex.prefilled, **kept})
         return ex, id_key
 
-    def _example(self, r: Row, schema: RowSchema, file: str, line: int | None) -> tuple[Example, str | None]:
+    def _example(self, r: Row, schema: RowSchema, raw: RawRow, fail: Fail) -> tuple[Example, str | None]:
         """The row built by `schema` into an Example (and the key its id came from)."""
-        fail = fail_at(file, line)
         b = schema.build(r, fail)
         messages = b["messages"]
         system = r.get("system")
@@ -197,7 +191,7 @@ class RowParser:
         ex = Example(
             id=f"{self.dataset}/{native}",
             dataset=self.dataset,
-            source=f"{file}:{line}" if line is not None else file,
+            source=f"{raw.file}:{raw.line}" if raw.line is not None else raw.file,
             messages=messages,
             reference=reference,
             choices=b.get("choices"),
@@ -232,7 +226,7 @@ def _unknown_schema(row: dict[str, Any]) -> str:
     return f"{msg}; add to the dataset config: format: generic, fields: {{prompt: {guess}}}"
 
 
-def _native_id(r: Row, b: Any, messages: tuple[dict[str, Any], ...], fail: Any) -> tuple[str | None, Any]:
+def _native_id(r: Row, b: Any, messages: tuple[dict[str, Any], ...], fail: Fail) -> tuple[str | None, Any]:
     """(the key the id came from, the id): the row's native id (the builder names its key), else `id`, else a
     content hash of the messages (key None)."""
     if b.get("id") is not None:  # the builder's own id (a judge meta-evaluation: completion and criterion)

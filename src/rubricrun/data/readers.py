@@ -16,7 +16,6 @@ import gzip
 import io
 import json
 import logging
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -24,6 +23,7 @@ from typing import IO, TYPE_CHECKING, Any
 from msgspec import Struct
 
 from ..errors import InputError, type_name
+from .jsonread import SURROGATE
 
 if TYPE_CHECKING:
     from ..config import DatasetConfig
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 _GZIP_MAGIC = b"\x1f\x8b"
 _PARQUET_MAGIC = b"PAR1"
 _MAX_REASON = 300  # characters of a library's error message kept in the one-line error
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class RawRow(Struct, frozen=True):  # a Struct: one per dataset row, read twice a run (preflight, --validate's count)
@@ -153,7 +152,7 @@ def lone_surrogate(value: Any, key: str = "") -> str | None:
     """Why a parsed value is not valid Unicode (a string or key holding a lone surrogate, named by its key path), or
     None when it is."""
     if isinstance(value, str):
-        if _SURROGATE.search(value):
+        if SURROGATE.search(value):
             return f"not valid Unicode: a lone surrogate (a \\ud800-\\udfff escape) in {key or 'the row'}"
     elif isinstance(value, dict):
         for k, v in value.items():

@@ -8,24 +8,23 @@ from __future__ import annotations
 
 import msgspec
 
-from ..errors import InputError
 from ..types import Example
 from .readers import file_rows
+from .schemas import Fail, fail_at
 
 
 def load_references(path: str) -> dict[str, list[str]]:
     """question_id (as a string) -> one reference per turn. Bad rows are InputErrors naming file, line and key."""
     out: dict[str, list[str]] = {}
     for raw in file_rows(path):
-        where = {"file": raw.file, "line": raw.line}
-        row = raw.object()
+        row, fail = raw.object(), fail_at(raw.file, raw.line)
         if row.get("question_id") is None:
-            raise InputError("expected an object with a question_id", key="question_id", **where)
-        out[str(row["question_id"])] = _turns(row, where)
+            fail("question_id", "expected an object with a question_id")
+        out[str(row["question_id"])] = _turns(row, fail)
     return out
 
 
-def _turns(row: dict, where: dict) -> list[str]:
+def _turns(row: dict, fail: Fail) -> list[str]:
     if "choices" in row:
         choices = row["choices"]
         turns = (
@@ -36,7 +35,7 @@ def _turns(row: dict, where: dict) -> list[str]:
         turns, key = row.get("reference"), "reference"
         turns = [turns] if isinstance(turns, str) else turns
     if not isinstance(turns, list) or not turns or not all(isinstance(t, str) for t in turns):
-        raise InputError("expected a non-empty list of reference answers (strings), one per turn", key=key, **where)
+        fail(key, "expected a non-empty list of reference answers (strings), one per turn")
     return turns
 
 

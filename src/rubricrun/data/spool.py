@@ -1,11 +1,6 @@
-"""A run's one spool: items of one type kept in an anonymous temporary file instead of memory, read back in the
-order they were added, by as many iterations as like (plan 012). Preflight keeps the examples it validated in one
-(reading them back as MessagePack costs a fraction of parsing the dataset again); the tally keeps the run's rows in
-one for the export and the report (results/tally.py).
-
-Items are packed `chunk` at a time; each iteration reads whole chunks through its own offsets (os.pread), so two
-iterations never share a file position. An item MessagePack cannot pack turns the spool off (`ok` False) and empties
-it: its owner then does without (preflight reads the files again) or raises (the tally).
+"""A run's one spool: items of one type kept in an anonymous temporary file instead of memory (preflight's examples,
+the tally's rows; plan 012), read back in order by any number of iterations, each through its own offsets (os.pread).
+An item MessagePack cannot pack turns the spool off (`ok` False): its owner does without it or raises.
 """
 
 from __future__ import annotations

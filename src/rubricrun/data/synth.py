@@ -166,10 +166,8 @@ def _step(
         error = str(e)
     final = unique[:target]
     entry = SynthLog(step, target, asked, received, len(unique), len(final), error)
-    line = (
-        f"synthesize {step}: requested={target} asked={asked} received={received} unique={len(unique)} "
-        f"final={len(final)}"
-    )
+    counts = " ".join(f"{k}={getattr(entry, k)}" for k in ("requested", "asked", "received", "unique", "final"))
+    line = f"synthesize {step}: {counts}"
     if len(final) < target:
         line += f" (short by {target - len(final)})"
     if error:
