@@ -46,18 +46,6 @@ def batch_entries(cfg: Config) -> set[str]:
     return out | {f"judge:{m.name}" for m in cfg.judge_pool if m.batch}
 
 
-def _load(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {}
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read the batch jobs of this run ({exc})", file=str(path)) from None
-    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-        raise InputError(f"not a batch state of format {STATE_FORMAT}", file=str(path))
-    return state
-
-
 class DeferringProvider(BaseProvider):
     """Records the requests of batch entries for the Batcher instead of making them; others pass through."""
 
@@ -115,7 +103,14 @@ class Batcher:
         self.budget: Budget | None = None
         self._lock = threading.Lock()
         self._deferred: dict[str, LLMRequest] = {}
-        state = _load(path)
+        state: dict[str, Any] = {}
+        if path.exists():
+            try:
+                state = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise InputError(f"cannot read the batch jobs of this run ({exc})", file=str(path)) from None
+            if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+                raise InputError(f"not a batch state of format {STATE_FORMAT}", file=str(path))
         self.jobs: list[dict[str, Any]] = state.get("jobs", [])
         self.failed: dict[str, int] = state.get("failed", {})  # key -> failures in batch jobs
         # A job killed before its file was uploaded never reached the provider: its requests are deferred anew.

@@ -1,10 +1,6 @@
-"""Limits as providers set them: one limiter per provider account, shared by every thread, entry and role.
-
-An account is what a provider counts a limit against: the model string, `api_base` and key variable (a
-`routing.Route`). Its `AccountLimiter` paces requests (`rpm`) and tokens (`tpm`) and pauses everyone when the
-provider says so (a 429 with Retry-After, or `x-ratelimit-remaining-*: 0`). `ThrottledProvider` is the layer of
-the stack that owns them: Cache(Budget(Retry(Throttle(LiteLLM)))); the retry layer above it only decides whether
-and when one request tries again (see .agent/plans/009-limits.md for who owns what).
+"""Limits as providers set them: one limiter per provider account (a `routing.Route`: model string, `api_base`, key
+variable), shared by every thread, entry and role. The retry layer above the throttle only decides whether and when
+one request tries again (who owns what: .agent/plans/009-limits.md).
 """
 
 from __future__ import annotations
@@ -81,11 +77,6 @@ class AccountLimiter:
             self._inflight += tokens
         return 0.0
 
-    def try_acquire(self, tokens: int = 0) -> float:
-        """`acquire` without waiting or queueing (single-threaded use and tests): 0 when charged, else the wait."""
-        with self._cond:
-            return self._admit(tokens, self._clock())
-
     def acquire(self, tokens: int = 0, stop: threading.Event | None = None) -> None:
         """Wait until the account may send a request of `tokens` reserved tokens, and charge it."""
         with self._cond:
@@ -148,10 +139,6 @@ def reserved_tokens(request: LLMRequest) -> int:
     return estimate_prompt_tokens(list(request.messages)) + max_tokens_of(request.params)
 
 
-def account_of(request: LLMRequest) -> Route:
-    return Route(request.model, request.api_base, request.api_key_env)
-
-
 class ThrottledProvider(BaseProvider):
     """Owns the account limiters: before every attempt the request's account admits it (rpm, tpm, pauses), and
     for judges the run-wide judge bucket too; after it, the reply's usage settles the token charge, and a 429
@@ -175,7 +162,7 @@ class ThrottledProvider(BaseProvider):
 
     def limiter(self, request: LLMRequest) -> AccountLimiter:
         """The request's account limiter (one without limits is made on first use: it still pauses on a 429)."""
-        key = account_of(request)
+        key = Route(request.model, request.api_base, request.api_key_env)
         lim = self.accounts.get(key)
         if lim is None:
             with self._lock:
