@@ -8,6 +8,7 @@ already paid for is in the cache, so a rerun of the same run id starts the files
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -95,25 +96,19 @@ def execute(
     run_dir = Path(cfg.run.output_dir) / run_id
     lock = artifacts.RunLock(run_dir)
     lock.acquire()
-    own = None
-    if executor is None:
-        try:
-            executor = own = open_executor(cfg)  # a cluster that cannot be reached: bad input, no call made
-        except BaseException:
-            lock.release()
-            raise
-    stop = threading.Event()
-    tracer = Tracer(run_dir / "trace.jsonl", invocation=f"{int(time.time())}", on_error=lambda _: stop.set())
-    cache = open_cache(cfg)
-    try:
-        return _execute(_Run(cfg, run_id, run_dir, stop, tracer, cache, executor), prepared, extras)
-    finally:
-        if own is not None:
-            own.close()  # threads still waiting on an attempt get Cancelled
-        tracer.close()
+    with contextlib.ExitStack() as closing:  # closed last first: the executor, the tracer, the cache, the lock
+        closing.callback(lock.release)
+        own = None if executor is not None else open_executor(cfg)  # a cluster that cannot be reached: bad input
+        stop = threading.Event()
+        tracer = Tracer(run_dir / "trace.jsonl", invocation=f"{int(time.time())}", on_error=lambda _: stop.set())
+        cache = open_cache(cfg)
         if cache:
-            cache.close()
-        lock.release()
+            closing.callback(cache.close)
+        closing.callback(tracer.close)
+        if own is not None:
+            closing.callback(own.close)  # threads still waiting on an attempt get Cancelled
+            executor = own
+        return _execute(_Run(cfg, run_id, run_dir, stop, tracer, cache, executor), prepared, extras)
 
 
 def _execute(run: _Run, prepared: Prepared, extras: Extras) -> Outcome:
