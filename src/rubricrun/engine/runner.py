@@ -24,10 +24,9 @@ from ..config import Config, generation_only
 from ..errors import RubricrunError
 from ..providers import redact
 from ..providers.batch import Batcher, batch_entries
-from ..providers.budget import Budget
 from ..providers.cache import ResponseCache
 from ..providers.executor import Executor, describe, open_executor
-from ..providers.pricing import price_table
+from ..providers.pricing import Budget, price_table
 from ..providers.stack import build_stack, open_cache
 from ..providers.trace import Tracer
 from ..results import artifacts

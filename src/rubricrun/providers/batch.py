@@ -25,10 +25,9 @@ from ..config import Config, Price
 from ..errors import Deferred, InputError, ProviderError
 from ..types import LLMRequest, LLMResponse
 from .base import BaseProvider
-from .budget import Budget
 from .cache import CachingProvider, cache_key
 from .litellm import classify_error, credentials, import_litellm, response_format_for, usage_of, valid_text
-from .pricing import call_cost, upper_bound
+from .pricing import Budget, call_cost, upper_bound
 from .redact import redact
 from .routing import routes
 from .trace import Tracer
@@ -295,23 +294,20 @@ class Batcher:
 
     def _collect(self, job: dict[str, Any], b: Any) -> int:
         """Deliver an ended job's replies into the cache and trace each line; then mark it collected."""
-        roles = dict(map(tuple, job["keys"]))
-        answered: set[str] = set()
+        roles = dict(map(tuple, job["keys"]))  # those not answered yet
         for file_id in (getattr(b, "output_file_id", None), getattr(b, "error_file_id", None)):
             if file_id:
                 for line in _jsonl(bytes(self._call(job, "file_content", file_id=file_id).content)):
-                    if line.get("custom_id") in roles and line["custom_id"] not in answered:
-                        answered.add(line["custom_id"])
-                        self._line(job, roles[line["custom_id"]], line)
+                    if (role := roles.pop(line.get("custom_id"), None)) is not None:
+                        self._line(job, role, line)
         why = f"batch {job['status']}" + (f": {job['error']}" if job.get("error") else "")
         for key, role in roles.items():
-            if key not in answered:
-                self._failure(job, key, role, why, None)
+            self._failure(job, key, role, why, None)
         if self.budget is not None:
             self.budget.settle(job.get("reserved", 0.0), job.pop("cost", 0.0))
         job["collected"] = True
         self._write()
-        return len(roles)
+        return len(job["keys"])
 
     def _line(self, job: dict[str, Any], role: str, line: dict[str, Any]) -> None:
         key, resp = line["custom_id"], line.get("response") or {}

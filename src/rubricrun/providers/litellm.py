@@ -40,8 +40,7 @@ _worker: tuple[int, str] = (0, "")
 
 def worker_name() -> str:
     """This process as the trace names the maker of an attempt: "host:pid" (a Dask worker's, or the run's own). Kept
-    per pid, so a forked process names itself: `gethostname` releases the GIL, and 64 threads asking it on every
-    call queued for the GIL (a cold run 5 % slower, ExecPlan 023's round-2 summary)."""
+    per pid (a forked process names itself): `gethostname` per call made a cold run 5 % slower (ExecPlan 023)."""
     global _worker
     pid = os.getpid()
     if _worker[0] != pid:
@@ -80,11 +79,6 @@ def import_litellm() -> Any:
                     pass
                 _litellm = litellm
     return _litellm
-
-
-def _no_success_callbacks(litellm: Any) -> bool:
-    """Whether nobody listens to LiteLLM's success logging (rubricrun registers no callbacks; a user may)."""
-    return not (litellm.callbacks or litellm.success_callback or litellm._async_success_callback)
 
 
 def _thread_event_loop() -> None:
@@ -263,9 +257,10 @@ class LiteLLMProvider(BaseProvider):
         kwargs.update(max_retries=0, **credentials(request.model, request.api_base, request.api_key_env))
         key = kwargs.get("api_key") if request.api_key_env else None
         _thread_event_loop()
-        # With no callback registered, LiteLLM's success logging is work for nobody (~8% of its CPU per call:
-        # ExecPlan 009): its own marker for calls nobody logs skips it; the reply is unchanged.
-        quiet = _internal_call.set(True) if _internal_call is not None and _no_success_callbacks(litellm) else None
+        # With no callback registered (rubricrun registers none; a user may), LiteLLM's success logging is work for
+        # nobody (~8% of its CPU per call: ExecPlan 009): its own marker for calls nobody logs skips it.
+        heard = litellm.callbacks or litellm.success_callback or litellm._async_success_callback
+        quiet = _internal_call.set(True) if _internal_call is not None and not heard else None
         start = time.perf_counter()
         try:
             raw = litellm.completion(**kwargs)

@@ -76,14 +76,6 @@ def provider_variables(provider: str, environ: dict[str, str] | None = None) -> 
     return sorted(n for n in env if credential_name(n) and n.upper().startswith(tuple(prefixes)) and env[n])
 
 
-def env_secrets(environ: dict[str, str] | None = None) -> list[tuple[str, str]]:
-    """(value, label) of every environment variable named like a credential whose value is LONG characters or more
-    (a shorter value of a variable nobody named could be any word: only the variables a model entry uses are
-    redacted at every length)."""
-    env = os.environ if environ is None else environ
-    return [(v, f"${n}") for n, v in sorted(env.items()) if credential_name(n) and len(v) >= LONG]
-
-
 def url_secrets(url: str) -> list[str]:
     """The credentials written into a URL: its password (`user:pass@`; a user without a password, `TOKEN@`, is one),
     and the values of its key-like query parameters."""
@@ -98,11 +90,14 @@ def url_secrets(url: str) -> list[str]:
 
 
 def use(secrets: Iterable[tuple[str, str]]) -> None:
-    """The process's secrets: (value, label) pairs, besides env_secrets(). Replaces what an earlier call set."""
+    """The process's secrets: (value, label) pairs, and every environment variable named like a credential whose
+    value is LONG characters or more (a shorter value of a variable nobody named could be any word: only the
+    variables a model entry uses are redacted at every length). Replaces what an earlier call set."""
     global _pattern
     found = dict(reversed(list(secrets)))  # the first label of a value wins
-    for value, label in env_secrets():
-        found.setdefault(value, label)
+    for name, value in sorted(os.environ.items()):
+        if credential_name(name) and len(value) >= LONG:
+            found.setdefault(value, f"${name}")
     with _lock:
         _secrets.clear()
         _secrets.update({v: lbl for v, lbl in found.items() if v and v != MASK})

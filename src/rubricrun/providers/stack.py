@@ -15,10 +15,9 @@ import threading
 from ..config import Config
 from .base import BaseProvider
 from .batch import Batcher, DeferringProvider
-from .budget import Budget
 from .cache import CachingProvider, ResponseCache
 from .executor import Executor, Threads
-from .pricing import price_table
+from .pricing import Budget, price_table
 from .ratelimit import AccountLimiter, ThrottledProvider
 from .redact import redact
 from .retry import RetryingProvider
