@@ -13,7 +13,7 @@ is imported here.
 """
 
 from .handler import DEFAULT_REPEAT_PENALTY, llama_messages, register
-from .model import N_CTX, cpu_count, json_grammar_text, loaded_models, resolve_model_path
+from .model import N_CTX, cpu_count, json_grammar_text, resolve_model_path
 
 __all__ = [
     "DEFAULT_REPEAT_PENALTY",
@@ -21,7 +21,6 @@ __all__ = [
     "cpu_count",
     "json_grammar_text",
     "llama_messages",
-    "loaded_models",
     "register",
     "resolve_model_path",
 ]

@@ -177,20 +177,6 @@ def _slot(path: str) -> _Slot:
         return _slots.setdefault(path, _Slot(path))
 
 
-def _load(slot: _Slot) -> Llama:
-    """Load the model of `slot`; the caller holds slot.lock."""
-    if slot.llama is None:
-        from llama_cpp import Llama
-
-        n = cpu_count()
-        # chat_format=None: llama-cpp-python uses the chat template stored in the GGUF metadata.
-        slot.llama = Llama(
-            model_path=slot.path, n_ctx=N_CTX, n_threads=n, n_threads_batch=n, chat_format=None, verbose=False
-        )
-        atexit.register(_close, slot)
-    return slot.llama
-
-
 def _close(slot: _Slot) -> None:
     """Free the model while the interpreter is whole: left to Llama.__del__ at shutdown, llama_cpp's module globals
     are already gone and it prints an ignored TypeError traceback after every run on a local model."""
@@ -204,12 +190,6 @@ def _close(slot: _Slot) -> None:
         slot.lock.release()
 
 
-def loaded_models() -> list[str]:
-    """Paths of the GGUF files loaded in this process (for tests and diagnostics)."""
-    with _slots_lock:
-        return [p for p, s in _slots.items() if s.llama is not None]
-
-
 def chat(path: str, messages: list[dict[str, str]], **kwargs: Any) -> dict[str, Any]:
     """Run one chat completion on the GGUF at `path` (loading it on first use); returns llama-cpp-python's dict.
 
@@ -221,7 +201,16 @@ def chat(path: str, messages: list[dict[str, str]], **kwargs: Any) -> dict[str, 
     rf = kwargs.pop("response_format", None)
     slot = _slot(path)
     with slot.lock:
-        llama = _load(slot)
+        if slot.llama is None:
+            from llama_cpp import Llama
+
+            n = cpu_count()
+            # chat_format=None: llama-cpp-python uses the chat template stored in the GGUF metadata.
+            slot.llama = Llama(
+                model_path=path, n_ctx=N_CTX, n_threads=n, n_threads_batch=n, chat_format=None, verbose=False
+            )
+            atexit.register(_close, slot)
+        llama = slot.llama
         kind = None
         if rf is not None and rf.get("type") == "json_object":
             kwargs["grammar"], kind = json_grammar(llama, rf.get("schema"))
