@@ -208,35 +208,31 @@ class Batcher:
         return chunks
 
     def _start(self, job: dict[str, Any], data: bytes | None) -> None:
-        """Upload the job's file (unless it has one) and create its batch (unless one exists), writing each id."""
+        """Upload the job's file (unless it has one) and create its batch, writing each id down. `data` None: a job of
+        a killed run, whose batch may have been created without its id written down: it is found by its input file."""
         try:
             if job["input_file_id"] is None:
-                if data is None:  # killed before the upload finished: the requests are asked again by the pass
-                    job.update(status="failed", error="killed before its file was uploaded")
-                    return
                 upload = (f"rubricrun-{job['id']}.jsonl", data)
                 job["input_file_id"] = str(self._call(job, "create_file", file=upload, purpose="batch").id)
                 self._write()
+            file_id = job["input_file_id"]
+            if data is None:
+                listed = getattr(self._call(job, "list_batches", limit=100), "data", None) or []
+                job["batch_id"] = next(
+                    (str(b.id) for b in listed if getattr(b, "input_file_id", None) == file_id), None
+                )
             if job["batch_id"] is None:
-                file_id = job["input_file_id"]
-                if data is None:  # a kill between creating the batch and writing its id: find it by its input file
-                    listed = getattr(self._call(job, "list_batches", limit=100), "data", None) or []
-                    job["batch_id"] = next(
-                        (str(b.id) for b in listed if getattr(b, "input_file_id", None) == file_id), None
-                    )
-                if job["batch_id"] is None:
-                    window, metadata = self.settings.completion_window, {"rubricrun_job": job["id"]}
-                    created = self._call(
-                        job,
-                        "create_batch",
-                        completion_window=window,
-                        endpoint=_ENDPOINT,
-                        input_file_id=file_id,
-                        metadata=metadata,
-                    )
-                    job["batch_id"] = str(created.id)
-                job["status"] = "validating"
-                self._write()
+                created = self._call(
+                    job,
+                    "create_batch",
+                    completion_window=self.settings.completion_window,
+                    endpoint=_ENDPOINT,
+                    input_file_id=file_id,
+                    metadata={"rubricrun_job": job["id"]},
+                )
+                job["batch_id"] = str(created.id)
+            job["status"] = "validating"
+            self._write()
         except ProviderError as exc:
             log.warning("batch %s (%s): could not submit: %s", job["id"], job["model"], exc)
             job.update(status="failed", error=str(exc))
