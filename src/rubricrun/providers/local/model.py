@@ -5,6 +5,7 @@ grammar (the reply of a model asked for JSON follows the schema and is strict JS
 from __future__ import annotations
 
 import atexit
+import functools
 import importlib.metadata
 import importlib.util
 import json
@@ -28,8 +29,6 @@ _STRICT_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
 # defaults"); a refused grammar handed to the sampler crashes the process. Longer limits are lowered to this one
 # (a shorter string still satisfies the caller's schema).
 MAX_STRING_LENGTH = 1000
-_grammars: dict[str, tuple[Any, str]] = {}  # schema JSON -> (LlamaGrammar, "schema" | "json")
-_grammars_lock = threading.Lock()
 
 
 def _clamp_lengths(node: Any) -> Any:
@@ -76,25 +75,20 @@ def _grammar_parses(llama: Llama, gbnf: str) -> bool:
 
 def json_grammar(llama: Llama, schema: dict[str, Any] | None) -> tuple[Any, str]:
     """A cached (LlamaGrammar, kind) for `schema`, checked against llama.cpp's parser; kind is "schema" or "json".
+    The LlamaGrammar only holds the GBNF text; llama.cpp parses it anew for each call. (The cache's key keeps the
+    schema's key order: the grammar writes the properties in that order.)"""
+    return _json_grammar(llama, json.dumps(schema))
 
-    The LlamaGrammar only holds the GBNF text; llama.cpp parses it anew for each call.
-    """
+
+@functools.lru_cache(maxsize=256)
+def _json_grammar(llama: Llama, schema_json: str) -> tuple[Any, str]:
     from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
 
-    key = json.dumps(schema, sort_keys=True)
-    with _grammars_lock:
-        hit = _grammars.get(key)
-    if hit is None:
-        gbnf = json_grammar_text(schema)
-        kind = "json" if gbnf == JSON_GBNF else "schema"
-        if kind == "schema" and not _grammar_parses(llama, gbnf):
-            gbnf, kind = JSON_GBNF, "json"
-        hit = (LlamaGrammar.from_string(gbnf, verbose=False), kind)
-        with _grammars_lock:
-            if len(_grammars) > 256:
-                _grammars.clear()
-            _grammars[key] = hit
-    return hit
+    gbnf = json_grammar_text(json.loads(schema_json))
+    kind = "json" if gbnf == JSON_GBNF else "schema"
+    if kind == "schema" and not _grammar_parses(llama, gbnf):
+        gbnf, kind = JSON_GBNF, "json"
+    return LlamaGrammar.from_string(gbnf, verbose=False), kind
 
 
 PROVIDER = "local"
