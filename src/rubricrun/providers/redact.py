@@ -104,14 +104,12 @@ def use(secrets: Iterable[tuple[str, str]]) -> None:
         _pattern = _compile(_secrets)
 
 
-def _compile(secrets: dict[str, str]) -> re.Pattern[str] | None:
-    if not secrets:
-        return None
+def _compile(values: Iterable[str]) -> re.Pattern[str] | None:
     parts = []
-    for value in sorted(secrets, key=len, reverse=True):
+    for value in sorted(values, key=len, reverse=True):
         v = re.escape(value)
         parts.append(v if len(value) >= LONG else f"(?<![{_WORD}]){v}(?![{_WORD}])")
-    return re.compile("|".join(parts))
+    return re.compile("|".join(parts)) if parts else None
 
 
 def secrets() -> dict[str, str]:
@@ -127,11 +125,9 @@ def redact(text: str, extra: Iterable[str] = ()) -> str:
     pattern = _pattern
     if pattern is not None:
         text = pattern.sub(MASK, text)
-    more = {e: "" for e in extra if e and e not in _secrets}
-    if more:
-        compiled = _compile(more)
-        assert compiled is not None
-        text = compiled.sub(MASK, text)
+    more = _compile(e for e in extra if e and e not in _secrets)
+    if more is not None:
+        text = more.sub(MASK, text)
     if "://" in text:
         text = _URL_USER.sub(MASK + "@", text)
     if "=" in text:

@@ -140,8 +140,7 @@ def _fill_response(model_response: Any, model: str, out: dict[str, Any], path: s
     model_response.model = model
     model_response.created = int(time.time())
     model_response.usage = litellm.Usage(**usage)  # type: ignore[attr-defined]
-    model_response._hidden_params["local_model_path"] = path
-    model_response._hidden_params["local_generation_s"] = elapsed
+    model_response._hidden_params.update(local_model_path=path, local_generation_s=elapsed)
     if "grammar" in out:
         model_response._hidden_params["local_grammar"] = out["grammar"]
     return model_response
