@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 
 from ..errors import Cancelled, ProviderError
@@ -22,7 +23,7 @@ class AccountLimiter:
     calls, `run.judge_rate_limit_rpm`, which is an rpm across accounts).
 
     Both limits are GCRA virtual times (`_tat_r`, `_tat_t`: when the account is next free), checked together: smooth
-    pacing, no burst after an idle period. Waiters queue in ticket order and the head re-reads the state whenever it
+    pacing, no burst after an idle period. Waiters queue in turn and the head re-reads the state whenever it
     changes, so the refund `settle` gives back (a `tpm` reservation, prompt estimate + max_tokens, is often several
     times the real usage) lets them go at once. Reservations in flight may run the token clock up to `ahead_s` seconds
     ahead of now, or calls would go one at a time (0.860 of the limit: .agent/plans/009-limits.md).
@@ -50,8 +51,7 @@ class AccountLimiter:
         self._ahead = (tpm or 0) * ahead_s / 60.0  # at most this many of them may run the clock ahead of now
         self.paused_until = now - 1.0
         self._cond = threading.Condition()
-        self._next_ticket = self._serving = 0
-        self._skip: set[int] = set()  # tickets of waiters that were cancelled before their turn
+        self._waiting: deque[object] = deque()  # the waiters, in turn: the first may admit itself
         self.pauses = 0  # how many times the provider paused this account (for tests and logs)
 
     @property
@@ -80,13 +80,13 @@ class AccountLimiter:
     def acquire(self, tokens: int = 0, stop: threading.Event | None = None) -> None:
         """Wait until the account may send a request of `tokens` reserved tokens, and charge it."""
         with self._cond:
-            ticket = self._next_ticket
-            self._next_ticket += 1
+            me = object()
+            self._waiting.append(me)
             try:
                 while True:
                     if stop is not None and stop.is_set():
                         raise Cancelled("run is stopping")
-                    if ticket == self._serving:
+                    if self._waiting[0] is me:
                         wait = self._admit(tokens, self._clock())
                         if wait == 0:
                             return
@@ -95,14 +95,9 @@ class AccountLimiter:
                     else:
                         self._cond.wait(1.0)
             finally:
-                if ticket == self._serving:
-                    self._serving += 1
-                    while self._serving in self._skip:
-                        self._skip.discard(self._serving)
-                        self._serving += 1
-                    self._cond.notify_all()
-                else:
-                    self._skip.add(ticket)  # cancelled while queued: skipped when its turn comes
+                if self._waiting[0] is me:
+                    self._cond.notify_all()  # the next in turn
+                self._waiting.remove(me)
 
     def settle(self, reserved: int, used: int) -> None:
         """Correct an admitted request's token charge by what the reply says it used (a refund, or a further

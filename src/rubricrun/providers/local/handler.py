@@ -38,15 +38,13 @@ def llama_response_format(response_format: Any) -> dict[str, Any] | None:
         schema = spec.get("schema") if isinstance(spec, dict) else None
         if not isinstance(schema, dict):
             raise ValueError("response_format of type json_schema needs json_schema.schema (a JSON schema object)")
-        return {"type": "json_object", "schema": schema}
-    if kind == "json_object":
-        schema = response_format.get("schema")
-        if schema is None:
-            return {"type": "json_object"}
-        if not isinstance(schema, dict):
+    elif kind == "json_object":
+        schema = response_format.get("schema")  # None: any JSON object
+        if schema is not None and not isinstance(schema, dict):
             raise ValueError("response_format.schema must be a JSON schema object")
-        return {"type": "json_object", "schema": schema}
-    raise ValueError(f"unsupported response_format type {kind!r} (use text, json_object or json_schema)")
+    else:
+        raise ValueError(f"unsupported response_format type {kind!r} (use text, json_object or json_schema)")
+    return {"type": "json_object", "schema": schema}
 
 
 def _text_content(content: Any) -> str:
