@@ -4,10 +4,6 @@
 without showing it (`$OPENAI_API_KEY`, `candidates[0].api_base`), beside every environment variable named like a
 credential (`..._API_KEY`, `..._TOKEN`) whose value has LONG characters or more. `redact(text)` replaces them with
 `***`, as it does a URL's user and password and a key-like query parameter's value (`?api-key=...`).
-
-A secret of LONG characters or more is replaced wherever it occurs; a shorter one only where it stands alone (not
-inside a longer run of letters, digits, `_` or `-`), so a four-letter key is masked in `Bearer abcd` and
-`key=abcd`, and the word or number it happens to be part of elsewhere is left as it is.
 """
 
 from __future__ import annotations
@@ -22,7 +18,9 @@ if TYPE_CHECKING:
     from ..config import Config
 
 MASK = "***"
-LONG = 8  # characters from which a secret is replaced wherever it occurs, inside a longer word too
+# A secret of LONG characters or more is replaced wherever it occurs; a shorter one only where it stands alone (not
+# inside a longer run of _WORD characters): `Bearer abcd` and `key=abcd` are masked, the word it is part of is not.
+LONG = 8
 _WORD = r"A-Za-z0-9_\-"
 # Names of environment variables that hold credentials: LiteLLM 1.106.2 reads its providers' keys from names like
 # these (OPENAI_API_KEY, ANTHROPIC_AUTH_TOKEN, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, WATSONX_ZENAPIKEY,

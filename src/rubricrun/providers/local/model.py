@@ -44,11 +44,8 @@ def _clamp_lengths(node: Any) -> Any:
 
 
 def json_grammar_text(schema: dict[str, Any] | None) -> str:
-    """GBNF for a JSON object following `schema` (any JSON object if None), strings free of control characters.
-
-    String maxLength above MAX_STRING_LENGTH is lowered to it. A schema that llama-cpp-python's converter cannot
-    handle gets the generic JSON object grammar, as llama-cpp-python itself does.
-    """
+    """GBNF for a JSON object following `schema` (any JSON object if None), strings free of control characters; a
+    schema llama-cpp-python's converter cannot handle gets the generic JSON object grammar, as it does itself."""
     from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
 
     if schema is None:
@@ -118,11 +115,9 @@ def cpu_count() -> int:
 
 
 def resolve_model_path(name: str) -> str:
-    """The absolute path of the GGUF file for a local model name ("smollm2", or a path ending in .gguf).
-
-    A leading "local/" is accepted and dropped; a relative path is taken from the current directory. Raises
-    InputError (one line) if the file, the package that ships it, or llama-cpp-python is missing. Imports nothing.
-    """
+    """The absolute path of the GGUF file for a local model name ("smollm2", or a path ending in .gguf, relative to
+    the current directory; "local/" in front is dropped). InputError (one line) if the file, the package that ships
+    it, or llama-cpp-python is missing. Imports nothing."""
     name = name.strip()
     if importlib.util.find_spec("llama_cpp") is None:
         raise InputError(
@@ -185,13 +180,9 @@ def _close(slot: _Slot) -> None:
 
 
 def chat(path: str, messages: list[dict[str, str]], **kwargs: Any) -> dict[str, Any]:
-    """Run one chat completion on the GGUF at `path` (loading it on first use); returns llama-cpp-python's dict.
-
-    `kwargs` are Llama.create_chat_completion's; a response_format {"type": "json_object"[, "schema": ...]} is
-    turned into our grammar (see json_grammar_text) and the result gets "grammar": "schema" (the reply follows
-    the schema), or "json" (any JSON object: no schema given, or one our grammar cannot express).
-    Thread-safe: calls on the same file are serialized.
-    """
+    """One chat completion on the GGUF at `path` (loaded on first use; calls on one file are serialized): `kwargs` are
+    Llama.create_chat_completion's, a response_format {"type": "json_object", "schema": ...} becomes our grammar
+    and the returned dict says which in "grammar" (see the package's docstring)."""
     rf = kwargs.pop("response_format", None)
     slot = _slot(path)
     with slot.lock:
