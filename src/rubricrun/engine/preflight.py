@@ -28,10 +28,8 @@ from ..types import Example
 
 
 class Examples:
-    """The run's examples in input order, read from the dataset files again each time they are iterated, so that
-    none is held between uses (issue 13: memory does not grow with the dataset), or from the spool preflight kept
-    of them (data/spool.py). `len()` is the count preflight's validating pass found; iterating repeats none of its
-    checks."""
+    """The run's examples in input order, from the spool preflight kept of them (data/spool.py) or read from the
+    dataset files again each time (none held between uses: issue 13), without a check repeated; `len()`: their count."""
 
     def __init__(self, cfg: Config, max_examples: int | None, count: int, spool: Spool | None = None) -> None:
         self.cfg, self.max_examples, self.count, self.spool = cfg, max_examples, count, spool

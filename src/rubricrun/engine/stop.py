@@ -43,7 +43,6 @@ def install_stop_handlers() -> None:
 
 
 def _interrupt_now(signum: int, frame: object) -> None:
-    """A SIGINT/SIGTERM handler: this signal raises KeyboardInterrupt, and the next one ends the process at once."""
     _heard.append(signum)  # its number decides the exit code
     _default_handlers()
     raise KeyboardInterrupt

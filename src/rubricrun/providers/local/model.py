@@ -152,18 +152,11 @@ def resolve_model_path(name: str) -> str:
 class _Slot:
     """One GGUF file: loaded at most once; `lock` serializes every use of its llama.cpp context."""
 
-    path: str
     lock: threading.Lock = field(default_factory=threading.Lock)
     llama: Llama | None = None
 
 
-_slots: dict[str, _Slot] = {}
-_slots_lock = threading.Lock()
-
-
-def _slot(path: str) -> _Slot:
-    with _slots_lock:
-        return _slots.setdefault(path, _Slot(path))
+_slots: dict[str, _Slot] = {}  # path -> its slot (dict.setdefault is atomic: one slot per path)
 
 
 def _close(slot: _Slot) -> None:
@@ -184,7 +177,7 @@ def chat(path: str, messages: list[dict[str, str]], **kwargs: Any) -> dict[str, 
     Llama.create_chat_completion's, a response_format {"type": "json_object", "schema": ...} becomes our grammar
     and the returned dict says which in "grammar" (see the package's docstring)."""
     rf = kwargs.pop("response_format", None)
-    slot = _slot(path)
+    slot = _slots.setdefault(path, _Slot())
     with slot.lock:
         if slot.llama is None:
             from llama_cpp import Llama
