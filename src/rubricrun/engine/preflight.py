@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from collections import Counter
@@ -252,8 +253,6 @@ def large_run(cfg: Config, max_examples: int | None) -> bool:
     size = 0
     for d in cfg.datasets:
         if d.path and not d.hf:
-            try:
+            with contextlib.suppress(OSError):  # (a file that is not there: preflight names it)
                 size += os.path.getsize(d.path)
-            except OSError:
-                pass  # preflight names it
     return size >= LARGE_BYTES

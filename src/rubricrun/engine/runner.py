@@ -177,9 +177,23 @@ def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> RunTally:
 
 
 def _write_results(run: _Run, tally: RunTally, budget: Budget, prepared: Prepared, extras: Extras) -> Summary:
-    """Scores, summary.json, export, report.html and the Hub push (the row artifacts are written as the run goes)."""
-    cfg, run_dir = run.cfg, run.run_dir
-    summary = _with_facts(tally.summary(), run, tally, budget, prepared)
+    """Scores, summary.json, export, report.html and the Hub push (the row artifacts are written as the run goes).
+    The summary has the run's facts beside what the rows say: status, this invocation's calls, costs and budget."""
+    cfg, run_dir, counts = run.cfg, run.run_dir, run.tracer.counts
+    summary = replace(
+        tally.summary(),
+        status="interrupted" if run.interrupted else "stopped_on_budget" if budget.stopped else "complete",
+        stopped_by=stopped_by() if run.interrupted else None,
+        note=GENERATION_ONLY if generation_only(cfg) else None,
+        calls=Calls(made=counts["calls"], cache_hits=counts["cache_hits"], errors=counts["errors"]),
+        responses_not_done=run.tasks - tally.n_responses,
+        skipped_rows=len(prepared.skipped),
+        wall_s=round(time.monotonic() - run.t0, 2),
+        costs=cost_report(run.tracer.by_model, price_table(cfg), budget.provider_usd),
+        budget=BudgetSummary(cfg.run.budget_usd, round(budget.spent, 6), budget.stopped),
+        synthesis=tuple(run.synthesis) if cfg.synthesize is not None else None,  # also when Ctrl+C stopped it
+        executor=ExecutorSummary(run.executor.engine, run.executor.workers),
+    )
     formats = list(run.formats)
     if formats and not run.interrupted:
         summary = replace(summary, export=tally.export(run_dir, formats))
@@ -194,25 +208,6 @@ def _write_results(run: _Run, tally: RunTally, budget: Budget, prepared: Prepare
         log.info("hub %s: %s %s", extras.push_to_hub, verb, ", ".join(paths))
     log_summary(summary)
     return summary
-
-
-def _with_facts(summary: Summary, run: _Run, tally: RunTally, budget: Budget, prepared: Prepared) -> Summary:
-    """The run's facts beside what the rows say: status, this invocation's calls, costs and budget."""
-    counts = run.tracer.counts
-    return replace(
-        summary,
-        status="interrupted" if run.interrupted else "stopped_on_budget" if budget.stopped else "complete",
-        stopped_by=stopped_by() if run.interrupted else None,
-        note=GENERATION_ONLY if generation_only(run.cfg) else None,
-        calls=Calls(made=counts["calls"], cache_hits=counts["cache_hits"], errors=counts["errors"]),
-        responses_not_done=run.tasks - tally.n_responses,
-        skipped_rows=len(prepared.skipped),
-        wall_s=round(time.monotonic() - run.t0, 2),
-        costs=cost_report(run.tracer.by_model, price_table(run.cfg), budget.provider_usd),
-        budget=BudgetSummary(run.cfg.run.budget_usd, round(budget.spent, 6), budget.stopped),
-        synthesis=tuple(run.synthesis) if run.cfg.synthesize is not None else None,  # also when Ctrl+C stopped it
-        executor=ExecutorSummary(run.executor.engine, run.executor.workers),
-    )
 
 
 def _outcome(run: _Run, tally: RunTally, budget: Budget, summary: Summary) -> Outcome:

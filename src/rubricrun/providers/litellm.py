@@ -174,8 +174,7 @@ def classify_error(exc: BaseException, model: str, secrets: tuple[str, ...] = ()
         return exc
     name = type(exc).__name__
     status = getattr(exc, "status_code", None)
-    if not isinstance(status, int):
-        status = None
+    status = status if isinstance(status, int) else None
     text = str(exc)
     if any(m in text for m in _CLIENT_SIDE_FAILURES):
         retryable = False  # LiteLLM reports these as HTTP 500 although no request was sent

@@ -151,8 +151,7 @@ class ThrottledProvider(BaseProvider):
     ):
         self.inner, self.judge_bucket, self.stop = inner, judge_bucket, stop
         self.warm = warm  # readies whoever makes the attempts (the executor: providers/executor.py)
-        self.accounts = dict(accounts)
-        self.max_pause_s = max_pause_s
+        self.accounts, self.max_pause_s = dict(accounts), max_pause_s
         self._lock = threading.Lock()
 
     def limiter(self, request: LLMRequest) -> AccountLimiter:

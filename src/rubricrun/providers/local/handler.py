@@ -144,12 +144,6 @@ def _fill_response(model_response: Any, model: str, out: dict[str, Any], path: s
     return model_response
 
 
-def _stream_chunk(out: dict[str, Any]) -> dict[str, Any]:
-    """The whole reply as LiteLLM's one GenericStreamingChunk."""
-    text, finish, usage = _reply(out)
-    return {"text": text, "tool_use": None, "is_finished": True, "finish_reason": finish, "usage": usage, "index": 0}
-
-
 def _make_handler_class() -> type:
     """Build the CustomLLM subclass (litellm is imported here, lazily)."""
     import litellm
@@ -180,8 +174,8 @@ def _make_handler_class() -> type:
         ) -> Iterator[dict[str, Any]]:
             """stream=True: the whole reply as one chunk (generation runs to the end under the model lock first)."""
             params = {k: v for k, v in (optional_params or {}).items() if k not in ("stream", "stream_options")}
-            out, _path, _elapsed = _run(model, messages, params)
-            yield _stream_chunk(out)
+            text, finish, usage = _reply(_run(model, messages, params)[0])
+            yield dict(text=text, tool_use=None, is_finished=True, finish_reason=finish, usage=usage, index=0)
 
     return LocalLLM
 
