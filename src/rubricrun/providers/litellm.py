@@ -212,16 +212,6 @@ def response_format_for(schema: dict[str, Any]) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": "judgment", "schema": schema, "strict": True}}
 
 
-def _provider_cost(raw: Any) -> float | None:
-    """The cost LiteLLM computed for this response (`_hidden_params["response_cost"]`), kept beside ours; None
-    when it has none (an unpriced model, a custom provider)."""
-    hidden = getattr(raw, "_hidden_params", None)
-    cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
-    if isinstance(cost, bool) or not isinstance(cost, (int, float)):
-        return None
-    return float(cost)
-
-
 def credentials(model: str, api_base: str | None, api_key_env: str | None) -> dict[str, str]:
     """The `api_base` and `api_key` keyword arguments of a LiteLLM call (completion, files, batches)."""
     out: dict[str, str] = {}
@@ -288,12 +278,15 @@ def to_response(raw: Any, request: LLMRequest, latency_ms: float) -> LLMResponse
         finish = choice.finish_reason
     except (AttributeError, IndexError) as exc:
         raise ProviderError(f"malformed response: {exc}", model=request.model, retryable=True) from None
+    # The cost LiteLLM computed, kept beside ours (none for an unpriced model or a custom provider).
+    hidden = getattr(raw, "_hidden_params", None)
+    cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
     return LLMResponse(
         text=text,
         finish_reason=finish,
         usage=usage_of(getattr(raw, "usage", None)),
         model=getattr(raw, "model", None) or request.model,
-        cost_usd=_provider_cost(raw),
+        cost_usd=float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None,
         cache_hit=False,
         latency_ms=latency_ms,
         reasoning=reasoning,
