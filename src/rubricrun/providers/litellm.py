@@ -4,6 +4,7 @@ LiteLLM is imported lazily: `--help`, config validation and fully cached reruns 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import re
@@ -73,10 +74,8 @@ def import_litellm() -> Any:
                 litellm.suppress_debug_info = True
                 litellm.telemetry = False
                 litellm.drop_params = True
-                try:
+                with contextlib.suppress(ImportError):  # another LiteLLM: its success logging simply runs
                     from litellm._internal_context import is_internal_call as _internal_call
-                except ImportError:  # another LiteLLM: its success logging simply runs
-                    pass
                 _litellm = litellm
     return _litellm
 
@@ -128,10 +127,8 @@ _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 def parse_reset(value: str) -> float | None:
     """An `x-ratelimit-reset-*` value in seconds: OpenAI writes "1s", "6m0s", "20ms"; others a bare number."""
     text = str(value).strip().lower()
-    try:
+    with contextlib.suppress(ValueError):
         return max(0.0, float(text))
-    except ValueError:
-        pass
     parts = _DURATION.findall(text)
     if not parts or "".join(n + u for n, u in parts) != text.replace(" ", ""):
         return None
