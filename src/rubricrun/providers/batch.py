@@ -240,8 +240,7 @@ class Batcher:
 
     def _wait(self) -> int:
         """Poll every job not yet collected until it ends; collect each as it ends. Returns requests collected."""
-        collected = 0
-        last_line = 0.0
+        collected, last_line = 0, 0.0
         while True:
             for job in [j for j in self.jobs if not j["collected"]]:
                 collected += self._poll(job)

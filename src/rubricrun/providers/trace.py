@@ -34,12 +34,11 @@ class Tracer:
 
     def __init__(self, path: Path, *, invocation: str = "", on_error: Callable[[OSError], None] | None = None):
         # Appended, not written atomically: a crash must keep every event written so far.
-        self.path, self.max_bytes = Path(path), MAX_BYTES
+        self.path, self.max_bytes, self.invocation = Path(path), MAX_BYTES, invocation
         self._size = cut_torn_line(self.path)
         if self._size >= self.max_bytes:
             self._size = rotate(self.path)
         self._fh: IO[bytes] | None = open(path, "ab")  # noqa: SIM115
-        self.invocation = invocation
         # A write failure (full disk) must not lose the response whose event it was: it is recorded here, the
         # callback stops the run, and the runner reports it once the response is safely in the cache.
         self._error: OSError | None = None
