@@ -33,77 +33,83 @@ from rubricrun.types import LLMRequest
 # AccountLimiter (fake clock)
 
 
+def try_acquire(lim: AccountLimiter, tokens: int = 0) -> float:
+    """`acquire` without waiting or queueing: 0 when charged, else the wait."""
+    with lim._cond:
+        return lim._admit(tokens, lim._clock())
+
+
 def test_rpm_paces_one_request_per_interval() -> None:
     clock = FakeClock()
     lim = AccountLimiter(rpm=60, clock=clock)  # 1 s apart
-    assert lim.try_acquire() == 0.0
-    assert lim.try_acquire() == pytest.approx(1.0)  # nothing charged when it must wait
+    assert try_acquire(lim) == 0.0
+    assert try_acquire(lim) == pytest.approx(1.0)  # nothing charged when it must wait
     clock.t += 0.25
-    assert lim.try_acquire() == pytest.approx(0.75)
+    assert try_acquire(lim) == pytest.approx(0.75)
     clock.t += 0.75
-    assert lim.try_acquire() == 0.0
+    assert try_acquire(lim) == 0.0
     clock.t += 100  # idle: no burst saved up, the next one after it waits again
-    assert [lim.try_acquire(), lim.try_acquire()] == [0.0, pytest.approx(1.0)]
+    assert [try_acquire(lim), try_acquire(lim)] == [0.0, pytest.approx(1.0)]
 
 
 def test_tpm_charges_reservation_and_settles_to_usage() -> None:
     clock = FakeClock()
     lim = AccountLimiter(tpm=600, ahead_s=0, clock=clock)  # 10 tokens a second
-    assert lim.try_acquire(100) == 0.0  # 100 tokens reserved: the account is busy for 10 s
-    assert lim.try_acquire(5) == pytest.approx(10.0)
+    assert try_acquire(lim, 100) == 0.0  # 100 tokens reserved: the account is busy for 10 s
+    assert try_acquire(lim, 5) == pytest.approx(10.0)
     lim.settle(100, 20)  # the reply used 20: 80 tokens (8 s) come back
-    assert lim.try_acquire(5) == pytest.approx(2.0)
+    assert try_acquire(lim, 5) == pytest.approx(2.0)
     clock.t += 2.0
-    assert lim.try_acquire(100) == 0.0  # busy until 10 s from now
+    assert try_acquire(lim, 100) == 0.0  # busy until 10 s from now
     lim.settle(100, 150)  # a reply that used 50 more than reserved: 5 s more
-    assert lim.try_acquire(5) == pytest.approx(15.0)
+    assert try_acquire(lim, 5) == pytest.approx(15.0)
     clock.t += 15.0
-    assert lim.try_acquire(5) == 0.0
+    assert try_acquire(lim, 5) == 0.0
 
 
 def test_refund_never_lends_from_the_past() -> None:
     clock = FakeClock()
     lim = AccountLimiter(tpm=600, ahead_s=0, clock=clock)
-    assert lim.try_acquire(10) == 0.0  # busy 1 s
+    assert try_acquire(lim, 10) == 0.0  # busy 1 s
     clock.t += 50
     lim.settle(10, 0)  # a refund on an idle account gives nothing to spend later
-    assert lim.try_acquire(10) == 0.0
-    assert lim.try_acquire(10) == pytest.approx(1.0)
+    assert try_acquire(lim, 10) == 0.0
+    assert try_acquire(lim, 10) == pytest.approx(1.0)
 
 
 def test_both_limits_wait_for_the_later() -> None:
     clock = FakeClock()
     lim = AccountLimiter(rpm=60, tpm=6000, ahead_s=0, clock=clock)  # 1 s per request, 100 tokens per second
-    assert lim.try_acquire(300) == 0.0
-    assert lim.try_acquire(1) == pytest.approx(3.0)  # tokens bind
+    assert try_acquire(lim, 300) == 0.0
+    assert try_acquire(lim, 1) == pytest.approx(3.0)  # tokens bind
     lim.settle(300, 10)
-    assert lim.try_acquire(1) == pytest.approx(1.0)  # now requests bind
+    assert try_acquire(lim, 1) == pytest.approx(1.0)  # now requests bind
 
 
 def test_reservations_in_flight_may_run_ahead_by_ahead_s() -> None:
     clock = FakeClock()
     lim = AccountLimiter(tpm=600, ahead_s=3, clock=clock)  # 10 tokens a second; 30 in flight may run ahead
-    assert lim.try_acquire(20) == 0.0  # clock 2 s ahead, all of it in flight: the next may go
-    assert lim.try_acquire(20) == 0.0  # 4 s ahead, 3 s of it forgiven
-    assert lim.try_acquire(20) == pytest.approx(1.0)
+    assert try_acquire(lim, 20) == 0.0  # clock 2 s ahead, all of it in flight: the next may go
+    assert try_acquire(lim, 20) == 0.0  # 4 s ahead, 3 s of it forgiven
+    assert try_acquire(lim, 20) == pytest.approx(1.0)
     lim.settle(20, 5)  # the first used 5: 1.5 s back; 20 tokens in flight still forgiven
-    assert lim.try_acquire(20) == pytest.approx(0.5)
+    assert try_acquire(lim, 20) == pytest.approx(0.5)
     lim.settle(20, 20)  # nothing in flight: the clock is 2.5 s ahead and none of it is forgiven
-    assert lim.try_acquire(1) == pytest.approx(2.5)
+    assert try_acquire(lim, 1) == pytest.approx(2.5)
     clock.t += 2.5
-    assert lim.try_acquire(1) == 0.0
+    assert try_acquire(lim, 1) == 0.0
 
 
 def test_pause_holds_every_request_and_is_capped() -> None:
     clock = FakeClock()
     lim = AccountLimiter(max_pause_s=5.0, clock=clock)  # no limits: only pauses
-    assert lim.try_acquire() == 0.0
+    assert try_acquire(lim) == 0.0
     lim.pause(2.0)
-    assert lim.try_acquire() == pytest.approx(2.0)
+    assert try_acquire(lim) == pytest.approx(2.0)
     lim.pause(1.0)  # an earlier end does not shorten the pause
-    assert lim.try_acquire() == pytest.approx(2.0)
+    assert try_acquire(lim) == pytest.approx(2.0)
     lim.pause(3600)
-    assert lim.try_acquire() == pytest.approx(5.0)
+    assert try_acquire(lim) == pytest.approx(5.0)
     assert lim.pauses == 2
 
 

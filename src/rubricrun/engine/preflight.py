@@ -1,18 +1,14 @@
-"""Every check that needs data and no model call, and the examples it reads: `preflight`.
-
-The run and `--validate` (engine/estimate.py) both go through it, so bad input is found the same way by both:
-the API key variables, the prices a budget needs, every dataset row (data/loaders.py), the templates. The
-examples it read come back as `Prepared.examples`, which a run iterates (from the spool preflight kept, or from the
-files again) without repeating a check.
-"""
+"""Every check that needs data and no model call, and the examples it reads: `preflight`, which the run and
+`--validate` (engine/estimate.py) both go through, so bad input is found the same way by both."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from ..config import Config, generation_only
 from ..data.answers_file import load_replays
@@ -33,20 +29,16 @@ from ..types import Example
 
 
 class Examples:
-    """The run's examples in input order, read from the dataset files again each time they are iterated, so that
-    none is held between uses (issue 13: memory does not grow with the dataset), or from the spool preflight kept
-    of them (data/spool.py). `len()` is the count preflight's validating pass found; iterating repeats none of its
-    checks."""
+    """The run's examples in input order, from the spool preflight kept of them (data/spool.py) or read from the
+    dataset files again each time (none held between uses: issue 13), without a check repeated; `len()`: their count."""
 
     def __init__(self, cfg: Config, max_examples: int | None, count: int, spool: Spool | None = None) -> None:
         self.cfg, self.max_examples, self.count, self.spool = cfg, max_examples, count, spool
 
     def __iter__(self) -> Iterator[Example]:
         if self.spool is not None and self.spool.ok:
-            yield from self.spool
-            return
-        for _, _, examples in _datasets(self.cfg, self.max_examples, [], check_ids=False):
-            yield from examples
+            return iter(self.spool)
+        return itertools.chain.from_iterable(_datasets(self.cfg, self.max_examples, [], check_ids=False))
 
     def __len__(self) -> int:
         return self.count
@@ -71,15 +63,13 @@ def _datasets(
     *,
     check_ids: bool = True,
     elsewhere: list[Example] | None = None,
-) -> Iterator[tuple[int, Any, Iterator[Example]]]:
-    """(index, dataset config, its examples) for every dataset; a problem with a dataset entry names its config key.
-    Ids are checked across datasets with one set of hashes: a hit not in the example's own dataset goes to
-    `elsewhere` (see iter_dataset)."""
+) -> Iterator[Iterator[Example]]:
+    """Every dataset's examples; a problem with a dataset entry names its config key. Ids are checked across
+    datasets with one set of hashes: a hit not in the example's own dataset goes to `elsewhere` (see iter_dataset)."""
     cap = max_examples if max_examples is not None else cfg.run.max_examples
     keep = sorted({c.response_column for c in cfg.candidates if c.response_column})
     seen = IdHashes()
     for i, d in enumerate(cfg.datasets):
-        label = source_label(d)
         rows = iter_dataset(
             d,
             schemas=registry.TASKS,
@@ -91,7 +81,7 @@ def _datasets(
             seen=seen,
             elsewhere=elsewhere,
         )
-        yield i, d, _config_errors(cfg, i, label, rows)
+        yield _config_errors(cfg, i, source_label(d), rows)
 
 
 def _config_errors(cfg: Config, i: int, label: str, rows: Iterator[Example]) -> Iterator[Example]:
@@ -120,7 +110,7 @@ def validate_examples(
     skipped: list[str] = []
     elsewhere: list[Example] = []  # examples whose id hash was seen in an earlier dataset
     count = 0
-    for i, _, examples in _datasets(cfg, max_examples, skipped, elsewhere=elsewhere):
+    for i, examples in enumerate(_datasets(cfg, max_examples, skipped, elsewhere=elsewhere)):
         start, scorable = count, False
         for ex in examples:
             scorable = scorable or _scorable(cfg, ex)
@@ -139,9 +129,7 @@ def validate_examples(
 
 def _first_source(cfg: Config, max_examples: int | None, ex: Example, upto: int) -> str | None:
     """The source of an earlier dataset's example with ex's id (None: a hash collision, no such example)."""
-    for i, _, examples in _datasets(cfg, max_examples, [], check_ids=False):
-        if i >= upto:
-            return None
+    for examples in itertools.islice(_datasets(cfg, max_examples, [], check_ids=False), upto):
         if (source := first_seen(examples, ex.id)) is not None:
             return source
     return None
@@ -265,8 +253,6 @@ def large_run(cfg: Config, max_examples: int | None) -> bool:
     size = 0
     for d in cfg.datasets:
         if d.path and not d.hf:
-            try:
+            with contextlib.suppress(OSError):  # (a file that is not there: preflight names it)
                 size += os.path.getsize(d.path)
-            except OSError:
-                pass  # preflight names it
     return size >= LARGE_BYTES

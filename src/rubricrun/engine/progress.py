@@ -56,14 +56,14 @@ class Progress:
         stream = stream or sys.stderr
         on = enabled and (total > 0 or grows)  # grows: the total is learned as work is found (add)
         self._bar: Any = None  # a tqdm bar
-        self._redirect: contextlib.ExitStack | None = None
+        self._closing = contextlib.ExitStack()  # the bar, then the log's redirection to it
         if on and stream.isatty():
             from tqdm import tqdm  # imported only for a terminal (about 0.1 s)
             from tqdm.contrib.logging import logging_redirect_tqdm
 
-            self._redirect = contextlib.ExitStack()
-            self._redirect.enter_context(logging_redirect_tqdm([log]))
-            self._bar = tqdm(total=total, desc=label, file=stream, unit="call", dynamic_ncols=True, mininterval=0.1)
+            self._closing.enter_context(logging_redirect_tqdm([log]))
+            bar = tqdm(total=total, desc=label, file=stream, unit="call", dynamic_ncols=True, mininterval=0.1)
+            self._bar = self._closing.enter_context(bar)
         self._lines = on and self._bar is None
         self._said: tuple[int, int] | None = None  # (done, total) of the last line logged (None: none yet)
 
@@ -96,12 +96,8 @@ class Progress:
         log.info("progress %s%s", progress_line(self.label, self.done, self.total, now - self.start), self.on)
 
     def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-        if self._redirect is not None:
-            self._redirect.close()
-            self._redirect = None
+        self._closing.close()
+        self._bar = None
         if self._lines and self._said is not None:  # a stage long enough to show progress also says how it ended (once)
             self._line(time.monotonic())
             self._lines = False

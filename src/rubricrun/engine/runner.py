@@ -8,6 +8,7 @@ already paid for is in the cache, so a rerun of the same run id starts the files
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -23,10 +24,9 @@ from ..config import Config, generation_only
 from ..errors import RubricrunError
 from ..providers import redact
 from ..providers.batch import Batcher, batch_entries
-from ..providers.budget import Budget
 from ..providers.cache import ResponseCache
 from ..providers.executor import Executor, describe, open_executor
-from ..providers.pricing import price_table
+from ..providers.pricing import Budget, price_table
 from ..providers.stack import build_stack, open_cache
 from ..providers.trace import Tracer
 from ..results import artifacts
@@ -95,25 +95,19 @@ def execute(
     run_dir = Path(cfg.run.output_dir) / run_id
     lock = artifacts.RunLock(run_dir)
     lock.acquire()
-    own = None
-    if executor is None:
-        try:
-            executor = own = open_executor(cfg)  # a cluster that cannot be reached: bad input, no call made
-        except BaseException:
-            lock.release()
-            raise
-    stop = threading.Event()
-    tracer = Tracer(run_dir / "trace.jsonl", invocation=f"{int(time.time())}", on_error=lambda _: stop.set())
-    cache = open_cache(cfg)
-    try:
-        return _execute(_Run(cfg, run_id, run_dir, stop, tracer, cache, executor), prepared, extras)
-    finally:
-        if own is not None:
-            own.close()  # threads still waiting on an attempt get Cancelled
-        tracer.close()
+    with contextlib.ExitStack() as closing:  # closed last first: the executor, the tracer, the cache, the lock
+        closing.callback(lock.release)
+        own = None if executor is not None else open_executor(cfg)  # a cluster that cannot be reached: bad input
+        stop = threading.Event()
+        tracer = Tracer(run_dir / "trace.jsonl", invocation=f"{int(time.time())}", on_error=lambda _: stop.set())
+        cache = open_cache(cfg)
         if cache:
-            cache.close()
-        lock.release()
+            closing.callback(cache.close)
+        closing.callback(tracer.close)
+        if own is not None:
+            closing.callback(own.close)  # threads still waiting on an attempt get Cancelled
+            executor = own
+        return _execute(_Run(cfg, run_id, run_dir, stop, tracer, cache, executor), prepared, extras)
 
 
 def _execute(run: _Run, prepared: Prepared, extras: Extras) -> Outcome:
@@ -183,9 +177,23 @@ def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> RunTally:
 
 
 def _write_results(run: _Run, tally: RunTally, budget: Budget, prepared: Prepared, extras: Extras) -> Summary:
-    """Scores, summary.json, export, report.html and the Hub push (the row artifacts are written as the run goes)."""
-    cfg, run_dir = run.cfg, run.run_dir
-    summary = _with_facts(tally.summary(), run, tally, budget, prepared)
+    """Scores, summary.json, export, report.html and the Hub push (the row artifacts are written as the run goes).
+    The summary has the run's facts beside what the rows say: status, this invocation's calls, costs and budget."""
+    cfg, run_dir, counts = run.cfg, run.run_dir, run.tracer.counts
+    summary = replace(
+        tally.summary(),
+        status="interrupted" if run.interrupted else "stopped_on_budget" if budget.stopped else "complete",
+        stopped_by=stopped_by() if run.interrupted else None,
+        note=GENERATION_ONLY if generation_only(cfg) else None,
+        calls=Calls(made=counts["calls"], cache_hits=counts["cache_hits"], errors=counts["errors"]),
+        responses_not_done=run.tasks - tally.n_responses,
+        skipped_rows=len(prepared.skipped),
+        wall_s=round(time.monotonic() - run.t0, 2),
+        costs=cost_report(run.tracer.by_model, price_table(cfg), budget.provider_usd),
+        budget=BudgetSummary(cfg.run.budget_usd, round(budget.spent, 6), budget.stopped),
+        synthesis=tuple(run.synthesis) if cfg.synthesize is not None else None,  # also when Ctrl+C stopped it
+        executor=ExecutorSummary(run.executor.engine, run.executor.workers),
+    )
     formats = list(run.formats)
     if formats and not run.interrupted:
         summary = replace(summary, export=tally.export(run_dir, formats))
@@ -200,25 +208,6 @@ def _write_results(run: _Run, tally: RunTally, budget: Budget, prepared: Prepare
         log.info("hub %s: %s %s", extras.push_to_hub, verb, ", ".join(paths))
     log_summary(summary)
     return summary
-
-
-def _with_facts(summary: Summary, run: _Run, tally: RunTally, budget: Budget, prepared: Prepared) -> Summary:
-    """The run's facts beside what the rows say: status, this invocation's calls, costs and budget."""
-    counts = run.tracer.counts
-    return replace(
-        summary,
-        status="interrupted" if run.interrupted else "stopped_on_budget" if budget.stopped else "complete",
-        stopped_by=stopped_by() if run.interrupted else None,
-        note=GENERATION_ONLY if generation_only(run.cfg) else None,
-        calls=Calls(made=counts["calls"], cache_hits=counts["cache_hits"], errors=counts["errors"]),
-        responses_not_done=run.tasks - tally.n_responses,
-        skipped_rows=len(prepared.skipped),
-        wall_s=round(time.monotonic() - run.t0, 2),
-        costs=cost_report(run.tracer.by_model, price_table(run.cfg), budget.provider_usd),
-        budget=BudgetSummary(run.cfg.run.budget_usd, round(budget.spent, 6), budget.stopped),
-        synthesis=tuple(run.synthesis) if run.cfg.synthesize is not None else None,  # also when Ctrl+C stopped it
-        executor=ExecutorSummary(run.executor.engine, run.executor.workers),
-    )
 
 
 def _outcome(run: _Run, tally: RunTally, budget: Budget, summary: Summary) -> Outcome:

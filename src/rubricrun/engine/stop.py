@@ -43,7 +43,6 @@ def install_stop_handlers() -> None:
 
 
 def _interrupt_now(signum: int, frame: object) -> None:
-    """A SIGINT/SIGTERM handler: this signal raises KeyboardInterrupt, and the next one ends the process at once."""
     _heard.append(signum)  # its number decides the exit code
     _default_handlers()
     raise KeyboardInterrupt
@@ -63,14 +62,11 @@ def stop_on_signal(stop: threading.Event) -> Iterator[None]:
         yield
         return
     before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
-    heard = threading.Event()
+    heard = len(_heard)
 
     def first(signum: int, frame: object) -> None:
-        if heard.is_set():  # a second one: the process ends at once, killed by it (what was written stays written)
-            _default_handlers()
-            signal.raise_signal(signum)
         _heard.append(signum)
-        heard.set()
+        _default_handlers()  # a second one ends the process at once, killed by it (what was written stays written)
         stop.set()
 
     for s in STOP_SIGNALS:
@@ -79,4 +75,4 @@ def stop_on_signal(stop: threading.Event) -> Iterator[None]:
         yield
     finally:  # after a first stop signal, the next one (while artifacts are written) ends the process at once
         for s, handler in before.items():
-            signal.signal(s, signal.SIG_DFL if heard.is_set() and handler is not signal.SIG_IGN else handler)
+            signal.signal(s, signal.SIG_DFL if len(_heard) > heard and handler is not signal.SIG_IGN else handler)

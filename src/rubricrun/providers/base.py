@@ -1,10 +1,6 @@
-"""The provider interface: one `generate(request) -> response` call, and what a store can answer.
-
-Every layer of the stack (cache, budget, retry, throttle) wraps a `BaseProvider` and is one; the
-request and response types it speaks live in `rubricrun.types` (`LLMRequest`, `LLMResponse`). A provider that
-keeps replies (the cache, at the top of the stack) also answers `try_cached` and `forget`; the others keep the
-defaults below, so a caller never needs to know which layer it holds.
-"""
+"""The provider interface: one `generate(request) -> response` call, and what a store can answer. Every layer of the
+stack wraps a `BaseProvider` and is one; the cache (at the top) also answers `try_cached` and `forget`, the others
+keep the defaults below, so a caller never needs to know which layer it holds."""
 
 from __future__ import annotations
 

@@ -25,10 +25,9 @@ from ..config import Config, Price
 from ..errors import Deferred, InputError, ProviderError
 from ..types import LLMRequest, LLMResponse
 from .base import BaseProvider
-from .budget import Budget
 from .cache import CachingProvider, cache_key
 from .litellm import classify_error, credentials, import_litellm, response_format_for, usage_of, valid_text
-from .pricing import call_cost, upper_bound
+from .pricing import Budget, call_cost, upper_bound
 from .redact import redact
 from .routing import routes
 from .trace import Tracer
@@ -44,18 +43,6 @@ def batch_entries(cfg: Config) -> set[str]:
     """The rate-limit names (`section:name`, as LLMRequest.limiter) of the entries with `batch: true`."""
     out = {f"candidate:{m.name}" for m in cfg.candidates if m.batch}
     return out | {f"judge:{m.name}" for m in cfg.judge_pool if m.batch}
-
-
-def _load(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {}
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read the batch jobs of this run ({exc})", file=str(path)) from None
-    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-        raise InputError(f"not a batch state of format {STATE_FORMAT}", file=str(path))
-    return state
 
 
 class DeferringProvider(BaseProvider):
@@ -115,7 +102,14 @@ class Batcher:
         self.budget: Budget | None = None
         self._lock = threading.Lock()
         self._deferred: dict[str, LLMRequest] = {}
-        state = _load(path)
+        state: dict[str, Any] = {}
+        if path.exists():
+            try:
+                state = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise InputError(f"cannot read the batch jobs of this run ({exc})", file=str(path)) from None
+            if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+                raise InputError(f"not a batch state of format {STATE_FORMAT}", file=str(path))
         self.jobs: list[dict[str, Any]] = state.get("jobs", [])
         self.failed: dict[str, int] = state.get("failed", {})  # key -> failures in batch jobs
         # A job killed before its file was uploaded never reached the provider: its requests are deferred anew.
@@ -214,35 +208,31 @@ class Batcher:
         return chunks
 
     def _start(self, job: dict[str, Any], data: bytes | None) -> None:
-        """Upload the job's file (unless it has one) and create its batch (unless one exists), writing each id."""
+        """Upload the job's file (unless it has one) and create its batch, writing each id down. `data` None: a job of
+        a killed run, whose batch may have been created without its id written down: it is found by its input file."""
         try:
             if job["input_file_id"] is None:
-                if data is None:  # killed before the upload finished: the requests are asked again by the pass
-                    job.update(status="failed", error="killed before its file was uploaded")
-                    return
                 upload = (f"rubricrun-{job['id']}.jsonl", data)
                 job["input_file_id"] = str(self._call(job, "create_file", file=upload, purpose="batch").id)
                 self._write()
+            file_id = job["input_file_id"]
+            if data is None:
+                listed = getattr(self._call(job, "list_batches", limit=100), "data", None) or []
+                job["batch_id"] = next(
+                    (str(b.id) for b in listed if getattr(b, "input_file_id", None) == file_id), None
+                )
             if job["batch_id"] is None:
-                file_id = job["input_file_id"]
-                if data is None:  # a kill between creating the batch and writing its id: find it by its input file
-                    listed = getattr(self._call(job, "list_batches", limit=100), "data", None) or []
-                    job["batch_id"] = next(
-                        (str(b.id) for b in listed if getattr(b, "input_file_id", None) == file_id), None
-                    )
-                if job["batch_id"] is None:
-                    window, metadata = self.settings.completion_window, {"rubricrun_job": job["id"]}
-                    created = self._call(
-                        job,
-                        "create_batch",
-                        completion_window=window,
-                        endpoint=_ENDPOINT,
-                        input_file_id=file_id,
-                        metadata=metadata,
-                    )
-                    job["batch_id"] = str(created.id)
-                job["status"] = "validating"
-                self._write()
+                created = self._call(
+                    job,
+                    "create_batch",
+                    completion_window=self.settings.completion_window,
+                    endpoint=_ENDPOINT,
+                    input_file_id=file_id,
+                    metadata={"rubricrun_job": job["id"]},
+                )
+                job["batch_id"] = str(created.id)
+            job["status"] = "validating"
+            self._write()
         except ProviderError as exc:
             log.warning("batch %s (%s): could not submit: %s", job["id"], job["model"], exc)
             job.update(status="failed", error=str(exc))
@@ -250,8 +240,7 @@ class Batcher:
 
     def _wait(self) -> int:
         """Poll every job not yet collected until it ends; collect each as it ends. Returns requests collected."""
-        collected = 0
-        last_line = 0.0
+        collected, last_line = 0, 0.0
         while True:
             for job in [j for j in self.jobs if not j["collected"]]:
                 collected += self._poll(job)
@@ -300,23 +289,20 @@ class Batcher:
 
     def _collect(self, job: dict[str, Any], b: Any) -> int:
         """Deliver an ended job's replies into the cache and trace each line; then mark it collected."""
-        roles = dict(map(tuple, job["keys"]))
-        answered: set[str] = set()
+        roles = dict(map(tuple, job["keys"]))  # those not answered yet
         for file_id in (getattr(b, "output_file_id", None), getattr(b, "error_file_id", None)):
             if file_id:
                 for line in _jsonl(bytes(self._call(job, "file_content", file_id=file_id).content)):
-                    if line.get("custom_id") in roles and line["custom_id"] not in answered:
-                        answered.add(line["custom_id"])
-                        self._line(job, roles[line["custom_id"]], line)
+                    if (role := roles.pop(line.get("custom_id"), None)) is not None:
+                        self._line(job, role, line)
         why = f"batch {job['status']}" + (f": {job['error']}" if job.get("error") else "")
         for key, role in roles.items():
-            if key not in answered:
-                self._failure(job, key, role, why, None)
+            self._failure(job, key, role, why, None)
         if self.budget is not None:
             self.budget.settle(job.get("reserved", 0.0), job.pop("cost", 0.0))
         job["collected"] = True
         self._write()
-        return len(roles)
+        return len(job["keys"])
 
     def _line(self, job: dict[str, Any], role: str, line: dict[str, Any]) -> None:
         key, resp = line["custom_id"], line.get("response") or {}

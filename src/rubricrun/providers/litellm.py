@@ -4,6 +4,7 @@ LiteLLM is imported lazily: `--help`, config validation and fully cached reruns 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import re
@@ -40,8 +41,7 @@ _worker: tuple[int, str] = (0, "")
 
 def worker_name() -> str:
     """This process as the trace names the maker of an attempt: "host:pid" (a Dask worker's, or the run's own). Kept
-    per pid, so a forked process names itself: `gethostname` releases the GIL, and 64 threads asking it on every
-    call queued for the GIL (a cold run 5 % slower, ExecPlan 023's round-2 summary)."""
+    per pid (a forked process names itself): `gethostname` per call made a cold run 5 % slower (ExecPlan 023)."""
     global _worker
     pid = os.getpid()
     if _worker[0] != pid:
@@ -74,17 +74,10 @@ def import_litellm() -> Any:
                 litellm.suppress_debug_info = True
                 litellm.telemetry = False
                 litellm.drop_params = True
-                try:
+                with contextlib.suppress(ImportError):  # another LiteLLM: its success logging simply runs
                     from litellm._internal_context import is_internal_call as _internal_call
-                except ImportError:  # another LiteLLM: its success logging simply runs
-                    pass
                 _litellm = litellm
     return _litellm
-
-
-def _no_success_callbacks(litellm: Any) -> bool:
-    """Whether nobody listens to LiteLLM's success logging (rubricrun registers no callbacks; a user may)."""
-    return not (litellm.callbacks or litellm.success_callback or litellm._async_success_callback)
 
 
 def _thread_event_loop() -> None:
@@ -134,10 +127,8 @@ _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 def parse_reset(value: str) -> float | None:
     """An `x-ratelimit-reset-*` value in seconds: OpenAI writes "1s", "6m0s", "20ms"; others a bare number."""
     text = str(value).strip().lower()
-    try:
+    with contextlib.suppress(ValueError):
         return max(0.0, float(text))
-    except ValueError:
-        pass
     parts = _DURATION.findall(text)
     if not parts or "".join(n + u for n, u in parts) != text.replace(" ", ""):
         return None
@@ -180,8 +171,7 @@ def classify_error(exc: BaseException, model: str, secrets: tuple[str, ...] = ()
         return exc
     name = type(exc).__name__
     status = getattr(exc, "status_code", None)
-    if not isinstance(status, int):
-        status = None
+    status = status if isinstance(status, int) else None
     text = str(exc)
     if any(m in text for m in _CLIENT_SIDE_FAILURES):
         retryable = False  # LiteLLM reports these as HTTP 500 although no request was sent
@@ -219,16 +209,6 @@ def response_format_for(schema: dict[str, Any]) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": "judgment", "schema": schema, "strict": True}}
 
 
-def _provider_cost(raw: Any) -> float | None:
-    """The cost LiteLLM computed for this response (`_hidden_params["response_cost"]`), kept beside ours; None
-    when it has none (an unpriced model, a custom provider)."""
-    hidden = getattr(raw, "_hidden_params", None)
-    cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
-    if isinstance(cost, bool) or not isinstance(cost, (int, float)):
-        return None
-    return float(cost)
-
-
 def credentials(model: str, api_base: str | None, api_key_env: str | None) -> dict[str, str]:
     """The `api_base` and `api_key` keyword arguments of a LiteLLM call (completion, files, batches)."""
     out: dict[str, str] = {}
@@ -263,9 +243,10 @@ class LiteLLMProvider(BaseProvider):
         kwargs.update(max_retries=0, **credentials(request.model, request.api_base, request.api_key_env))
         key = kwargs.get("api_key") if request.api_key_env else None
         _thread_event_loop()
-        # With no callback registered, LiteLLM's success logging is work for nobody (~8% of its CPU per call:
-        # ExecPlan 009): its own marker for calls nobody logs skips it; the reply is unchanged.
-        quiet = _internal_call.set(True) if _internal_call is not None and _no_success_callbacks(litellm) else None
+        # With no callback registered (rubricrun registers none; a user may), LiteLLM's success logging is work for
+        # nobody (~8% of its CPU per call: ExecPlan 009): its own marker for calls nobody logs skips it.
+        heard = litellm.callbacks or litellm.success_callback or litellm._async_success_callback
+        quiet = _internal_call.set(True) if _internal_call is not None and not heard else None
         start = time.perf_counter()
         try:
             raw = litellm.completion(**kwargs)
@@ -294,12 +275,15 @@ def to_response(raw: Any, request: LLMRequest, latency_ms: float) -> LLMResponse
         finish = choice.finish_reason
     except (AttributeError, IndexError) as exc:
         raise ProviderError(f"malformed response: {exc}", model=request.model, retryable=True) from None
+    # The cost LiteLLM computed, kept beside ours (none for an unpriced model or a custom provider).
+    hidden = getattr(raw, "_hidden_params", None)
+    cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
     return LLMResponse(
         text=text,
         finish_reason=finish,
         usage=usage_of(getattr(raw, "usage", None)),
         model=getattr(raw, "model", None) or request.model,
-        cost_usd=_provider_cost(raw),
+        cost_usd=float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None,
         cache_hit=False,
         latency_ms=latency_ms,
         reasoning=reasoning,

@@ -1,16 +1,13 @@
-"""Limits as providers set them: one limiter per provider account, shared by every thread, entry and role.
-
-An account is what a provider counts a limit against: the model string, `api_base` and key variable (a
-`routing.Route`). Its `AccountLimiter` paces requests (`rpm`) and tokens (`tpm`) and pauses everyone when the
-provider says so (a 429 with Retry-After, or `x-ratelimit-remaining-*: 0`). `ThrottledProvider` is the layer of
-the stack that owns them: Cache(Budget(Retry(Throttle(LiteLLM)))); the retry layer above it only decides whether
-and when one request tries again (see .agent/plans/009-limits.md for who owns what).
+"""Limits as providers set them: one limiter per provider account (a `routing.Route`: model string, `api_base`, key
+variable), shared by every thread, entry and role. The retry layer above the throttle only decides whether and when
+one request tries again (who owns what: .agent/plans/009-limits.md).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 
 from ..errors import Cancelled, ProviderError
@@ -26,7 +23,7 @@ class AccountLimiter:
     calls, `run.judge_rate_limit_rpm`, which is an rpm across accounts).
 
     Both limits are GCRA virtual times (`_tat_r`, `_tat_t`: when the account is next free), checked together: smooth
-    pacing, no burst after an idle period. Waiters queue in ticket order and the head re-reads the state whenever it
+    pacing, no burst after an idle period. Waiters queue in turn and the head re-reads the state whenever it
     changes, so the refund `settle` gives back (a `tpm` reservation, prompt estimate + max_tokens, is often several
     times the real usage) lets them go at once. Reservations in flight may run the token clock up to `ahead_s` seconds
     ahead of now, or calls would go one at a time (0.860 of the limit: .agent/plans/009-limits.md).
@@ -54,8 +51,7 @@ class AccountLimiter:
         self._ahead = (tpm or 0) * ahead_s / 60.0  # at most this many of them may run the clock ahead of now
         self.paused_until = now - 1.0
         self._cond = threading.Condition()
-        self._next_ticket = self._serving = 0
-        self._skip: set[int] = set()  # tickets of waiters that were cancelled before their turn
+        self._waiting: deque[object] = deque()  # the waiters, in turn: the first may admit itself
         self.pauses = 0  # how many times the provider paused this account (for tests and logs)
 
     @property
@@ -81,21 +77,16 @@ class AccountLimiter:
             self._inflight += tokens
         return 0.0
 
-    def try_acquire(self, tokens: int = 0) -> float:
-        """`acquire` without waiting or queueing (single-threaded use and tests): 0 when charged, else the wait."""
-        with self._cond:
-            return self._admit(tokens, self._clock())
-
     def acquire(self, tokens: int = 0, stop: threading.Event | None = None) -> None:
         """Wait until the account may send a request of `tokens` reserved tokens, and charge it."""
         with self._cond:
-            ticket = self._next_ticket
-            self._next_ticket += 1
+            me = object()
+            self._waiting.append(me)
             try:
                 while True:
                     if stop is not None and stop.is_set():
                         raise Cancelled("run is stopping")
-                    if ticket == self._serving:
+                    if self._waiting[0] is me:
                         wait = self._admit(tokens, self._clock())
                         if wait == 0:
                             return
@@ -104,14 +95,9 @@ class AccountLimiter:
                     else:
                         self._cond.wait(1.0)
             finally:
-                if ticket == self._serving:
-                    self._serving += 1
-                    while self._serving in self._skip:
-                        self._skip.discard(self._serving)
-                        self._serving += 1
-                    self._cond.notify_all()
-                else:
-                    self._skip.add(ticket)  # cancelled while queued: skipped when its turn comes
+                if self._waiting[0] is me:
+                    self._cond.notify_all()  # the next in turn
+                self._waiting.remove(me)
 
     def settle(self, reserved: int, used: int) -> None:
         """Correct an admitted request's token charge by what the reply says it used (a refund, or a further
@@ -148,10 +134,6 @@ def reserved_tokens(request: LLMRequest) -> int:
     return estimate_prompt_tokens(list(request.messages)) + max_tokens_of(request.params)
 
 
-def account_of(request: LLMRequest) -> Route:
-    return Route(request.model, request.api_base, request.api_key_env)
-
-
 class ThrottledProvider(BaseProvider):
     """Owns the account limiters: before every attempt the request's account admits it (rpm, tpm, pauses), and
     for judges the run-wide judge bucket too; after it, the reply's usage settles the token charge, and a 429
@@ -169,13 +151,12 @@ class ThrottledProvider(BaseProvider):
     ):
         self.inner, self.judge_bucket, self.stop = inner, judge_bucket, stop
         self.warm = warm  # readies whoever makes the attempts (the executor: providers/executor.py)
-        self.accounts = dict(accounts)
-        self.max_pause_s = max_pause_s
+        self.accounts, self.max_pause_s = dict(accounts), max_pause_s
         self._lock = threading.Lock()
 
     def limiter(self, request: LLMRequest) -> AccountLimiter:
         """The request's account limiter (one without limits is made on first use: it still pauses on a 429)."""
-        key = account_of(request)
+        key = Route(request.model, request.api_base, request.api_key_env)
         lim = self.accounts.get(key)
         if lim is None:
             with self._lock:

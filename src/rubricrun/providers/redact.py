@@ -4,10 +4,6 @@
 without showing it (`$OPENAI_API_KEY`, `candidates[0].api_base`), beside every environment variable named like a
 credential (`..._API_KEY`, `..._TOKEN`) whose value has LONG characters or more. `redact(text)` replaces them with
 `***`, as it does a URL's user and password and a key-like query parameter's value (`?api-key=...`).
-
-A secret of LONG characters or more is replaced wherever it occurs; a shorter one only where it stands alone (not
-inside a longer run of letters, digits, `_` or `-`), so a four-letter key is masked in `Bearer abcd` and
-`key=abcd`, and the word or number it happens to be part of elsewhere is left as it is.
 """
 
 from __future__ import annotations
@@ -22,7 +18,9 @@ if TYPE_CHECKING:
     from ..config import Config
 
 MASK = "***"
-LONG = 8  # characters from which a secret is replaced wherever it occurs, inside a longer word too
+# A secret of LONG characters or more is replaced wherever it occurs; a shorter one only where it stands alone (not
+# inside a longer run of _WORD characters): `Bearer abcd` and `key=abcd` are masked, the word it is part of is not.
+LONG = 8
 _WORD = r"A-Za-z0-9_\-"
 # Names of environment variables that hold credentials: LiteLLM 1.106.2 reads its providers' keys from names like
 # these (OPENAI_API_KEY, ANTHROPIC_AUTH_TOKEN, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, WATSONX_ZENAPIKEY,
@@ -76,14 +74,6 @@ def provider_variables(provider: str, environ: dict[str, str] | None = None) -> 
     return sorted(n for n in env if credential_name(n) and n.upper().startswith(tuple(prefixes)) and env[n])
 
 
-def env_secrets(environ: dict[str, str] | None = None) -> list[tuple[str, str]]:
-    """(value, label) of every environment variable named like a credential whose value is LONG characters or more
-    (a shorter value of a variable nobody named could be any word: only the variables a model entry uses are
-    redacted at every length)."""
-    env = os.environ if environ is None else environ
-    return [(v, f"${n}") for n, v in sorted(env.items()) if credential_name(n) and len(v) >= LONG]
-
-
 def url_secrets(url: str) -> list[str]:
     """The credentials written into a URL: its password (`user:pass@`; a user without a password, `TOKEN@`, is one),
     and the values of its key-like query parameters."""
@@ -98,25 +88,26 @@ def url_secrets(url: str) -> list[str]:
 
 
 def use(secrets: Iterable[tuple[str, str]]) -> None:
-    """The process's secrets: (value, label) pairs, besides env_secrets(). Replaces what an earlier call set."""
+    """The process's secrets: (value, label) pairs, and every environment variable named like a credential whose
+    value is LONG characters or more (a shorter value of a variable nobody named could be any word: only the
+    variables a model entry uses are redacted at every length). Replaces what an earlier call set."""
     global _pattern
     found = dict(reversed(list(secrets)))  # the first label of a value wins
-    for value, label in env_secrets():
-        found.setdefault(value, label)
+    for name, value in sorted(os.environ.items()):
+        if credential_name(name) and len(value) >= LONG:
+            found.setdefault(value, f"${name}")
     with _lock:
         _secrets.clear()
         _secrets.update({v: lbl for v, lbl in found.items() if v and v != MASK})
         _pattern = _compile(_secrets)
 
 
-def _compile(secrets: dict[str, str]) -> re.Pattern[str] | None:
-    if not secrets:
-        return None
+def _compile(values: Iterable[str]) -> re.Pattern[str] | None:
     parts = []
-    for value in sorted(secrets, key=len, reverse=True):
+    for value in sorted(values, key=len, reverse=True):
         v = re.escape(value)
         parts.append(v if len(value) >= LONG else f"(?<![{_WORD}]){v}(?![{_WORD}])")
-    return re.compile("|".join(parts))
+    return re.compile("|".join(parts)) if parts else None
 
 
 def secrets() -> dict[str, str]:
@@ -132,11 +123,9 @@ def redact(text: str, extra: Iterable[str] = ()) -> str:
     pattern = _pattern
     if pattern is not None:
         text = pattern.sub(MASK, text)
-    more = {e: "" for e in extra if e and e not in _secrets}
-    if more:
-        compiled = _compile(more)
-        assert compiled is not None
-        text = compiled.sub(MASK, text)
+    more = _compile(e for e in extra if e and e not in _secrets)
+    if more is not None:
+        text = more.sub(MASK, text)
     if "://" in text:
         text = _URL_USER.sub(MASK + "@", text)
     if "=" in text:

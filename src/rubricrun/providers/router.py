@@ -65,11 +65,8 @@ class RouterProvider(BaseProvider):
 
     def __init__(self, inner: BaseProvider, cfg: Config):
         self.inner = inner
-        entries: dict[str, ModelConfig] = {}
-        for m in [*cfg.candidates, *cfg.judge_pool]:
-            entries.setdefault(m.name, m)
-        self.entries = entries
-        self.groups = {m.routed: m for m in entries.values() if m.routed}
+        self.entries = {m.name: m for m in reversed([*cfg.candidates, *cfg.judge_pool])}  # the first of a name wins
+        self.groups = {m.routed: m for m in self.entries.values() if m.routed}
         self._routers: dict[str, Any] = {}
         self._secrets: dict[str, tuple[str, ...]] = {}
         self._labels: dict[str, dict[str, str]] = {}  # group -> deployment id -> what the trace calls it

@@ -1,10 +1,8 @@
 """The provider stack a run calls through: Cache(Budget(Retry(Throttle(attempts)))), with Deferring (batch.py) right
 under the cache when some entry has `batch: true`. `attempts` is the executor's (executor.py): LiteLLM in this
-process (Router(LiteLLM) when an entry has `deployments:`, router.py), or the workers of a Dask cluster.
-
-A cache hit is free: it pays no throttle and no budget. Every paid attempt is traced by the retry layer.
-Rate limits belong to provider accounts (model string, api_base, key variable), not to config entries: every
-entry and role that routes to one account shares its limiter (see ratelimit.py).
+process (Router(LiteLLM) when an entry has `deployments:`, router.py), or the workers of a Dask cluster. A cache
+hit pays no throttle and no budget; every paid attempt is traced by the retry layer; the limits are per provider
+account, shared by every entry and role that routes to it (ratelimit.py).
 """
 
 from __future__ import annotations
@@ -15,10 +13,9 @@ import threading
 from ..config import Config
 from .base import BaseProvider
 from .batch import Batcher, DeferringProvider
-from .budget import Budget
 from .cache import CachingProvider, ResponseCache
 from .executor import Executor, Threads
-from .pricing import price_table
+from .pricing import Budget, price_table
 from .ratelimit import AccountLimiter, ThrottledProvider
 from .redact import redact
 from .retry import RetryingProvider

