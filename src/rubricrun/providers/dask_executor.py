@@ -2,12 +2,14 @@
 
 The run's process keeps everything that holds state (cache, budget, retry, rate limits, trace, rows) and builds
 and paces each request as with threads; `DaskAttempts.generate` then hands the attempt to a worker instead of making
-it. One Dask actor a worker (`Mailbox`) and one thread a worker in the run's process (a lane) carry the attempts:
-each exchange, a direct call from the client to the worker (no scheduler, no task), hands over the attempts queued
+it. The Dask client that carries them runs in a relay process the run starts (`Relay`; its network loop held 40 % of
+the run's interpreter lock when it ran in the run's process), which the run talks to in MessagePack frames over a
+pipe. One Dask actor a worker (`Mailbox`) and one thread a worker in the relay (a lane) carry the attempts: each
+exchange, a direct call from the relay's client to the worker (no scheduler, no task), hands over the attempts queued
 and takes back those finished since the last one, both ways as one MessagePack blob. On the worker the attempts run
 at once on its own threads (LiteLLM, through a litellm.Router for entries with `deployments:`), and each comes back
 with its reply or error, and the rate-limit pause its headers asked for, to the run's process, which retries,
-caches and writes exactly as with threads. An exchange costs the run's process about a millisecond whatever it
+caches and writes exactly as with threads. An exchange costs about a millisecond of the relay's CPU whatever it
 carries, so a lane exchanges at most once every PACE (5-100 ms, set by the load): the figures are in
 .agent/plans/020-dask-engine.md.
 
@@ -16,7 +18,8 @@ environment: `AttemptPlugin.setup`), and the run's process redacts what comes ba
 
 A worker lost mid-run (killed, preempted), or one that does not answer an exchange within executor.timeout_s: the
 attempts out there come back as retryable errors and are made again on the others (a new worker gets a lane when
-the watcher sees it), so only those may be paid twice. The embedded llama.cpp model (`local/...`) runs in the run's
+the relay sees it), so only those may be paid twice. The relay ends when its stdin closes: at the run's end, or
+when the run's process is gone (kill -9). The embedded llama.cpp model (`local/...`) runs in the run's
 process, where it is loaded once; provider batch jobs (batch.py) never come here.
 """
 
