@@ -361,8 +361,9 @@ def _start_relay(address: str, plugin: str, timeout_s: float, direct: bool) -> s
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=_child_env(), start_new_session=True,
     )  # fmt: skip
     assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], timeout_s + 30)
-    if not ready or _read(proc.stdout) is None:
+    poll = select.poll()  # (not select.select: a run with many threads may hold more than 1,024 descriptors)
+    poll.register(proc.stdout, select.POLLIN)
+    if not poll.poll(1000 * (timeout_s + 30)) or _read(proc.stdout) is None:
         proc.kill()
         proc.wait(timeout=10)
         err.seek(0)
