@@ -360,3 +360,25 @@ def test_sigterm_stops_the_cluster_and_kill_9_then_resume_works(tmp_path: Path, 
         assert sum(again.values()) <= (4 + 4) * 2, again
         assert len(read_jsonl(out / "responses.jsonl")) == 2 * 16
         assert all(r["status"] == "ok" for r in read_jsonl(out / "responses.jsonl"))
+
+
+def test_the_relay_killed_mid_run_stops_the_run_with_one_line_and_leaves_no_process(
+    tmp_path: Path, make_config
+) -> None:
+    """The relay process (Dask's client, out of the run's process) dies under a running run: one line, exit 2, and
+    none of the cluster's processes is left (the rerun resumes from the cache, as after any stop)."""
+    with FakeOpenAIServer(latency_s=0.3) as server:
+        cfg = config(make_config, server, tmp_path, 30, "relay", executor=DASK)
+        p = start_cli(["--config", str(cfg), "--run-id", "r"], logs=tmp_path / "logs")
+        out = tmp_path / "out-relay" / "r"
+        wait_until(lambda: (out / "trace.jsonl").exists() and worker_pids(out), 180, "no attempt traced", p)
+        cluster = descendants(p.popen.pid)
+        ps = subprocess.run(["ps", "-eww", "-o", "pid=,args="], capture_output=True, text=True, check=True).stdout
+        relay = [int(ln.split()[0]) for ln in ps.splitlines() if "dask_executor relay" in ln]
+        relay = [pid for pid in relay if pid in cluster]  # (another run on this machine may have one too)
+        assert len(relay) == 1, ps
+        os.kill(relay[0], signal.SIGKILL)
+        assert p.wait(timeout=120) == 2, p.stderr
+        lines = [ln for ln in p.stderr.strip().splitlines() if ln.startswith("error:")]
+        assert len(lines) == 1 and "relay process exited" in lines[0] and "Traceback" not in p.stderr, p.stderr
+        wait_until(lambda: not alive(cluster), 30, f"left behind: {alive(cluster)}")

@@ -2,12 +2,14 @@
 
 The run's process keeps everything that holds state (cache, budget, retry, rate limits, trace, rows) and builds
 and paces each request as with threads; `DaskAttempts.generate` then hands the attempt to a worker instead of making
-it. One Dask actor a worker (`Mailbox`) and one thread a worker in the run's process (a lane) carry the attempts:
-each exchange, a direct call from the client to the worker (no scheduler, no task), hands over the attempts queued
+it. The Dask client that carries them runs in a relay process the run starts (`Relay`; its network loop held 40 % of
+the run's interpreter lock when it ran in the run's process), which the run talks to in MessagePack frames over a
+pipe. One Dask actor a worker (`Mailbox`) and one thread a worker in the relay (a lane) carry the attempts: each
+exchange, a direct call from the relay's client to the worker (no scheduler, no task), hands over the attempts queued
 and takes back those finished since the last one, both ways as one MessagePack blob. On the worker the attempts run
 at once on its own threads (LiteLLM, through a litellm.Router for entries with `deployments:`), and each comes back
 with its reply or error, and the rate-limit pause its headers asked for, to the run's process, which retries,
-caches and writes exactly as with threads. An exchange costs the run's process about a millisecond whatever it
+caches and writes exactly as with threads. An exchange costs about a millisecond of the relay's CPU whatever it
 carries, so a lane exchanges at most once every PACE (5-100 ms, set by the load): the figures are in
 .agent/plans/020-dask-engine.md.
 
@@ -16,7 +18,8 @@ environment: `AttemptPlugin.setup`), and the run's process redacts what comes ba
 
 A worker lost mid-run (killed, preempted), or one that does not answer an exchange within executor.timeout_s: the
 attempts out there come back as retryable errors and are made again on the others (a new worker gets a lane when
-the watcher sees it), so only those may be paid twice. The embedded llama.cpp model (`local/...`) runs in the run's
+the relay sees it), so only those may be paid twice. The relay ends when its stdin closes: at the run's end, or
+when the run's process is gone (kill -9). The embedded llama.cpp model (`local/...`) runs in the run's
 process, where it is loaded once; provider batch jobs (batch.py) never come here.
 """
 
@@ -29,6 +32,8 @@ import json
 import logging
 import os
 import pickle
+import queue
+import select
 import subprocess
 import sys
 import tempfile
@@ -42,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from distributed import Client, WorkerPlugin, get_worker
 
 from .. import codec
@@ -183,55 +189,68 @@ class _Slot:
         self.outcome = self.outcome or outcome
         try:
             self.done.release()
-        except RuntimeError:  # landed already (a lane that lost its worker, and close)
+        except RuntimeError:  # landed already (the relay gone, and close)
             pass
 
 
-class _Lane:
-    """The run's line to one worker: its Mailbox, and the attempts sent there whose outcome has not come back."""
+def _write(out: Any, data: bytes) -> None:
+    """One frame on a pipe: its length, then the bytes."""
+    out.write(len(data).to_bytes(4, "little") + data)
+    out.flush()
 
-    def __init__(self, worker: str, mailbox: Any, future: Any) -> None:
-        self.worker, self.mailbox, self.future = worker, mailbox, future
-        self.name: str = mailbox.name  # "host:pid", as the trace names the worker (asked once)
-        self.inflight: dict[int, _Slot] = {}
-        self.last = 0.0  # when the last exchange began (monotonic)
+
+def _read(inp: Any) -> bytes | None:
+    """The next frame from a pipe; None at its end."""
+    head = inp.read(4)
+    if len(head) < 4:
+        return None
+    n = int.from_bytes(head, "little")
+    data = inp.read(n)
+    return data if len(data) == n else None
+
+
+_Back = tuple[_Finished, list[str], int, int]  # relay -> run: outcomes, warnings to log, exchanges and attempts so far
+_RawSent = list[tuple[int, msgspec.Raw]]  # the relay passes requests and outcomes on without decoding them
+_RawFinished = list[tuple[int, msgspec.Raw, msgspec.Raw, float]]
 
 
 class DaskAttempts(BaseProvider):
     """The bottom of the run's stack with the dask engine: `generate` queues the attempt and waits for its outcome.
-    One thread per worker (a lane) exchanges with that worker's Mailbox: it sends the worker its share of what is
-    queued and takes back what finished there. A lane with nothing out exchanges as soon as an attempt is queued;
-    while attempts are out, at most once every PACE_S (so a busy lane sends and takes many at once, and the run's
-    process spends a bounded time on Dask whatever the rate). `start` is called once the cluster is up (the
-    executor's `warm`, before the first attempt); a watcher thread then follows the workers that leave and join."""
+    The Dask client that carries the attempts to the workers lives in a relay process of its own (`Relay`): its
+    network loop, the actor calls' framing and the lanes' pacing no longer share this process's interpreter lock
+    (they held 40 % of it: plan 020, Surprise 15). Here a sender thread writes what is queued to the relay's stdin as
+    one frame, and a receiver thread reads the outcomes back and hands each to its waiting thread. `start` is called
+    once the cluster is up (the executor's `warm`, before the first attempt); a watcher thread then logs the workers
+    that leave and join (the relay gives each new one a lane)."""
 
     def __init__(self, on_rate_limit: RateLimitHook, local: BaseProvider) -> None:
         self.on_rate_limit, self.local = on_rate_limit, local
-        self.exchanges = self.attempts = 0  # exchanges that sent attempts, and the attempts they sent
+        self.exchanges = self.attempts = 0  # exchanges with the workers that sent attempts, and those attempts
         self.client: Client | None = None
-        self.plugin = ""
-        self._queue: deque[_Slot] = deque()
-        self._wake = threading.Event()  # something was queued (or the attempts are closing)
+        self._queue: queue.SimpleQueue[_Slot | None] = queue.SimpleQueue()  # a put wakes the sender: one C call
         self._numbers = itertools.count()
-        self._lanes: dict[str, _Lane] = {}  # worker address -> its lane
-        self._lanes_lock = threading.Lock()
+        self._out: dict[int, _Slot] = {}  # sent to the relay, outcome not back yet
+        self._relay: subprocess.Popen[bytes] | None = None
         self._known: set[str] = set()  # the workers at the last look
         self._closed = False
-        self._timeout_s = 60.0
+        self._gone: InputError | None = None  # the relay exited while the run was on
 
-    def start(self, client: Client, plugin: str, timeout_s: float) -> None:
-        self.client, self.plugin, self._timeout_s = client, plugin, timeout_s
+    def start(self, client: Client, plugin: str, timeout_s: float, *, direct: bool) -> None:
+        self.client = client
+        self._relay = _start_relay(client.scheduler.address, plugin, timeout_s, direct)
         self._watch(log_changes=False)
-        threading.Thread(target=self._watcher, name="rubricrun.dask-watch", daemon=True).start()
+        for target, name in ((self._send, "send"), (self._receive, "receive"), (self._watcher, "watch")):
+            threading.Thread(target=target, name=f"rubricrun.dask-{name}", daemon=True).start()
 
     def generate(self, request: LLMRequest) -> LLMResponse:
         if request.model.startswith("local/"):  # the embedded model is loaded here, once: it stays here
             return self.local.generate(request)
+        if self._gone is not None:
+            raise self._gone
         if self._closed:
             raise Cancelled("run is stopping")
         slot = _Slot(next(self._numbers), request)
-        self._queue.append(slot)
-        self._wake.set()
+        self._queue.put(slot)
         if self._closed:  # closed meanwhile: nothing will send it
             self._cancel_queued()
         slot.done.acquire()
@@ -244,7 +263,166 @@ class DaskAttempts(BaseProvider):
         assert outcome.response is not None
         return outcome.response
 
-    # -- the lanes ------------------------------------------------------------------------------------------
+    def _send(self) -> None:
+        """What is queued, to the relay: one frame for all that waits (MAX_SEND at most)."""
+        q, out = self._queue, self._out
+        assert self._relay is not None and self._relay.stdin is not None
+        pipe = self._relay.stdin
+        while (slot := q.get()) is not None:
+            batch = [slot, *(q.get() for _ in range(min(q.qsize(), MAX_SEND - 1)))]
+            end = batch[-1] is None
+            sent = [s for s in batch if s is not None]
+            for s in sent:
+                out[s.n] = s
+            try:
+                _write(pipe, codec.pack([(s.n, s.request) for s in sent]))
+            except (OSError, ValueError):  # the relay is gone or closing: the receiver lands what is out
+                return
+            if end:
+                return
+
+    def _receive(self) -> None:
+        """The outcomes the relay sends back, each to its waiting thread; at the relay's end, what is still out."""
+        assert self._relay is not None and self._relay.stdout is not None
+        pipe, out = self._relay.stdout, self._out
+        while (data := _read(pipe)) is not None:
+            finished, notes, self.exchanges, self.attempts = codec.unpack(data, _Back)
+            for note in notes:
+                log.warning("%s", redact.redact(note))
+            for n, response, error, pause_s in finished:
+                slot = out.pop(n, None)
+                if slot is not None:  # the worker's pickled error: what Dask itself would have sent
+                    slot.land(Outcome(response, pickle.loads(error) if error else None, pause_s))  # noqa: S301
+        if not self._closed:  # the relay died under a running run: stop it (a rerun resumes from the cache)
+            self._gone = InputError(f"executor: the Dask relay process exited ({self._relay.poll()}); run again")
+            log.error("%s", self._gone)
+        for slot in list(out.values()):
+            slot.land(Outcome(None, self._gone or Cancelled("run is stopping")))
+        out.clear()
+        self._cancel_queued()
+
+    # -- the workers ----------------------------------------------------------------------------------------
+
+    def _watcher(self) -> None:
+        while not self._closed:
+            time.sleep(WATCH_S)
+            if not self._closed:
+                self._watch(log_changes=True)
+
+    def _watch(self, *, log_changes: bool) -> None:
+        """A line in the log when a worker left or joined (the relay gives each new one a lane)."""
+        assert self.client is not None
+        try:
+            workers = set(self.client.scheduler_info(n_workers=-1)["workers"])
+        except Exception:  # noqa: BLE001 - the scheduler is busy or gone: the relay's lanes say so themselves
+            return
+        if log_changes:
+            for w in sorted(self._known - workers):
+                log.warning("dask: worker %s left; its attempts in flight are made again by the others", w)
+            for w in sorted(workers - self._known):
+                log.info("dask: worker %s joined", w)
+        self._known = workers
+
+    def close(self) -> None:
+        """No new attempt starts; the threads still waiting get Cancelled (not done: a rerun picks them up)."""
+        if self.exchanges and not self._closed:
+            log.info("dask: %d attempts sent in %d exchanges (%.1f an exchange)", self.attempts, self.exchanges,
+                     self.attempts / self.exchanges)  # fmt: skip
+        self._closed = True
+        self._queue.put(None)
+        relay, self._relay = self._relay, None
+        self._cancel_queued()
+        for slot in list(self._out.values()):
+            slot.land(Outcome(None, Cancelled("run is stopping")))
+        if relay is not None:  # its stdin closed: it cancels its mailboxes (a cluster at an address keeps nothing)
+            with contextlib.suppress(OSError, ValueError):
+                relay.stdin.close()  # type: ignore[union-attr]
+            try:
+                relay.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                relay.kill()
+                relay.wait(timeout=10)
+
+    def _cancel_queued(self) -> None:
+        with contextlib.suppress(queue.Empty):
+            while True:
+                slot = self._queue.get_nowait()
+                if slot is not None:
+                    slot.land(Outcome(None, Cancelled("run is stopping")))
+
+
+def _start_relay(address: str, plugin: str, timeout_s: float, direct: bool) -> subprocess.Popen[bytes]:
+    """The relay process, its lanes to the workers up (it says so in its first frame). It ends when its stdin closes:
+    at the run's close, or when the run's process is gone (even after kill -9); in a session of its own, as the
+    local cluster's processes, so that Ctrl+C reaches the run alone (the calls of its grace period go through it)."""
+    err = tempfile.TemporaryFile()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", __name__, "relay", address, plugin, str(timeout_s), "1" if direct else "0"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=_child_env(), start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    poll = select.poll()  # (not select.select: a run with many threads may hold more than 1,024 descriptors)
+    poll.register(proc.stdout, select.POLLIN)
+    if not poll.poll(1000 * (timeout_s + 30)) or _read(proc.stdout) is None:
+        proc.kill()
+        proc.wait(timeout=10)
+        err.seek(0)
+        tail = [ln for ln in err.read().decode(errors="replace").splitlines() if ln.strip()][-1:]
+        raise InputError(f"executor: the Dask relay process did not start ({'; '.join(tail) or 'no answer'})")
+    err.close()  # (its stderr, later: nothing of ours writes there; Dask's own lines are silenced to ERROR)
+    return proc
+
+
+class _Lane:
+    """The relay's line to one worker: its Mailbox, and the attempts sent there whose outcome has not come back."""
+
+    def __init__(self, worker: str, mailbox: Any, future: Any) -> None:
+        self.worker, self.mailbox, self.future = worker, mailbox, future
+        self.name: str = mailbox.name  # "host:pid", as the trace names the worker (asked once)
+        self.inflight: dict[int, msgspec.Raw] = {}
+        self.last = 0.0  # when the last exchange began (monotonic)
+
+
+class Relay:
+    """In the relay process: the run's attempts to the workers and their outcomes back. One Dask actor a worker
+    (`Mailbox`) and one thread a worker (a lane) carry the attempts: each exchange, a direct call from this client to
+    the worker (no scheduler, no task), hands over the lane's share of what is queued and takes back what finished
+    there since the last one. A lane with nothing out exchanges as soon as an attempt is queued; while attempts are
+    out, at most once every PACE_S (so a busy lane sends and takes many at once). Requests and outcomes pass through
+    undecoded (msgspec.Raw); a lane whose worker is lost sends its attempts back as retryable errors."""
+
+    def __init__(self, client: Client, plugin: str, timeout_s: float, out: Any) -> None:
+        self.client, self.plugin, self.timeout_s, self.out = client, plugin, timeout_s, out
+        self.exchanges = self.attempts = 0
+        self._queue: deque[tuple[int, msgspec.Raw]] = deque()
+        self._wake = threading.Event()  # something was queued (or the relay is closing)
+        self._lanes: dict[str, _Lane] = {}  # worker address -> its lane
+        self._lanes_lock = threading.Lock()
+        self._out_lock = threading.Lock()
+        self._closed = False
+
+    def serve(self, inp: Any) -> None:
+        """Lanes for the workers there now, then the run's frames until its pipe ends."""
+        self._watch()
+        threading.Thread(target=self._watcher, name="rubricrun.dask-watch", daemon=True).start()
+        gc.freeze()  # what Dask's import and the client leave lives as long as the relay (Surprise 4)
+        self._back([], [])  # ready
+        while (data := _read(inp)) is not None:
+            self._queue.extend(codec.unpack(data, _RawSent))
+            self._wake.set()
+        self._closed = True
+        self._wake.set()
+        with self._lanes_lock:
+            futures = [lane.future for lane in self._lanes.values()]
+        threading.Timer(5.0, os._exit, (0,)).start()  # the tidying below is bounded
+        with contextlib.suppress(Exception):  # the mailboxes end with their futures
+            self.client.cancel(futures)
+            self.client.close(timeout=4)
+
+    def _back(self, finished: list[Any], notes: list[str]) -> None:
+        data = codec.pack((finished, notes, self.exchanges, self.attempts))
+        with self._out_lock:
+            _write(self.out, data)
 
     def _run_lane(self, lane: _Lane) -> None:
         pace = PACE_MIN_S  # the least time between two exchanges: adapts so that one carries about BATCH attempts
@@ -265,23 +443,22 @@ class DaskAttempts(BaseProvider):
             out, held = len(lane.inflight) - len(batch), len(lane.inflight)  # held: out there, or going now
             peak = max(peak, held)
             lane.last = time.monotonic()
-            sent = codec.pack([(s.n, s.request) for s in batch])
             try:
-                got = lane.mailbox.exchange(sent, separate_thread=False).result(timeout=self._timeout_s)
-                finished = codec.unpack(got, _Finished)
+                got = lane.mailbox.exchange(codec.pack(batch), separate_thread=False).result(timeout=self.timeout_s)
+                finished = codec.unpack(got, _RawFinished)
             except BaseException as exc:  # noqa: BLE001 - the worker is gone, or did not answer in time
-                self._lost(lane, batch, exc)
+                self._lost(lane, exc)
                 return
             if batch:
                 self.exchanges += 1
                 self.attempts += len(batch)
-            for n, response, error, pause_s in finished:
-                slot = lane.inflight.pop(n, None)
-                if slot is not None:  # the worker's pickled error: what Dask itself would have sent
-                    slot.land(Outcome(response, pickle.loads(error) if error else None, pause_s))  # noqa: S301
+            for f in finished:
+                lane.inflight.pop(f[0], None)
+            if finished:
+                self._back(finished, [])
             # Every attempt out came back while nearly all of this lane's were with the cluster: the run waits for
             # the lane itself, so exchange sooner. Else few attempts an exchange: wait longer between two (Dask's
-            # cost is per exchange, and the run's threads are busy meanwhile); many: sooner.
+            # cost is per exchange); many: sooner.
             carried, goal = len(batch) + len(finished), min(BATCH, peak)
             if (len(finished) >= out and 4 * held >= 3 * peak) or carried >= 2 * goal:
                 pace = max(pace / 1.25, PACE_MIN_S)
@@ -289,112 +466,74 @@ class DaskAttempts(BaseProvider):
                 pace = min(pace * 1.25, PACE_MAX_S)
             idle = pace if carried else min(2 * idle, IDLE_MAX_S)
 
-    def _share(self, lane: _Lane) -> list[_Slot]:
+    def _share(self, lane: _Lane) -> list[tuple[int, msgspec.Raw]]:
         """This lane's share of the queue: what brings its attempts out to the average over the lanes (at least one
         when it has none out), at most MAX_SEND."""
         queue = self._queue
         lanes = list(self._lanes.values())
         out = sum(len(x.inflight) for x in lanes)
         take = min(MAX_SEND, -(-(len(queue) + out) // max(1, len(lanes))) - len(lane.inflight))
-        batch: list[_Slot] = []
+        batch: list[tuple[int, msgspec.Raw]] = []
         while len(batch) < max(take, 0 if lane.inflight else 1):
             try:
-                slot = queue.popleft()
+                item = queue.popleft()
             except IndexError:
                 break
-            lane.inflight[slot.n] = slot
-            batch.append(slot)
+            lane.inflight[item[0]] = item[1]
+            batch.append(item)
         return batch
 
-    def _lost(self, lane: _Lane, batch: list[_Slot], exc: BaseException) -> None:
+    def _lost(self, lane: _Lane, exc: BaseException) -> None:
         """A lane whose exchange failed (its worker was lost, or did not answer within executor.timeout_s): its
-        attempts out there come back as retryable errors (made again on the others), and the lane ends."""
+        attempts out there go back as retryable errors (made again on the others), and the lane ends."""
         with self._lanes_lock:
             if self._lanes.get(lane.worker) is lane:
                 del self._lanes[lane.worker]
-        slots = list(lane.inflight.values())
-        lane.inflight.clear()
+        inflight, lane.inflight = lane.inflight, {}
         if self._closed:
-            for slot in slots:
-                slot.land(Outcome(None, Cancelled("run is stopping")))
             return
-        why = redact.redact(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-        log.warning(
-            "dask: worker %s did not answer (%s): its %d attempts in flight are retried", lane.worker, why, len(slots)
-        )
-        for slot in slots:
-            err = ProviderError(
-                f"dask: the attempt did not come back from {lane.worker} ({why})",
-                model=slot.request.model,
-                retryable=True,
-                worker=lane.name,
-            )
-            slot.land(Outcome(None, err))
-        self._wake.set()  # what it would have taken is for the others now
+        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
-    # -- the workers ----------------------------------------------------------------------------------------
+        def error(raw: msgspec.Raw) -> msgspec.Raw:
+            model = codec.unpack(raw, LLMRequest).model
+            message = f"dask: the attempt did not come back from {lane.worker} ({why})"
+            err = ProviderError(message, model=model, retryable=True, worker=lane.name)
+            return msgspec.Raw(codec.pack(pickle.dumps(err)))
+
+        nothing = msgspec.Raw(codec.pack(None))
+        back = [(n, nothing, error(raw), 0.0) for n, raw in inflight.items()]
+        self._back(back, [f"dask: worker {lane.worker} did not answer ({why}): its {len(back)} attempts in flight "
+                          f"are retried"])  # fmt: skip
+        self._wake.set()  # what it would have taken is for the others now
 
     def _watcher(self) -> None:
         while not self._closed:
             time.sleep(WATCH_S)
             if not self._closed:
-                self._watch(log_changes=True)
+                self._watch()
 
-    def _watch(self, *, log_changes: bool) -> None:
+    def _watch(self) -> None:
         """A lane for every worker that has none (at the start; a worker that joined, e.g. one a nanny started in
-        place of one that died), and a line in the log when a worker left or joined."""
-        assert self.client is not None
+        place of one that died)."""
         try:
             workers = set(self.client.scheduler_info(n_workers=-1)["workers"])
         except Exception:  # noqa: BLE001 - the scheduler is busy or gone: the lanes say so themselves
             return
-        if log_changes:
-            for w in sorted(self._known - workers):
-                log.warning("dask: worker %s left; its attempts in flight are made again by the others", w)
-            for w in sorted(workers - self._known):
-                log.info("dask: worker %s joined", w)
-        self._known = workers
         for w in sorted(workers - set(self._lanes)):
             try:
                 with self.client.as_current():  # the actor handle finds the client through it
                     future = self.client.submit(
                         Mailbox, self.plugin, actor=True, workers=[w], allow_other_workers=False, pure=False
                     )
-                    lane = _Lane(w, future.result(timeout=self._timeout_s), future)
+                    lane = _Lane(w, future.result(timeout=self.timeout_s), future)
             except Exception as exc:  # noqa: BLE001 - the worker left meanwhile: the next look tries again
-                log.warning("dask: no mailbox on worker %s (%s)", w, redact.redact(f"{type(exc).__name__}: {exc}"))
+                self._back([], [f"dask: no mailbox on worker {w} ({type(exc).__name__}: {exc})"])
                 continue
             with self._lanes_lock:
                 if self._closed:
                     return
                 self._lanes[w] = lane
             threading.Thread(target=self._run_lane, args=(lane,), name=f"rubricrun.dask-lane-{w}", daemon=True).start()
-
-    def close(self) -> None:
-        """No new attempt starts; the threads still waiting get Cancelled (not done: a rerun picks them up)."""
-        if self.exchanges and not self._closed:
-            log.info("dask: %d attempts sent in %d exchanges (%.1f an exchange)", self.attempts, self.exchanges,
-                     self.attempts / self.exchanges)  # fmt: skip
-        self._closed = True
-        self._wake.set()
-        with self._lanes_lock:
-            lanes = list(self._lanes.values())
-            self._lanes.clear()
-        self._cancel_queued()
-        for lane in lanes:
-            for slot in list(lane.inflight.values()):
-                slot.land(Outcome(None, Cancelled("run is stopping")))
-            lane.inflight.clear()
-        if self.client is not None and lanes:
-            try:  # the mailboxes end with their futures (a cluster at an address keeps nothing of the run)
-                self.client.cancel([lane.future for lane in lanes])
-            except Exception:  # noqa: BLE001, S110 - the client is closing or gone
-                pass
-
-    def _cancel_queued(self) -> None:
-        with contextlib.suppress(IndexError):
-            while True:
-                self._queue.popleft().land(Outcome(None, Cancelled("run is stopping")))
 
 
 def _redacted(exc: BaseException) -> BaseException:
@@ -472,7 +611,7 @@ class DaskExecutor:
         self._attempts = DaskAttempts(on_rate_limit, local_provider(cfg, self.make))  # `local/` models: here
         with self._lock:
             if self._ready:
-                self._attempts.start(self.client, self.plugin, self.cfg.executor.timeout_s)  # type: ignore[arg-type]
+                self._start()
         return self._attempts
 
     def warm(self) -> None:
@@ -507,8 +646,12 @@ class DaskExecutor:
         # walk it again (its full collections were up to half this process's CPU per attempt: plan 020).
         gc.freeze()
         if self._attempts is not None:
-            self._attempts.start(self.client, self.plugin, self.cfg.executor.timeout_s)
+            self._start()
         self._ready = True
+
+    def _start(self) -> None:
+        assert self._attempts is not None and self.client is not None
+        self._attempts.start(self.client, self.plugin, self.cfg.executor.timeout_s, direct=self.cluster is not None)
 
     def close(self) -> None:
         if self._attempts is not None:
@@ -540,9 +683,7 @@ class LocalProcesses:
         log.info("dask: starting a local cluster of %d worker processes", workers)
         t0 = time.monotonic()
         folder = tempfile.mkdtemp(prefix="rubricrun-dask-")
-        env = dict(os.environ)  # workers import rubricrun from where this process does
-        package_root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        env = _child_env()
         here = cls([], folder)
         try:
             file = os.path.join(folder, "scheduler.json")
@@ -624,6 +765,14 @@ class LocalProcesses:
             pass
 
 
+def _child_env() -> dict[str, str]:
+    """The environment of a process this one starts: rubricrun imported from where this process imports it."""
+    env = dict(os.environ)
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    return env
+
+
 def _required_env(cfg: Config) -> list[str]:
     """The key variables the attempts read (where they are made): entries, their models and deployments."""
     names: set[str] = set()
@@ -647,10 +796,24 @@ def _check_env(client: Client, cfg: Config, where: str) -> None:
         )
 
 
+def _relay(address: str, plugin: str, timeout_s: str, direct: str) -> None:
+    """`python -m rubricrun.providers.dask_executor relay ADDRESS PLUGIN TIMEOUT_S DIRECT`: the Relay, its frames on
+    stdin and stdout (anything else printed goes to stderr), until its stdin ends."""
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    client = Client(address, set_as_default=False, timeout=float(timeout_s), direct_to_workers=direct == "1" or None)
+    Relay(client, plugin, float(timeout_s), out).serve(sys.stdin.buffer)
+    os._exit(0)
+
+
 def _serve(argv: list[str]) -> None:
     """`python -m rubricrun.providers.dask_executor scheduler|worker ARGS`: Dask's own command, ended at once when
     its stdin closes (LocalProcesses holds the other end: closed at the end of the run, or by the kernel when the
     run's process is gone)."""
+    if argv[0] == "relay":
+        _relay(*argv[1:])
+        return
 
     def watch() -> None:
         sys.stdin.buffer.read()
@@ -663,5 +826,7 @@ def _serve(argv: list[str]) -> None:
     command(argv[1:])
 
 
-if __name__ == "__main__":
-    _serve(sys.argv[1:])
+if __name__ == "__main__":  # through the module's own name: the relay's Mailbox is pickled by reference to it
+    from rubricrun.providers.dask_executor import _serve as serve
+
+    serve(sys.argv[1:])
