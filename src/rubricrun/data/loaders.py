@@ -204,13 +204,12 @@ class RowParser:
         return ex, id_key
 
 
-def _check_fields(fields: dict[str, str] | None, label: str, schemas: Sequence[RowSchema]) -> dict[str, str]:
-    fields = dict(fields or {})
+def _check_fields(fields: dict[str, str], label: str, schemas: Sequence[RowSchema]) -> dict[str, str]:
     names = tuple(dict.fromkeys([*NORMALIZED_FIELDS, *(k for s in schemas for k in s.native_fields)]))
     for name, key in fields.items():
         if name not in names:
             raise InputError(f"unknown field name (accepted: {', '.join(names)})", file=label, key=f"fields.{name}")
-        if not isinstance(key, str) or not key or any(not part for part in key.split(".")):
+        if "" in key.split("."):  # a string already (config.py): an empty key or path segment
             raise InputError(
                 f"expected a row key or a dotted path (a.b), got {key!r}", file=label, key=f"fields.{name}"
             )
