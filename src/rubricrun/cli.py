@@ -74,9 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="write label_sheet.jsonl and .csv into a finished run folder: a random sample of its responses, per "
         "criterion, for people to label (docs/statistics.md); no --config",
     )
-    p.add_argument(
-        "--sheet-size", "--size", type=int, default=None, help="with --label-sheet: examples per dataset (50)"
-    )
+    p.add_argument("--sheet-size", "--size", type=int, help="with --label-sheet: examples per dataset (50)")
     p.add_argument(
         "--view",
         nargs="?",

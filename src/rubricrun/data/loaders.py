@@ -128,13 +128,6 @@ class RowParser:
         self.readers = tuple(s.criterion_reader for s in schemas if s.criterion_reader is not None)
         self.dataset = dataset_name(cfg)
 
-    def schema_of(self, r: Row) -> RowSchema | None:
-        """The schema that reads the row: the forced one, else the first of the schemas whose `detect` takes it."""
-        if self.forced is not None:
-            return self.forced
-        keys = r.row.keys() if not self.fields else set(r.row) | set(self.fields)
-        return next((s for s in self.schemas if s.detect(r, keys)), None)
-
     def examples(self, rows: Iterable[RawRow]) -> Iterator[Example]:
         """The examples of the rows that parse (the others are not this parser's concern here)."""
         for raw in rows:
@@ -149,7 +142,10 @@ class RowParser:
             if resolve(row, path) is MISSING:
                 fail(path, f"missing (fields.{name} maps to it; the row has keys: {_keys_shown(row)})")
         r = Row(row, self.fields, self.readers)
-        schema = self.schema_of(r)
+        schema = self.forced
+        if schema is None:  # detected: the first of the schemas whose `detect` takes the row
+            keys = row.keys() if not self.fields else set(row) | set(self.fields)
+            schema = next((s for s in self.schemas if s.detect(r, keys)), None)
         if schema is None:
             fail(None, _unknown_schema(row))
         ex, id_key = self._example(r, schema, raw, fail)
@@ -204,13 +200,12 @@ class RowParser:
         return ex, id_key
 
 
-def _check_fields(fields: dict[str, str] | None, label: str, schemas: Sequence[RowSchema]) -> dict[str, str]:
-    fields = dict(fields or {})
+def _check_fields(fields: dict[str, str], label: str, schemas: Sequence[RowSchema]) -> dict[str, str]:
     names = tuple(dict.fromkeys([*NORMALIZED_FIELDS, *(k for s in schemas for k in s.native_fields)]))
     for name, key in fields.items():
         if name not in names:
             raise InputError(f"unknown field name (accepted: {', '.join(names)})", file=label, key=f"fields.{name}")
-        if not isinstance(key, str) or not key or any(not part for part in key.split(".")):
+        if "" in key.split("."):  # a string already (config.py): an empty key or path segment
             raise InputError(
                 f"expected a row key or a dotted path (a.b), got {key!r}", file=label, key=f"fields.{name}"
             )

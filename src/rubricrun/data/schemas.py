@@ -37,7 +37,7 @@ def resolve(row: dict[str, Any], path: str) -> Any:
 
 class Row:
     """A row seen through the `fields` mapping: .get('prompt') reads the row key mapped to 'prompt'. `readers`: the
-    criterion readers a rubric in it is read with (parse_rubric's; the loader passes its schemas')."""
+    criterion readers a rubric in it is read with (rubric_of's; the loader passes its schemas')."""
 
     __slots__ = ("row", "fields", "readers")
 
@@ -110,14 +110,6 @@ class RowSchema(Protocol):
 # A reader of criteria of one benchmark's own shape: (text, weight, tags, category) for an item it recognises,
 # else None.
 CriterionReader = Callable[[dict[str, Any], str, Fail], "tuple[str, float, list[str], str | None] | None"]
-
-
-def rubric_of(r: Row, name: str, fail: Fail, *, require_weight: str | None = None) -> tuple[Criterion, ...] | None:
-    """The rubric under the row's `name` key (read with the row's criterion readers), None when it has none."""
-    items = r.get(name)
-    if items is None:
-        return None
-    return parse_rubric(items, r.key(name), fail, require_weight=require_weight, readers=r.readers)
 
 
 def _messages(value: Any, key: str, fail: Fail) -> list[dict[str, Any]]:
@@ -196,17 +188,13 @@ def _number(value: Any, key: str, fail: Fail) -> float:
     return float(value)
 
 
-def parse_rubric(
-    items: Any,
-    key: str,
-    fail: Fail,
-    *,
-    require_weight: str | None = None,
-    readers: Sequence[CriterionReader] = (),
-) -> tuple[Criterion, ...]:
-    """A rubric list: items of a benchmark's own shape (one of `readers` recognises them), HealthBench's
-    (criterion, points, tags) or normalized (text, weight, tags, category). `require_weight`: why a missing
-    weight/points is an error (the schema's own words), else it is 1.0."""
+def rubric_of(r: Row, name: str, fail: Fail, *, require_weight: str | None = None) -> tuple[Criterion, ...] | None:
+    """The rubric under the row's `name` key, None when it has none: items of a benchmark's own shape (one of the
+    row's criterion readers recognises them), HealthBench's (criterion, points, tags) or normalized (text, weight,
+    tags, category). `require_weight`: why a missing weight/points is an error (the schema's own words), else 1.0."""
+    items, key = r.get(name), r.key(name)
+    if items is None:
+        return None
     if not isinstance(items, list):
         fail(key, f"expected a list of criteria, got {type_name(items)}")
     if not items:
@@ -218,7 +206,7 @@ def parse_rubric(
         if not isinstance(item, dict):
             fail(k, f"expected a criterion object, got {type_name(item)}")
         category = item.get("category")
-        native = next((got for read in readers if (got := read(item, k, fail)) is not None), None)
+        native = next((got for read in r.readers if (got := read(item, k, fail)) is not None), None)
         if native is not None:
             text, weight, tags, native_category = native
             category = category if category is not None else native_category
