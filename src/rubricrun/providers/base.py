@@ -22,17 +22,15 @@ from ..types import LLMRequest, LLMResponse
 canonical_json = json.JSONEncoder(
     ensure_ascii=False, check_circular=False, sort_keys=True, separators=(",", ":"), default=str
 ).encode
-_SORTED = msgspec.json.Encoder(order="sorted")  # the same bytes for what _msgspec_writes_alike admits (plan 023)
+_SORTED = msgspec.json.Encoder(order="sorted")  # the same bytes, in C, for what _alike admits (plan 023, round 4)
+_SCALARS = frozenset({str, int, bool, type(None)})
 
 
-def _msgspec_writes_alike(fields: dict[str, Any]) -> bool:
+def _alike(fields: dict[str, Any]) -> bool:
     """Whether msgspec writes `fields` byte for byte as canonical_json does: text messages and scalar params, as
-    nearly every request is. Checked against the standard library over every code point, millions of floats and
-    random requests (tests/test_cache_key.py); a float below 1e-4 or NaN (exponent or spelling differ), a nested
-    or foreign value goes to the standard library."""
-    if fields["response_schema"] is not None or type(fields["model"]) is not str:
-        return False
-    if fields["api_base"] is not None and type(fields["api_base"]) is not str:
+    nearly every request is (tests/test_cache_key.py). Floats below 1e-4, NaN and infinities (spelt otherwise),
+    nested and foreign values are left to the standard library."""
+    if type(fields["model"]) not in _SCALARS or type(fields["api_base"]) not in _SCALARS:
         return False
     for message in fields["messages"]:
         if type(message) is not dict:
@@ -44,10 +42,9 @@ def _msgspec_writes_alike(fields: dict[str, Any]) -> bool:
         t = type(v)
         if type(k) is not str or not (t in _SCALARS or t is float and (v == 0 or 1e-4 <= abs(v) < 1e16)):
             return False
-    return all(type(d) is str for d in fields.get("deployments", ())) and type(fields.get("sample_index", 0)) is int
-
-
-_SCALARS = frozenset({str, int, bool, type(None)})
+    if fields["response_schema"] is not None or type(fields.get("sample_index", 0)) is not int:
+        return False
+    return all(type(d) is str for d in fields.get("deployments", ()))
 
 
 def cache_key(request: LLMRequest) -> str:
@@ -57,7 +54,7 @@ def cache_key(request: LLMRequest) -> str:
     key = memo.get("_cache_key")
     if key is None:
         fields = request.cache_fields()
-        text = _SORTED.encode(fields) if _msgspec_writes_alike(fields) else canonical_json(fields).encode("utf-8")
+        text = _SORTED.encode(fields) if _alike(fields) else canonical_json(fields).encode("utf-8")
         key = memo["_cache_key"] = hashlib.sha256(text).hexdigest()
     return key
 
