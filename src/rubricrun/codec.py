@@ -5,7 +5,7 @@ The types are declared once, as msgspec Structs: the vocabulary's rows (types.py
 (results/summary_types.py) and the cache's stored reply (`StoredReply`, here). JSON is written compact, in UTF-8,
 field order being key order; a NaN or an infinity is written as null (JSON has neither). Rows of another version
 read back: unknown keys are ignored and a missing key takes its field's default. The cache KEY is not made here
-(providers/base.py: the standard library's JSON of the request, as every key was made).
+(providers/base.py: the standard library's JSON of the request as every key was made, by msgspec where it matches).
 """
 
 from __future__ import annotations
