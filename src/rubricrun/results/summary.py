@@ -12,6 +12,7 @@ from itertools import combinations
 from statistics import fmean
 
 import numpy as np
+from msgspec import structs
 
 from ..config import Config
 from ..tasks import registry
@@ -100,20 +101,16 @@ def _dataset(cfg: Config, result: DatasetResult, categories: np.ndarray | None, 
     leaderboard, whose noise relation is a paired bootstrap over the dataset's examples, one per pair.
     `categories` (each example's category code, by position; None: no example has one) and their `names` give the
     per-category scores the radar draws."""
-    cands = result.candidates
-    separated = _separated(cfg, cands)
-    per_example = _rows_are_candidates(result.metric)  # a meta-evaluation's judges have no per-example values
-    rows = {
-        n: DatasetCandidate(
-            **{f: getattr(c, f) for f in _AS_THEY_ARE},
-            histogram=tuple(histogram_bins(c.per_example.values())) if per_example else (),
-            by_example_category=_category_means(c.per_example, categories, names) if per_example else {},
-            extra=dict(c.extra),
-        )
-        for n, c in cands.items()
-    }
+    rows = {}
+    for name, c in result.candidates.items():
+        pe = result.per_example.get(name)  # none for a judge meta-evaluation's judges
+        if pe is not None:
+            by_category = _category_means(pe, categories, names)
+            c = structs.replace(c, histogram=tuple(histogram_bins(pe.vals)), by_example_category=by_category)
+        rows[name] = DatasetCandidate(**structs.asdict(c))
+    separated = _separated(cfg, result)
     extra = dict(result.extra) or None
-    return DatasetSummary(result.metric, result.on_error, rows, leaderboard(cands, separated), extra)
+    return DatasetSummary(result.metric, result.on_error, rows, leaderboard(result.candidates, separated), extra)
 
 
 def leaderboard(cands: Mapping[str, CandidateResult], separated: set[frozenset[str]]) -> tuple[DatasetRankRow, ...]:
@@ -129,22 +126,17 @@ def leaderboard(cands: Mapping[str, CandidateResult], separated: set[frozenset[s
     return tuple(rows)
 
 
-_AS_THEY_ARE = ("score", "ci", "std", "n", "coverage", "partial", "scored", "expected")  # CandidateResult's fields
-
-
-def _separated(cfg: Config, cands: Mapping[str, CandidateResult]) -> set[frozenset[str]]:
+def _separated(cfg: Config, result: DatasetResult) -> set[frozenset[str]]:
     """The pairs of leaderboard rows told apart: a paired bootstrap over the examples both have; rows without
     per-example values (a judge meta-evaluation's judges) by their CIs not overlapping."""
     out = set()
-    for a, b in combinations(cands, 2):
-        ca, cb = cands[a], cands[b]
-        if not ca.per_example and not cb.per_example:
-            (lo_a, hi_a), (lo_b, hi_b) = ca.ci, cb.ci
+    for a, b in combinations(result.candidates, 2):
+        pe_a, pe_b = result.per_example.get(a, {}), result.per_example.get(b, {})
+        if not pe_a and not pe_b:
+            (lo_a, hi_a), (lo_b, hi_b) = result.candidates[a].ci, result.candidates[b].ci
             apart = None not in (lo_a, hi_a, lo_b, hi_b) and (hi_a < lo_b or hi_b < lo_a)  # type: ignore[operator]
         else:
-            apart = stats.paired_diff(
-                ca.per_example, cb.per_example, n_boot=cfg.run.bootstrap_samples, seed=cfg.run.seed
-            )["significant"]
+            apart = stats.paired_diff(pe_a, pe_b, n_boot=cfg.run.bootstrap_samples, seed=cfg.run.seed)["significant"]
         if apart:
             out.add(frozenset((a, b)))
     return out
