@@ -31,7 +31,7 @@ from msgspec.structs import replace
 from ..config import Config
 from ..data.labels import LabelFile, label_paths, load_labels
 from ..errors import InputError
-from ..judging.graded import SCALES, verdict_for
+from ..judging.protocol import SCALES, verdict_for
 from ..tasks.judge_eval import judge_agreement, majority
 from ..tasks.spec import DatasetResult, Metric, figure, interval
 from ..types import Criterion, Example, Judgment, PairJudgment, Response

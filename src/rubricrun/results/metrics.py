@@ -12,7 +12,7 @@ from typing import Any
 
 from ..config import Config, dataset_name
 from ..judging.auto import AUTO_CRITERION
-from ..judging.graded import SCALES
+from ..judging.protocol import SCALES
 from ..tasks import registry
 from ..tasks.spec import AccSpec, CandidateResult, DatasetAccumulator, DatasetResult, Metric
 from ..types import Criterion, Example, Judgment, Response
