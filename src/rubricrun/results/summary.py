@@ -158,7 +158,8 @@ def _overall(datasets: Mapping[str, DatasetSummary], names: Sequence[str]) -> Ov
     some dataset (an average over fewer datasets would not compare). Datasets whose rows are judges (a judge
     meta-evaluation) are not averaged; with no other dataset there is no overall."""
     out = {}
-    datasets = {n: d for n, d in datasets.items() if _rows_are_candidates(d.metric)}  # not a judge meta-evaluation
+    # not a judge meta-evaluation (a metric this version does not know: as before)
+    datasets = {n: d for n, d in datasets.items() if registry.section_of(d.metric).rows == "candidate"}
     if not datasets:
         return None
     for name in names:
@@ -167,11 +168,6 @@ def _overall(datasets: Mapping[str, DatasetSummary], names: Sequence[str]) -> Ov
         score = fmean(values) if values and len(values) == len(datasets) else None
         out[name] = MacroScore(score=score, datasets=len(values))
     return Overall(datasets=tuple(datasets), candidates=out)
-
-
-def _rows_are_candidates(metric: str) -> bool:
-    """Whether a dataset's leaderboard rows are candidates (a metric this version does not know: as before)."""
-    return registry.section_of(metric).rows == "candidate"
 
 
 def log_summary(summary: Summary) -> None:

@@ -35,10 +35,8 @@ class Agg(Protocol):
 
 
 class CandidateResult(msgspec.Struct, frozen=True, kw_only=True):
-    """One candidate on one dataset: summary.json's `datasets[].candidates` entry (results/summary_types.py
-    DatasetCandidate adds its `ppi`). `extra` holds the metric's own fields (mean_normalized, by_tag, by_category,
-    ...; a breakdown: {name: {"score", "std", "n"}}): in the file they sit beside the others. Every field has a
-    default, which an older summary that lacks the key reads."""
+    """One candidate on one dataset, as summary.json's `datasets[].candidates` holds it (results/summary_types.py
+    DatasetCandidate adds `ppi`); a default is what an older summary that lacks the key reads."""
 
     score: float | None = None  # the headline; None when nothing could be scored
     ci: tuple[float | None, float | None] = (None, None)  # percentile bootstrap over examples, clipped as the headline
@@ -50,7 +48,7 @@ class CandidateResult(msgspec.Struct, frozen=True, kw_only=True):
     expected: int = 0  # responses the run should have produced
     histogram: tuple[int, ...] = ()  # per-example scores in 10 equal bins over [0, 1] (outside values: edge bins)
     by_example_category: dict[str, float] = msgspec.field(default_factory=dict)  # mean per-example score per category
-    extra: dict[str, Any] = msgspec.field(default_factory=dict)
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)  # the metric's own: beside the others in the file
 
 
 @dataclass(frozen=True)
