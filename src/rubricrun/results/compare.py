@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..judging.auto import AUTO_CRITERION
+from ..judging.answers import AUTO_CRITERION
 from ..tasks import registry
 from ..tasks.spec import DatasetResult
 from ..types import Criterion, Example

@@ -11,7 +11,7 @@ from statistics import fmean
 from typing import Any
 
 from ..config import Config, dataset_name
-from ..judging.auto import AUTO_CRITERION
+from ..judging.answers import AUTO_CRITERION
 from ..judging.protocol import SCALES
 from ..tasks import registry
 from ..tasks.spec import AccSpec, CandidateResult, DatasetAccumulator, DatasetResult, Metric
