@@ -1,6 +1,6 @@
 """summary.json: per dataset, each candidate's headline with its bootstrap CI and the dataset's leaderboard
 (results/metrics.py); their macro average (`overall`); judge met rates and agreement; pairwise judging. A pure
-function of the run's rows. Its types are in results/summary_types.py."""
+function of the run's rows; the run's cost report (`cost_report`) beside it. Its types are in results/summary_types.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from statistics import fmean
 import numpy as np
 from msgspec import structs
 
-from ..config import Config
+from ..config import Config, Price
+from ..providers.pricing import call_cost
 from ..tasks import registry
 from ..tasks.spec import CandidateResult, DatasetResult, figure, interval
 from ..types import Criterion, Example, Judgment, PairJudgment, Response
@@ -24,10 +25,12 @@ from .anchor import anchor_results, anchored_line, anchors_for, labels_line, pai
 from .charts import histogram_bins
 from .pairwise import pairwise_results
 from .summary_types import (
+    CostSummary,
     DatasetCandidate,
     DatasetRankRow,
     DatasetSummary,
     MacroScore,
+    ModelCost,
     Overall,
     Summary,
     summary_data,
@@ -168,6 +171,44 @@ def _overall(datasets: Mapping[str, DatasetSummary], names: Sequence[str]) -> Ov
         score = fmean(values) if values and len(values) == len(datasets) else None
         out[name] = MacroScore(score=score, datasets=len(values))
     return Overall(datasets=tuple(datasets), candidates=out)
+
+
+_COUNTS = ("calls", "cached", "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "cached_completion_tokens")
+
+
+def cost_report(
+    by_model: Mapping[tuple[str, str], Mapping[str, int]],
+    prices: Mapping[str, Price],
+    provider_usd: Mapping[tuple[str, str], float] | None = None,
+) -> CostSummary:
+    """summary.json's "costs": per model and role, from the tracer's token counts; `provider_usd` is what the
+    provider itself reported for the paid calls, by (role, model) (None where it reported nothing)."""
+    provider_usd = provider_usd or {}
+    rows: dict[str, ModelCost] = {}
+    total = saved = 0.0
+    unpriced = []
+    for (role, model), c in sorted(by_model.items()):
+        paid = call_cost(model, c["prompt_tokens"], c["completion_tokens"], prices)
+        cached = call_cost(model, c["cached_prompt_tokens"], c["cached_completion_tokens"], prices)
+        if paid is None:
+            unpriced.append(model)
+        total += paid or 0.0
+        saved += cached or 0.0
+        rows[f"{role}:{model}"] = ModelCost(
+            role=role,
+            model=model,
+            **{k: c[k] for k in _COUNTS},
+            usd=None if paid is None else round(paid, 6),
+            saved_usd=None if cached is None else round(cached, 6),
+            provider_usd=round(provider_usd[(role, model)], 6) if (role, model) in provider_usd else None,
+        )
+    return CostSummary(
+        total_usd=round(total, 6),
+        saved_usd=round(saved, 6),
+        provider_total_usd=round(sum(provider_usd.values()), 6) if provider_usd else None,
+        by_model=rows,
+        unpriced=tuple(sorted(set(unpriced))),
+    )
 
 
 def log_summary(summary: Summary) -> None:

@@ -73,7 +73,7 @@ class Calls(Struct, frozen=True):
 
 
 class ModelCost(Struct, frozen=True):
-    """One (role, model): what results/costs.py cost_report writes per model."""
+    """One (role, model): what results/summary.py cost_report writes per model."""
 
     role: str = ""
     model: str = ""
