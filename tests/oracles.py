@@ -220,8 +220,7 @@ def leaderboard(per_candidate: Mapping[str, Mapping[str, float]], *, n_boot: int
         if stats.paired_diff(per_candidate[x], per_candidate[y], n_boot=n_boot, seed=seed)["significant"]
     }
     cands = {
-        name: CandidateResult(ci["mean"], (ci["ci_low"], ci["ci_high"]), None, ci["n"], None, 0)
-        for name, ci in cis.items()
+        name: CandidateResult(score=ci["mean"], ci=(ci["ci_low"], ci["ci_high"]), n=ci["n"]) for name, ci in cis.items()
     }
     return [msgspec.structs.asdict(row) for row in summary.leaderboard(cands, separated)]
 

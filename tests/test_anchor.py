@@ -18,7 +18,7 @@ from oracles import build_summary
 from rubricrun import codec
 from rubricrun.config import load_config
 from rubricrun.data.labels import LabelFile
-from rubricrun.judging.graded import verdict_for
+from rubricrun.judging.protocol import verdict_for
 from rubricrun.results import ppi
 from rubricrun.results.anchor import AnchorAcc
 from rubricrun.results.metrics import dataset_result

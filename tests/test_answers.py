@@ -21,12 +21,12 @@ from rubricrun.judging.answers import (
     _MINUS,
     _minus,
     _plain,
+    auto_judgment,
     extract_choice,
     final_answer,
     qa_correct,
     split_reasoning,
 )
-from rubricrun.judging.auto import auto_judgment
 from rubricrun.providers.cache import ResponseCache
 from rubricrun.types import Example, LLMRequest, Response, Usage
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rubricrun.judging.auto import AUTO_CRITERION
+from rubricrun.judging.answers import AUTO_CRITERION
 from rubricrun.tasks.mt_bench import RATING_CRITERION
 from rubricrun.types import Criterion, Example
 

@@ -18,8 +18,8 @@ from ..data.loaders import first_seen, iter_dataset
 from ..data.readers import source_label
 from ..data.spool import Spool
 from ..errors import InputError
-from ..judging.graded import SCALES
 from ..judging.pairwise import PairJudging
+from ..judging.protocol import SCALES
 from ..providers.base import BaseProvider
 from ..providers.pricing import price_table, unit_prices
 from ..providers.routing import declared

@@ -30,9 +30,8 @@ from ..providers.pricing import Budget, price_table
 from ..providers.stack import build_stack, open_cache
 from ..providers.trace import Tracer
 from ..results import artifacts
-from ..results.costs import cost_report
 from ..results.hub import hub_card
-from ..results.summary import log_summary
+from ..results.summary import cost_report, log_summary
 from ..results.summary_types import BudgetSummary, Calls, ExecutorSummary, Summary, summary_data
 from ..results.tally import RunTally, Tally
 from .graph import Graph, Synthesis, examples_of

@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from ..config import Config, ModelConfig
 from ..data.answers_file import load_replays
-from ..judging.auto import auto_judgment
+from ..judging.answers import auto_judgment
 from ..judging.pairwise import PairItem, PairJudging, pair_items
 from ..judging.rubric import JudgeItem
 from ..providers.base import BaseProvider

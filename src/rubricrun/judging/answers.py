@@ -1,5 +1,5 @@
 """Reading a response as models write it: its reasoning apart from its answer, the answer it commits to
-(choice letter, final number or expression, text), and its quality flags.
+(choice letter, final number or expression, text), its quality flags, and the judge-free verdict (`auto_judgment`).
 
 One rule throughout: the LAST committed answer wins ("maybe A ... Answer: B" reads B), and an explicit
 marker ("Answer:", "####", \\boxed{}) wins over a number or letter that merely appears.
@@ -12,6 +12,8 @@ import string
 import threading
 import unicodedata
 from collections.abc import Sequence
+
+from ..types import Criterion, Example, Judgment, Response
 
 _THINK_TAG = re.compile(r"</?think(?:ing)?>", re.I)
 _THINK_BLOCK = re.compile(r"<(think(?:ing)?)>(.*?)</\1>", re.I | re.S)
@@ -317,3 +319,32 @@ def quality_flags(
         "chars": len(text),
         "tokens": completion_tokens,
     }
+
+
+def auto_judgment(example: Example, response: Response) -> Judgment | None:
+    """Judge-free verdict for multiple choice (letter extraction) and QA (numeric / normalized match)."""
+    if response.status != "ok" or example.rubric or example.kind == "open" or example.answer is None:
+        return None
+    text = response.text or ""
+    if example.kind == "mc":
+        got = extract_choice(text, len(example.choices or ()), example.choices)
+        met = got == example.answer
+        judge_name, expl = "auto:choice", f"extracted {got or 'no letter'}, expected {example.answer}"
+    else:
+        met = qa_correct(text, example.answer)
+        judge_name, expl = "auto:match", f"expected {example.answer!r}"
+    return Judgment(
+        id=f"{response.id}#correct",
+        response_id=response.id,
+        example_id=example.id,
+        candidate=response.candidate,
+        criterion_id="correct",
+        weight=1.0,
+        judge=judge_name,
+        verdict="met" if met else "not_met",
+        explanation=expl,
+        error=None,
+    )
+
+
+AUTO_CRITERION = Criterion(id="correct", text="The response gives the correct final answer.", weight=1.0)

@@ -1,8 +1,9 @@
 """Judging protocols: how a judge is asked about one criterion of one response and how its reply is read.
 
 The binary (met / not met) and 1-5 protocols live here; a benchmark that judges its own way defines its protocol in
-its task module (tasks/), found by `judging.scale` (`tasks.registry.protocol_for`). A reply that cannot be read
-(data/jsonread.py reads fenced, stray and broken JSON) is an error verdict, never `not_met`.
+its task module (tasks/), found by `judging.scale` (`tasks.registry.protocol_for`; MT-Bench's 1-10 rating is
+tasks/mt_bench.py's). A reply that cannot be read (data/jsonread.py reads fenced, stray and broken JSON) is an error
+verdict, never `not_met`.
 """
 
 from __future__ import annotations
@@ -13,8 +14,34 @@ from typing import Any
 
 from ..data.jsonread import object_with
 from ..types import Criterion
-from .graded import Reading, verdict_for
 from .prompt import DEFAULT_TEMPLATE, GRADED_TEMPLATE, JudgeInput, judge_messages
+
+SCALES: dict[str, tuple[float, float]] = {"1-5": (1.0, 5.0), "1-10": (1.0, 10.0)}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A judge reply as a protocol reads it: met / not_met (on a graded scale: verdict_for its score), or error
+    with why it cannot be read."""
+
+    verdict: str
+    score: float | None = None  # graded scales only
+    explanation: str | None = None
+    error: str | None = None
+
+
+def normalized(score: float, scale: str) -> float:
+    """(s - min) / (max - min): a score on its scale as a share of [0, 1]."""
+    lo, hi = SCALES[scale]
+    return (score - lo) / (hi - lo)
+
+
+def verdict_for(score: float | None, scale: str) -> str:
+    """The binary reading of a graded score, for what reads verdicts (judge met rates, agreement, exports): met in
+    the upper half of the scale (3-5 of 5, 5.5-10 of 10), not_met below; error when there is no score."""
+    if score is None:
+        return "error"
+    return "met" if normalized(score, scale) >= 0.5 else "not_met"
 
 
 @dataclass(frozen=True)

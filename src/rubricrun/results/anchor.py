@@ -31,9 +31,9 @@ from msgspec.structs import replace
 from ..config import Config
 from ..data.labels import LabelFile, label_paths, load_labels
 from ..errors import InputError
-from ..judging.graded import SCALES, verdict_for
+from ..judging.protocol import SCALES, verdict_for
 from ..tasks.judge_eval import judge_agreement, majority
-from ..tasks.spec import CandidateResult, DatasetResult, Metric, figure, interval
+from ..tasks.spec import DatasetResult, Metric, figure, interval
 from ..types import Criterion, Example, Judgment, PairJudgment, Response
 from . import metrics, ppi, stats
 from .metrics import expected_criteria, response_values, verdicts_for
@@ -190,7 +190,7 @@ class AnchorAcc:
             for c, v in self.cands.items()
             if c in cands
         }
-        diffs = tuple(self._diff(a, b, v, cands) for (a, b), v in self.pairs.items() if a in cands and b in cands)
+        diffs = tuple(self._diff(a, b, v, result) for (a, b), v in self.pairs.items() if a in cands and b in cands)
         anchored_pairs, used, unknown = self._pairwise(pairs, rows, half_width)
         counts = self._counts(sum(len(v.y) for v in self.cands.values()), used, unknown)
         return out, diffs, counts, anchored_pairs
@@ -212,8 +212,9 @@ class AnchorAcc:
             )
         return out
 
-    def _diff(self, a: str, b: str, v: _Values, cands: Mapping[str, CandidateResult]) -> AnchoredDiff:
-        judged = stats.paired_diff(cands[a].per_example, cands[b].per_example, n_boot=self.n_boot, seed=self.seed)
+    def _diff(self, a: str, b: str, v: _Values, result: DatasetResult) -> AnchoredDiff:
+        pe = result.per_example
+        judged = stats.paired_diff(pe.get(a, {}), pe.get(b, {}), n_boot=self.n_boot, seed=self.seed)
         judge_only = Estimate(judged["mean_diff"], (judged["ci_low"], judged["ci_high"]))
         if len(v.y) < MIN_LABELS:
             return AnchoredDiff(

@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..judging.auto import AUTO_CRITERION
+from ..judging.answers import AUTO_CRITERION
 from ..tasks import registry
-from ..tasks.spec import CandidateResult, DatasetResult
+from ..tasks.spec import DatasetResult
 from ..types import Criterion, Example
 from . import artifacts, metrics, stats
 from .artifacts import RunData, load_run
@@ -79,10 +79,10 @@ def _flips(name: str, a: RunData, b: RunData, ids: set[str], texts: Mapping[tupl
 
 
 def _candidate_change(
-    cand: str, ra: CandidateResult | None, rb: CandidateResult | None, flips: Sequence[Flip], a: RunData
+    cand: str, res_a: DatasetResult, res_b: DatasetResult, flips: Sequence[Flip], a: RunData
 ) -> CandidateChange:
-    pe_a = ra.per_example if ra else {}
-    pe_b = rb.per_example if rb else {}
+    ra, rb = res_a.candidates.get(cand), res_b.candidates.get(cand)
+    pe_a, pe_b = res_a.per_example.get(cand, {}), res_b.per_example.get(cand, {})
     d = stats.paired_diff(pe_b, pe_a, n_boot=a.bootstrap_samples, seed=a.seed)  # mean_diff, its CI, wins, ties, losses
     mine = [f for f in flips if f["candidate"] == cand]
     return {
@@ -122,7 +122,7 @@ def compare_runs(a: RunData, b: RunData) -> dict[str, dict[str, Any]]:
         shared_ids = {ex.id for ex in ga[name]} & {ex.id for ex in gb[name]}
         flips = _flips(name, a, b, shared_ids, texts)
         cands = list(res_a.candidates) + [c for c in res_b.candidates if c not in res_a.candidates]
-        changes = [_candidate_change(c, res_a.candidates.get(c), res_b.candidates.get(c), flips, a) for c in cands]
+        changes = [_candidate_change(c, res_a, res_b, flips, a) for c in cands]
         note = "" if res_a.metric == res_b.metric else f" (run B: {res_b.metric})"
         out[name] = {
             "metric": res_a.metric + note,

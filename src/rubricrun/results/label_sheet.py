@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..judging.auto import AUTO_CRITERION
-from ..judging.graded import SCALES
+from ..judging.answers import AUTO_CRITERION
 from ..judging.prompt import content_text
+from ..judging.protocol import SCALES
 from ..tasks import registry
 from ..types import Criterion, Example, Response
 from . import artifacts

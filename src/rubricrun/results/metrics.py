@@ -11,8 +11,8 @@ from statistics import fmean
 from typing import Any
 
 from ..config import Config, dataset_name
-from ..judging.auto import AUTO_CRITERION
-from ..judging.graded import SCALES
+from ..judging.answers import AUTO_CRITERION
+from ..judging.protocol import SCALES
 from ..tasks import registry
 from ..tasks.spec import AccSpec, CandidateResult, DatasetAccumulator, DatasetResult, Metric
 from ..types import Criterion, Example, Judgment, Response
@@ -168,15 +168,15 @@ class DatasetAcc:
                 acc.values.add(pos, _mean_values(rows))
 
     def result(self) -> DatasetResult:
-        out = {}
+        out, per_example = {}, {}
         for cand, acc in self.cands.items():
             expected = self.turns * self.samples[cand] if self.samples is not None else acc.rows
-            out[cand] = self._candidate(acc, expected)
-        return DatasetResult(name=self.name, metric=self.metric, on_error=self.on_error, candidates=out)
+            per_example[cand] = acc.values.column("score", self.ids)
+            out[cand] = self._candidate(acc, expected, per_example[cand].vals)
+        return DatasetResult(self.name, self.metric, self.on_error, out, per_example=per_example)
 
-    def _candidate(self, acc: _CandidateAcc, expected: int) -> CandidateResult:
-        per_example = acc.values.column("score", self.ids)
-        headline, clip = per_example.vals, self.spec.clip
+    def _candidate(self, acc: _CandidateAcc, expected: int, headline: Sequence[float]) -> CandidateResult:
+        clip = self.spec.clip
         ci = stats.mean_ci(headline, n_boot=self.n_boot, seed=self.seed)
         agg = _CandidateAgg(self.spec, acc.values, self.ids, headline, self.n_boot, self.seed)
         extra: dict[str, Any] = dict(self.spec.aggregate(agg))
@@ -195,7 +195,6 @@ class DatasetAcc:
             extra=extra,
             scored=acc.scored,
             expected=expected,
-            per_example=per_example,
         )
 
 

@@ -21,7 +21,7 @@ from urllib.parse import quote
 import jinja2
 from markupsafe import Markup
 
-from ..judging.auto import AUTO_CRITERION
+from ..judging.answers import AUTO_CRITERION
 from ..tasks import registry
 from ..types import Criterion, Example, Judgment, Response, Score
 from . import artifacts

@@ -1,6 +1,6 @@
 """summary.json: per dataset, each candidate's headline with its bootstrap CI and the dataset's leaderboard
 (results/metrics.py); their macro average (`overall`); judge met rates and agreement; pairwise judging. A pure
-function of the run's rows. Its types are in results/summary_types.py."""
+function of the run's rows; the run's cost report (`cost_report`) beside it. Its types are in results/summary_types.py."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from itertools import combinations
 from statistics import fmean
 
 import numpy as np
+from msgspec import structs
 
-from ..config import Config
+from ..config import Config, Price
+from ..providers.pricing import call_cost
 from ..tasks import registry
 from ..tasks.spec import CandidateResult, DatasetResult, figure, interval
 from ..types import Criterion, Example, Judgment, PairJudgment, Response
@@ -23,10 +25,12 @@ from .anchor import anchor_results, anchored_line, anchors_for, labels_line, pai
 from .charts import histogram_bins
 from .pairwise import pairwise_results
 from .summary_types import (
+    CostSummary,
     DatasetCandidate,
     DatasetRankRow,
     DatasetSummary,
     MacroScore,
+    ModelCost,
     Overall,
     Summary,
     summary_data,
@@ -100,20 +104,16 @@ def _dataset(cfg: Config, result: DatasetResult, categories: np.ndarray | None, 
     leaderboard, whose noise relation is a paired bootstrap over the dataset's examples, one per pair.
     `categories` (each example's category code, by position; None: no example has one) and their `names` give the
     per-category scores the radar draws."""
-    cands = result.candidates
-    separated = _separated(cfg, cands)
-    per_example = _rows_are_candidates(result.metric)  # a meta-evaluation's judges have no per-example values
-    rows = {
-        n: DatasetCandidate(
-            **{f: getattr(c, f) for f in _AS_THEY_ARE},
-            histogram=tuple(histogram_bins(c.per_example.values())) if per_example else (),
-            by_example_category=_category_means(c.per_example, categories, names) if per_example else {},
-            extra=dict(c.extra),
-        )
-        for n, c in cands.items()
-    }
+    rows = {}
+    for name, c in result.candidates.items():
+        pe = result.per_example.get(name)  # none for a judge meta-evaluation's judges
+        if pe is not None:
+            by_category = _category_means(pe, categories, names)
+            c = structs.replace(c, histogram=tuple(histogram_bins(pe.vals)), by_example_category=by_category)
+        rows[name] = DatasetCandidate(**structs.asdict(c))
+    separated = _separated(cfg, result)
     extra = dict(result.extra) or None
-    return DatasetSummary(result.metric, result.on_error, rows, leaderboard(cands, separated), extra)
+    return DatasetSummary(result.metric, result.on_error, rows, leaderboard(result.candidates, separated), extra)
 
 
 def leaderboard(cands: Mapping[str, CandidateResult], separated: set[frozenset[str]]) -> tuple[DatasetRankRow, ...]:
@@ -129,22 +129,17 @@ def leaderboard(cands: Mapping[str, CandidateResult], separated: set[frozenset[s
     return tuple(rows)
 
 
-_AS_THEY_ARE = ("score", "ci", "std", "n", "coverage", "partial", "scored", "expected")  # CandidateResult's fields
-
-
-def _separated(cfg: Config, cands: Mapping[str, CandidateResult]) -> set[frozenset[str]]:
+def _separated(cfg: Config, result: DatasetResult) -> set[frozenset[str]]:
     """The pairs of leaderboard rows told apart: a paired bootstrap over the examples both have; rows without
     per-example values (a judge meta-evaluation's judges) by their CIs not overlapping."""
     out = set()
-    for a, b in combinations(cands, 2):
-        ca, cb = cands[a], cands[b]
-        if not ca.per_example and not cb.per_example:
-            (lo_a, hi_a), (lo_b, hi_b) = ca.ci, cb.ci
+    for a, b in combinations(result.candidates, 2):
+        pe_a, pe_b = result.per_example.get(a, {}), result.per_example.get(b, {})
+        if not pe_a and not pe_b:
+            (lo_a, hi_a), (lo_b, hi_b) = result.candidates[a].ci, result.candidates[b].ci
             apart = None not in (lo_a, hi_a, lo_b, hi_b) and (hi_a < lo_b or hi_b < lo_a)  # type: ignore[operator]
         else:
-            apart = stats.paired_diff(
-                ca.per_example, cb.per_example, n_boot=cfg.run.bootstrap_samples, seed=cfg.run.seed
-            )["significant"]
+            apart = stats.paired_diff(pe_a, pe_b, n_boot=cfg.run.bootstrap_samples, seed=cfg.run.seed)["significant"]
         if apart:
             out.add(frozenset((a, b)))
     return out
@@ -166,7 +161,8 @@ def _overall(datasets: Mapping[str, DatasetSummary], names: Sequence[str]) -> Ov
     some dataset (an average over fewer datasets would not compare). Datasets whose rows are judges (a judge
     meta-evaluation) are not averaged; with no other dataset there is no overall."""
     out = {}
-    datasets = {n: d for n, d in datasets.items() if _rows_are_candidates(d.metric)}  # not a judge meta-evaluation
+    # not a judge meta-evaluation (a metric this version does not know: as before)
+    datasets = {n: d for n, d in datasets.items() if registry.section_of(d.metric).rows == "candidate"}
     if not datasets:
         return None
     for name in names:
@@ -177,9 +173,42 @@ def _overall(datasets: Mapping[str, DatasetSummary], names: Sequence[str]) -> Ov
     return Overall(datasets=tuple(datasets), candidates=out)
 
 
-def _rows_are_candidates(metric: str) -> bool:
-    """Whether a dataset's leaderboard rows are candidates (a metric this version does not know: as before)."""
-    return registry.section_of(metric).rows == "candidate"
+_COUNTS = ("calls", "cached", "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "cached_completion_tokens")
+
+
+def cost_report(
+    by_model: Mapping[tuple[str, str], Mapping[str, int]],
+    prices: Mapping[str, Price],
+    provider_usd: Mapping[tuple[str, str], float] | None = None,
+) -> CostSummary:
+    """summary.json's "costs": per model and role, from the tracer's token counts; `provider_usd` is what the
+    provider itself reported for the paid calls, by (role, model) (None where it reported nothing)."""
+    provider_usd = provider_usd or {}
+    rows: dict[str, ModelCost] = {}
+    total = saved = 0.0
+    unpriced = []
+    for (role, model), c in sorted(by_model.items()):
+        paid = call_cost(model, c["prompt_tokens"], c["completion_tokens"], prices)
+        cached = call_cost(model, c["cached_prompt_tokens"], c["cached_completion_tokens"], prices)
+        if paid is None:
+            unpriced.append(model)
+        total += paid or 0.0
+        saved += cached or 0.0
+        rows[f"{role}:{model}"] = ModelCost(
+            role=role,
+            model=model,
+            **{k: c[k] for k in _COUNTS},
+            usd=None if paid is None else round(paid, 6),
+            saved_usd=None if cached is None else round(cached, 6),
+            provider_usd=round(provider_usd[(role, model)], 6) if (role, model) in provider_usd else None,
+        )
+    return CostSummary(
+        total_usd=round(total, 6),
+        saved_usd=round(saved, 6),
+        provider_total_usd=round(sum(provider_usd.values()), 6) if provider_usd else None,
+        by_model=rows,
+        unpriced=tuple(sorted(set(unpriced))),
+    )
 
 
 def log_summary(summary: Summary) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from msgspec import Struct, field
 
 from .. import codec
+from ..tasks.spec import CandidateResult
 from .ppi import Anchored, AnchoredDiff, LabelCounts
 
 
@@ -72,7 +73,7 @@ class Calls(Struct, frozen=True):
 
 
 class ModelCost(Struct, frozen=True):
-    """One (role, model): what results/costs.py cost_report writes per model."""
+    """One (role, model): what results/summary.py cost_report writes per model."""
 
     role: str = ""
     model: str = ""
@@ -108,23 +109,11 @@ class ExecutorSummary(Struct, frozen=True):
     workers: int = 1
 
 
-class DatasetCandidate(Struct, frozen=True, kw_only=True):
-    """One candidate's headline on one dataset (results/metrics.py CandidateResult). `extra` holds the metric's
-    own fields (mean_normalized, by_tag, by_category, by_field, ...): in the file they sit beside the others.
-    `ppi`: the score anchored to human labels, with `datasets[].labels` (left out without: `summary_data`)."""
+class DatasetCandidate(CandidateResult, frozen=True, kw_only=True):
+    """One candidate's headline on one dataset, and its score anchored to human labels (`ppi`), with
+    `datasets[].labels` (left out without: `summary_data`)."""
 
-    score: float | None = None
-    ci: tuple[float | None, float | None] = (None, None)
-    std: float | None = None  # std of the bootstrap headlines
-    n: int = 0  # examples scored
-    coverage: float | None = None  # share of expected responses fully judged
-    partial: int = 0  # responses with a criterion not judged
-    scored: int = 0  # responses in the score
-    expected: int = 0  # responses the run should have produced
-    histogram: tuple[int, ...] = ()  # per-example scores in 10 equal bins over [0, 1] (outside values: edge bins)
-    by_example_category: dict[str, float] = field(default_factory=dict)  # mean per-example score per row category
     ppi: Anchored | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class DatasetRankRow(Struct, frozen=True):

@@ -143,7 +143,6 @@ def _judge_result(e: JudgeEval) -> CandidateResult:
     return CandidateResult(
         score=a.f1_balanced.value,
         ci=a.ci or (None, None),
-        std=None,
         n=a.rows,
         coverage=(e.rows - e.failures) / e.rows if e.rows else None,
         partial=e.failures,

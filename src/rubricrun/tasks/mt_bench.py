@@ -14,9 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..data.schemas import Built, Fail, Row, _required, native_id, text_value, type_name
-from ..judging.graded import Reading, verdict_for
 from ..judging.prompt import content_text, defuse_markers
-from ..judging.protocol import JudgeInput, JudgeProtocol, unreadable
+from ..judging.protocol import JudgeInput, JudgeProtocol, Reading, unreadable, verdict_for
 from ..types import Criterion, Example, Turn
 from .rubric import RUBRIC
 from .spec import Agg, Marks, Metric, Task, Values

@@ -1,5 +1,5 @@
 """Multiple choice (ARC, MMLU, INCLUDE, ...): a question and its options, answered by a letter, scored judge-free
-(judging/auto.py: the letter a response commits to) as `accuracy`, the fraction of `correct` verdicts met. A row
+(judging/answers.py: the letter a response commits to) as `accuracy`, the fraction of `correct` verdicts met. A row
 that carries its own rubric is judged on it (the rubric metric)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from ..data.schemas import Built, Fail, Row, _required, type_name
-from ..judging.auto import AUTO_CRITERION
+from ..judging.answers import AUTO_CRITERION
 from ..types import Criterion, Example
 from .spec import Marks, Metric, Task, Values
 
@@ -114,7 +114,7 @@ def _mc_letter(answer: Any, choices: list[str], key: str, fail: Fail) -> str:
 ACCURACY = Metric(
     name="accuracy",
     scale="auto",
-    source="exact match of the extracted letter or final answer (judging/auto.py)",
+    source="exact match of the extracted letter or final answer (judging/answers.py)",
     values=_accuracy,
 )
 

@@ -1,4 +1,4 @@
-"""Question answering with a final answer (GSM8K's `#### <answer>`), matched judge-free (judging/auto.py) and
+"""Question answering with a final answer (GSM8K's `#### <answer>`), matched judge-free (judging/answers.py) and
 scored as `accuracy`. A row that carries its own rubric is judged on it (the rubric metric)."""
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..config import Config, ModelConfig
+from ..judging.answers import AUTO_CRITERION
 from ..judging.ask import judge_offset
-from ..judging.auto import AUTO_CRITERION
 from ..judging.protocol import BINARY, GRADED_1_5, JudgeProtocol
 from ..judging.rubric import JudgeItem, Judging, assign_judges
 from ..providers.base import BaseProvider

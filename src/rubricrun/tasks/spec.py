@@ -9,6 +9,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+import msgspec
+
 if TYPE_CHECKING:  # declarations only: nothing here runs the code these name
     from ..config import Config, ModelConfig
     from ..data.schemas import Built, CriterionReader, Fail, Row
@@ -32,32 +34,35 @@ class Agg(Protocol):
     def rated(self, kinds: Sequence[str]) -> dict[str, Any]: ...  # graded: scale, rating, rating_ci, by_<kind>
 
 
-@dataclass(frozen=True)
-class CandidateResult:
-    """One candidate on one dataset."""
+class CandidateResult(msgspec.Struct, frozen=True, kw_only=True):
+    """One candidate on one dataset, as summary.json's `datasets[].candidates` holds it (results/summary_types.py
+    DatasetCandidate adds `ppi`); a default is what an older summary that lacks the key reads."""
 
-    score: float | None  # the headline; None when nothing could be scored
-    ci: tuple[float | None, float | None]  # percentile bootstrap over examples, clipped as the headline is
-    std: float | None  # std (ddof 0) of the bootstrap headlines
-    n: int  # examples scored
-    coverage: float | None  # share of expected responses fully judged (status ok, each criterion met or not_met)
-    partial: int  # responses with status ok whose criteria are not all judged (error or missing)
-    extra: dict[str, Any] = field(default_factory=dict)  # metric-specific; a breakdown: {name: {"score", "std", "n"}}
+    score: float | None = None  # the headline; None when nothing could be scored
+    ci: tuple[float | None, float | None] = (None, None)  # percentile bootstrap over examples, clipped as the headline
+    std: float | None = None  # std (ddof 0) of the bootstrap headlines
+    n: int = 0  # examples scored
+    coverage: float | None = None  # share of expected responses fully judged (status ok, each criterion judged)
+    partial: int = 0  # responses with status ok whose criteria are not all judged (error or missing)
     scored: int = 0  # responses that entered the score
     expected: int = 0  # responses the run should have produced
-    per_example: dict[str, float] = field(default_factory=dict, repr=False)  # example id -> value, for paired diffs
+    histogram: tuple[int, ...] = ()  # per-example scores in 10 equal bins over [0, 1] (outside values: edge bins)
+    by_example_category: dict[str, float] = msgspec.field(default_factory=dict)  # mean per-example score per category
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)  # the metric's own: beside the others in the file
 
 
 @dataclass(frozen=True)
 class DatasetResult:
     """A dataset's metric, the judge-failure policy that applied, one result per candidate (per leaderboard row),
-    and dataset-level figures of the metric (`extra`, empty for most)."""
+    dataset-level figures of the metric (`extra`, empty for most), and per candidate its per-example headline values
+    (results.accum.ByExample; none for a judge meta-evaluation's judges), for paired differences."""
 
     name: str
     metric: str
     on_error: str
     candidates: dict[str, CandidateResult] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    per_example: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..judging.graded import SCALES
+from ..judging.protocol import SCALES
 
 LABELS = "labels.jsonl"
 SHEET = "label_sheet.jsonl"

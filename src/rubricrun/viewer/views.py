@@ -9,7 +9,7 @@ from typing import Any
 
 from werkzeug.datastructures import MultiDict
 
-from ..judging.graded import SCALES
+from ..judging.protocol import SCALES
 from ..results.label_sheet import label_scale
 from ..results.report import AUTO_TEXT
 from . import rows, search
