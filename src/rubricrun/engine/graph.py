@@ -46,8 +46,7 @@ class Graph:
     def __init__(
         self, cfg: Config, stack: BaseProvider, stop: threading.Event, sink: Sink, executor: Executor | None = None
     ) -> None:
-        self.cfg, self.stop, self.sink = cfg, stop, sink
-        self.stack = stack
+        self.cfg, self.stop, self.sink, self.stack = cfg, stop, sink, stack
         self.stages = Stages(cfg, stack, self._submit, self._ended)
         run = cfg.run
         executor = executor or Threads()
@@ -92,7 +91,8 @@ class Graph:
         try:
             while more or window:
                 while window and window[0].finished:
-                    self._finish(window.popleft())
+                    unit = window.popleft()
+                    self.sink.finish(unit.example, *unit.rows())
                 if self.failure is not None:
                     raise self.failure
                 if self.stop.is_set():
@@ -114,10 +114,10 @@ class Graph:
                 raise
             self._stop_pools(time.monotonic() + GRACE_S)  # the calls running get GRACE_S in all to land
             for unit in window:  # what finished, in input order
-                self._finish(unit)
+                self.sink.finish(unit.example, *unit.rows())
             for ex in examples:  # the rest counts as examples, with no rows
                 if ex is not None:
-                    self._finish(self._admit(ex, calls=False))
+                    self.sink.finish(ex, *self._admit(ex, calls=False).rows())
             return True
         finally:
             self._close()
@@ -152,10 +152,6 @@ class Graph:
             self.stages.start(unit)
         self._release(unit, generated=True)
         return unit
-
-    def _finish(self, unit: Unit) -> None:
-        responses, judgments, pairs = unit.rows()
-        self.sink.finish(unit.example, responses, judgments, pairs)
 
     def _stop_pools(self, deadline: float | None) -> None:
         """Stop paying for new calls: queued calls are dropped; the calls running are waited for until `deadline`
