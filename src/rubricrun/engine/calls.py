@@ -49,26 +49,23 @@ class GenTask(Struct, frozen=True):  # a Struct: one is built per candidate call
         return rid if self.turn == 1 else f"{rid}#t{self.turn}"
 
 
-def candidate_request(cand: ModelConfig, example: Example, sample_index: int, seed: int) -> LLMRequest:
-    """The call for `example` (a turn_view at later turns: the conversation so far). A replayed candidate's request
-    is never sent; its model names where the answers come from."""
-    messages = list(example.messages)
-    if cand.system_prompt:
-        messages = [{"role": "system", "content": cand.system_prompt}, *messages]
-    if cand.replays:
-        return LLMRequest(model=replay_model(cand), messages=tuple(messages), role="candidate")
-    route = route_for(cand, example.id, sample_index, seed)
-    return model_request(cand, route, messages, role="candidate", section="candidate", sample_index=sample_index)
-
-
 def turn_task(
     cfg: Config, ex: Example, cand: ModelConfig, s: int, answers: tuple[str, ...], order: int, replays: Replays
 ) -> GenTask:
+    """The task of the turn after `answers`: its call sends the conversation so far (turn_view). A replayed
+    candidate's request is never sent; its model names where the answers come from."""
     view = turn_view(ex, answers)
     turn = len(answers) + 1
-    replay = replayed_answer(cand, replays.get(cand.name), ex, turn) if cand.replays else None
-    request = candidate_request(cand, view, s, cfg.run.seed)
-    return GenTask(view, cand, s, request, turn, answers, order, replay)
+    messages = list(view.messages)
+    if cand.system_prompt:
+        messages = [{"role": "system", "content": cand.system_prompt}, *messages]
+    if cand.replays:
+        replay = replayed_answer(cand, replays.get(cand.name), ex, turn)
+        request = LLMRequest(model=replay_model(cand), messages=tuple(messages), role="candidate")
+        return GenTask(view, cand, s, request, turn, answers, order, replay)
+    route = route_for(cand, view.id, s, cfg.run.seed)
+    request = model_request(cand, route, messages, role="candidate", section="candidate", sample_index=s)
+    return GenTask(view, cand, s, request, turn, answers, order)
 
 
 def response_row(task: GenTask, key: str, resp: LLMResponse | None, error: str | None) -> Response:
@@ -116,17 +113,13 @@ def generate_one(task: GenTask, stack: BaseProvider) -> Response | None:
 # Synthesis
 
 
-def synthesis_entry(cfg: Config) -> tuple[str, ModelConfig]:
-    """The (section, model entry) that synthesizes: `synthesize.model` by name, else the first candidate."""
+def synthesis_request(cfg: Config, messages: list[dict], attempt: int) -> LLMRequest:
+    """A synthesis call, to the entry `synthesize.model` names, else to the first candidate."""
     scfg = cfg.synthesize
     assert scfg is not None
     entries = [("candidate", m) for m in cfg.candidates] + [("judge", m) for m in cfg.judge_pool]
     # config.py checked that synthesize.model names one of them, and that there is a candidate
-    return next((e for e in entries if e[1].name == scfg.model), entries[0]) if scfg.model else entries[0]
-
-
-def synthesis_request(cfg: Config, messages: list[dict], attempt: int) -> LLMRequest:
-    section, model = synthesis_entry(cfg)
+    section, model = next((e for e in entries if e[1].name == scfg.model), entries[0]) if scfg.model else entries[0]
     route = route_for(model, "synthesize", 0, cfg.run.seed)
     return model_request(model, route, messages, role="synthesis", section=section, sample_index=attempt)
 

@@ -9,13 +9,12 @@ Design and reasons: ExecPlan 009.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from .. import codec
@@ -47,8 +46,7 @@ class Graph:
     def __init__(
         self, cfg: Config, stack: BaseProvider, stop: threading.Event, sink: Sink, executor: Executor | None = None
     ) -> None:
-        self.cfg, self.stop, self.sink = cfg, stop, sink
-        self.stack = stack
+        self.cfg, self.stop, self.sink, self.stack = cfg, stop, sink, stack
         self.stages = Stages(cfg, stack, self._submit, self._ended)
         run = cfg.run
         executor = executor or Threads()
@@ -93,7 +91,8 @@ class Graph:
         try:
             while more or window:
                 while window and window[0].finished:
-                    self._finish(window.popleft())
+                    unit = window.popleft()
+                    self.sink.finish(unit.example, *unit.rows())
                 if self.failure is not None:
                     raise self.failure
                 if self.stop.is_set():
@@ -111,14 +110,14 @@ class Graph:
                     self._wait()
         except BaseException as exc:
             self.stop.set()
-            self._shutdown(grace=isinstance(exc, KeyboardInterrupt))
             if not isinstance(exc, KeyboardInterrupt):
                 raise
+            self._stop_pools(time.monotonic() + GRACE_S)  # the calls running get GRACE_S in all to land
             for unit in window:  # what finished, in input order
-                self._finish(unit)
+                self.sink.finish(unit.example, *unit.rows())
             for ex in examples:  # the rest counts as examples, with no rows
                 if ex is not None:
-                    self._finish(self._admit(ex, calls=False))
+                    self.sink.finish(ex, *self._admit(ex, calls=False).rows())
             return True
         finally:
             self._close()
@@ -154,28 +153,20 @@ class Graph:
         self._release(unit, generated=True)
         return unit
 
-    def _finish(self, unit: Unit) -> None:
-        responses, judgments, pairs = unit.rows()
-        self.sink.finish(unit.example, responses, judgments, pairs)
-
-    def _shutdown(self, *, grace: bool) -> None:
-        """Stop paying for new calls: queued calls are cancelled; on Ctrl+C the calls running get GRACE_S in all to
-        finish (their results land in the cache either way)."""
+    def _stop_pools(self, deadline: float | None) -> None:
+        """Stop paying for new calls: queued calls are dropped; the calls running are waited for until `deadline`
+        (time.monotonic(); None: until they end). Their results land in the cache either way."""
         for pool in self.pools.values():
             pool.shutdown()
-        if grace:
-            deadline = time.monotonic() + GRACE_S
-            for pool in self.pools.values():
-                pool.join(deadline)
+        for pool in self.pools.values():
+            pool.join(deadline)
 
     def _close(self) -> None:
         self._count_bars()
         for bar in self.bars.values():
             bar.close()
-        for pool in self.pools.values():  # (after a stop: the threads end after the call they are in, unwaited)
-            pool.shutdown()
-            if not self.stop.is_set():
-                pool.join()
+        # After a stop (the grace period spent or no call to wait for): the threads end after their call, unwaited.
+        self._stop_pools(time.monotonic() if self.stop.is_set() else None)
         for turn, (convs, cut) in sorted(self.ended.items()):
             log.warning("%d conversations ended at a failed turn %d: %d later turns not asked", convs, turn, cut)
 
@@ -325,18 +316,6 @@ class Synthesis:
         return self
 
     def __next__(self) -> Example | None:  # a class, not a generator: Ctrl+C raised in here does not end it
-        got = self._next()
-        if got is not _END:
-            return got
-        with self._lock:
-            self._left = self._thread.is_alive()
-            self._bar.close()
-        self.interrupted = self.stop.is_set()
-        if self._error is not None:
-            raise self._error
-        raise StopIteration
-
-    def _next(self) -> Any:
         try:
             got = self._q.get(timeout=0.1)
         except queue.Empty:
@@ -345,12 +324,13 @@ class Synthesis:
                 if time.monotonic() - self._stopped_at >= GRACE_S:
                     self._q.put(_END)  # the call in flight had its grace period: end here (and every later call)
             return None
-        if got is _END:
-            self._q.put(_END)  # every later call ends too
-        return got
-
-
-def examples_of(prepared: Iterable[Example], synthesis: Synthesis | None) -> Iterator[Example | None]:
-    """The run's examples in input order: the datasets', then the synthesized ones as they come. (A chain, not a
-    generator: Ctrl+C raised while waiting for synthesis leaves it usable, so the rest can still be drained.)"""
-    return itertools.chain(prepared, synthesis if synthesis is not None else ())
+        if got is not _END:
+            return got
+        self._q.put(_END)  # every later call ends too
+        with self._lock:
+            self._left = self._thread.is_alive()
+            self._bar.close()
+        self.interrupted = self.stop.is_set()
+        if self._error is not None:
+            raise self._error
+        raise StopIteration

@@ -9,6 +9,7 @@ already paid for is in the cache, so a rerun of the same run id starts the files
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import threading
 import time
@@ -34,7 +35,7 @@ from ..results.hub import hub_card
 from ..results.summary import cost_report, log_summary
 from ..results.summary_types import BudgetSummary, Calls, ExecutorSummary, Summary, summary_data
 from ..results.tally import RunTally, Tally
-from .graph import Graph, Synthesis, examples_of
+from .graph import Graph, Synthesis
 from .preflight import Prepared, preflight
 from .stop import stop_exit_code, stopped_by
 from .tally_process import open_tally
@@ -160,7 +161,9 @@ def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> RunTally:
     synthesis = Synthesis(cfg, stack, run.stop) if cfg.synthesize is not None else None
     try:
         graph = Graph(cfg, stack, run.stop, sink, run.executor)
-        run.interrupted = graph.run(examples_of(prepared.examples, synthesis))
+        # The datasets' examples, then the synthesized ones as they come. (A chain, not a generator: Ctrl+C raised
+        # while waiting for synthesis leaves it usable, so the rest can still be drained.)
+        run.interrupted = graph.run(itertools.chain(prepared.examples, synthesis or ()))
         run.tasks = graph.expected
     except BaseException:
         run.stop.set()  # synthesis stops too
