@@ -1,4 +1,4 @@
-"""Retry policy wrapped around a provider: every attempt is a trace event.
+"""Retry policy (tenacity) wrapped around a provider: every attempt is a trace event.
 
 Retried: 429, 5xx, timeouts, connection errors (ProviderError.retryable). Not retried: 400, 401, 403,
 404, context-length errors. The wait is exponential with jitter, at least the server's Retry-After,
@@ -10,6 +10,8 @@ from __future__ import annotations
 import random
 import threading
 import time
+
+from tenacity import Retrying, retry_if_exception, stop_after_attempt
 
 from ..config import RetryConfig
 from ..errors import Cancelled, InputError, ProviderError
@@ -34,7 +36,8 @@ class RetryingProvider(BaseProvider):
     def __init__(self, inner: BaseProvider, cfg: RetryConfig, tracer: Tracer, stop: threading.Event | None = None):
         self.inner, self.cfg, self.tracer = inner, cfg, tracer
         self.stop = stop or threading.Event()
-        self._rng = random.Random()  # shared by the threads: each draw is one C call under the GIL, no lock needed
+        self._rng = random.Random()
+        self._rng_lock = threading.Lock()
 
     def generate(self, request: LLMRequest) -> LLMResponse:
         key = cache_key(request)
@@ -55,7 +58,8 @@ class RetryingProvider(BaseProvider):
                 err = classify_error(exc, request.model)
                 retry_in = None
                 if err.retryable and n < self.cfg.max_attempts:
-                    retry_in = delays[n] = backoff_delay(err, n, self.cfg, self._rng)
+                    with self._rng_lock:
+                        retry_in = delays[n] = backoff_delay(err, n, self.cfg, self._rng)
                 status, fields = "error", {"error": str(err), "status_code": err.status_code, "retry_in_s": retry_in,
                                            "deployment": err.deployment, "worker": err.worker}  # fmt: skip
             latency_ms = (time.perf_counter() - start) * 1000
@@ -65,14 +69,24 @@ class RetryingProvider(BaseProvider):
                 raise err from None
             return resp
 
-        # A plain loop, not tenacity: most calls succeed at once, and a Retrying object per call cost ~11 us.
-        for n in range(1, self.cfg.max_attempts + 1):
-            try:
-                return attempt(n)
-            except ProviderError:
-                if n not in delays:  # not retryable, or the last attempt
-                    raise
-            self._sleep(delays[n])
+        # The first attempt is made without tenacity (most succeed: a Retrying object per call costs ~11 us);
+        # tenacity takes over after a retryable failure, for attempts 2..max_attempts.
+        try:
+            return attempt(1)
+        except ProviderError:
+            if 1 not in delays:
+                raise
+        self._sleep(delays[1])
+        retrying = Retrying(
+            stop=stop_after_attempt(self.cfg.max_attempts - 1),
+            wait=lambda state: delays.get(state.attempt_number + 1, 0.0),
+            retry=retry_if_exception(lambda e: isinstance(e, ProviderError) and e.retryable),
+            sleep=self._sleep,
+            reraise=True,
+        )
+        for tried in retrying:
+            with tried:
+                return attempt(tried.retry_state.attempt_number + 1)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _sleep(self, seconds: float) -> None:
