@@ -177,11 +177,9 @@ class InlineDriver:
         counts.calls["candidate"] += len(leaves)
         counts.cached["candidate"] += len(fresh)
         for leaf, key in zip(leaves, keys, strict=True):
-            if key in fresh:
-                continue
-            if type(leaf) is tuple:
+            if key not in fresh and type(leaf) is tuple:
                 counts.cost(*leaf[1:])
-            else:
+            elif key not in fresh:
                 counts.priced(leaf)
 
     def result(self) -> tuple[int, Counts]:
@@ -245,9 +243,10 @@ class InlineDriver:
 
 
 class ProcessDriver(second_process.Child):
-    """An InlineDriver in a second process, for a large `--validate`: it counts preflight's examples, in the order read,
-    while preflight parses the next chunk, so every count and sum is the one an InlineDriver here makes
-    (tests/test_validate.py). An error of the count is raised by `result`, after preflight's own."""
+    """An InlineDriver in a second process, for a large `--validate`: it counts preflight's examples (one in LEAD_SHARE
+    keyed and priced here), in the order read, while preflight parses the next chunk, so every count and sum is the
+    one an InlineDriver here makes (tests/test_validate.py). An error of the count is raised by `result`, after
+    preflight's own."""
 
     def __init__(self, cfg: Config, chunk: int) -> None:
         super().__init__(InlineDriver, (cfg, chunk), "rubricrun-count", _COUNT_ENDED, rows=chunk)
