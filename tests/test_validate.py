@@ -193,12 +193,24 @@ def _mixed_config(tmp_path: Path, server: FakeOpenAIServer, make_config: Any) ->
     )  # fmt: skip
 
 
+def _here_and_in_a_child(path: Path, cli_main: Any, monkeypatch: Any) -> dict[str, Any]:
+    """--validate's JSON with the count here ("off") and in a second process ("on")."""
+    from rubricrun.engine import second_process
+
+    got = {}
+    for mode in ("off", "on"):
+        monkeypatch.setenv(second_process.ENV, mode)
+        rc, out, err = cli_main(["--config", str(path), "--validate"])
+        assert rc == 0, err
+        got[mode] = json.loads(out)
+    return got
+
+
 def test_the_count_in_a_second_process_is_the_count_here(
     tmp_path: Path, make_config: Any, cli_main: Any, monkeypatch: Any, capsys: Any
 ) -> None:
     """Before any call, after a run and with one more judge (part cached): the same JSON, with the count here and in
     the child, at a chunk of 3 examples (so many chunks cross the pipe)."""
-    from rubricrun.engine import second_process
 
     monkeypatch.setattr(estimate, "COUNT_CHUNK", 3)
     with FakeOpenAIServer() as server:
@@ -208,12 +220,7 @@ def test_the_count_in_a_second_process_is_the_count_here(
             if step == "warm":
                 rc, _, err = cli_main(["--config", str(path), "--run-id", "r"])
                 assert rc == 0, err
-            got = {}
-            for mode in ("off", "on"):
-                monkeypatch.setenv(second_process.ENV, mode)
-                rc, out, err = cli_main(["--config", str(path), "--validate"])
-                assert rc == 0, err
-                got[mode] = json.loads(out)
+            got = _here_and_in_a_child(path, cli_main, monkeypatch)
             assert got["on"] == got["off"], step
             outputs.append(got["on"])
     cold, warm = outputs
@@ -227,7 +234,6 @@ def test_leaves_made_in_the_main_process_count_as_the_childs(
 ) -> None:
     """A judge-free run (every call a leaf), one example in 2 keyed and priced in the main process (LEAD_SHARE),
     the cache part filled: the same JSON as the count here (calls, cached, the bound of prompts of every length)."""
-    from rubricrun.engine import second_process
 
     monkeypatch.setattr(estimate, "COUNT_CHUNK", 3)
     monkeypatch.setattr(estimate, "LEAD_SHARE", 2)
@@ -242,12 +248,7 @@ def test_leaves_made_in_the_main_process_count_as_the_childs(
         path = make_config(server, candidates=candidates, judges=[], datasets=data)
         rc, _, err = cli_main(["--config", str(path), "--max-examples", "5", "--run-id", "r"])
         assert rc == 0, err
-        got = {}
-        for mode in ("off", "on"):
-            monkeypatch.setenv(second_process.ENV, mode)
-            rc, out, err = cli_main(["--config", str(path), "--validate"])
-            assert rc == 0, err
-            got[mode] = json.loads(out)
+        got = _here_and_in_a_child(path, cli_main, monkeypatch)
     assert got["on"] == got["off"]
     assert got["on"]["candidate_calls"] == 33 and got["on"]["candidate_cached"] == 15
     assert got["on"]["cost_upper_bound_usd"] > 0
