@@ -193,12 +193,24 @@ def _mixed_config(tmp_path: Path, server: FakeOpenAIServer, make_config: Any) ->
     )  # fmt: skip
 
 
+def _here_and_in_a_child(path: Path, cli_main: Any, monkeypatch: Any) -> dict[str, Any]:
+    """--validate's JSON with the count here ("off") and in a second process ("on")."""
+    from rubricrun.engine import second_process
+
+    got = {}
+    for mode in ("off", "on"):
+        monkeypatch.setenv(second_process.ENV, mode)
+        rc, out, err = cli_main(["--config", str(path), "--validate"])
+        assert rc == 0, err
+        got[mode] = json.loads(out)
+    return got
+
+
 def test_the_count_in_a_second_process_is_the_count_here(
     tmp_path: Path, make_config: Any, cli_main: Any, monkeypatch: Any, capsys: Any
 ) -> None:
     """Before any call, after a run and with one more judge (part cached): the same JSON, with the count here and in
     the child, at a chunk of 3 examples (so many chunks cross the pipe)."""
-    from rubricrun.engine import second_process
 
     monkeypatch.setattr(estimate, "COUNT_CHUNK", 3)
     with FakeOpenAIServer() as server:
@@ -208,18 +220,38 @@ def test_the_count_in_a_second_process_is_the_count_here(
             if step == "warm":
                 rc, _, err = cli_main(["--config", str(path), "--run-id", "r"])
                 assert rc == 0, err
-            got = {}
-            for mode in ("off", "on"):
-                monkeypatch.setenv(second_process.ENV, mode)
-                rc, out, err = cli_main(["--config", str(path), "--validate"])
-                assert rc == 0, err
-                got[mode] = json.loads(out)
+            got = _here_and_in_a_child(path, cli_main, monkeypatch)
             assert got["on"] == got["off"], step
             outputs.append(got["on"])
     cold, warm = outputs
     assert cold["judge_calls"] > 0 and cold["pairwise_calls"] > 0 and cold["cost_upper_bound_usd"] > 0
     assert warm["candidate_cached"] == warm["candidate_calls"] > 0
     assert warm["cost_upper_bound_usd"] < cold["cost_upper_bound_usd"]
+
+
+def test_leaves_made_in_the_main_process_count_as_the_childs(
+    tmp_path: Path, make_config: Any, cli_main: Any, monkeypatch: Any
+) -> None:
+    """A judge-free run (every call a leaf), one example in 2 keyed and priced in the main process (LEAD_SHARE),
+    the cache part filled: the same JSON as the count here (calls, cached, the bound of prompts of every length)."""
+
+    monkeypatch.setattr(estimate, "COUNT_CHUNK", 3)
+    monkeypatch.setattr(estimate, "LEAD_SHARE", 2)
+    price = {"price": {"input_per_mtok": 1000.0, "output_per_mtok": 3.0}}  # a prompt token shows in the bound
+    rows = [{"id": f"r{i}", "prompt": "Question? " * (i + 1)} for i in range(11)]
+    with FakeOpenAIServer() as server:
+        candidates = [
+            model_entry("alpha", "openai/cand-alpha", server, **price),
+            model_entry("beta", "openai/cand-beta", server, samples_per_prompt=2, **price),
+        ]
+        data = [{"path": str(write_jsonl(tmp_path / "rows.jsonl", rows))}]
+        path = make_config(server, candidates=candidates, judges=[], datasets=data)
+        rc, _, err = cli_main(["--config", str(path), "--max-examples", "5", "--run-id", "r"])
+        assert rc == 0, err
+        got = _here_and_in_a_child(path, cli_main, monkeypatch)
+    assert got["on"] == got["off"]
+    assert got["on"]["candidate_calls"] == 33 and got["on"]["candidate_cached"] == 15
+    assert got["on"]["cost_upper_bound_usd"] > 0
 
 
 def test_a_bad_row_is_reported_with_the_count_in_a_second_process(

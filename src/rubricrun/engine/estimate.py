@@ -25,7 +25,7 @@ from ..providers.stack import open_cache
 from ..tasks import registry
 from ..types import Example, LLMRequest, LLMResponse
 from . import second_process
-from .calls import synthesis_request
+from .calls import candidate_request, synthesis_request
 from .preflight import large_run, preflight
 from .stages import Stages, Turn, Vote, Work, conversations, new_unit, reply_feeds_calls
 
@@ -130,8 +130,8 @@ class InlineDriver:
     def __init__(self, cfg: Config, chunk: int) -> None:
         self.cfg, self.chunk = cfg, chunk
         self.counts: Counts | None = None
-        self.examples: list[Example] = []
-        self.leaves: list[LLMRequest] = []
+        self.examples: list[Example | tuple[Leaf, ...]] = []
+        self.leaves: list[LLMRequest | Leaf] = []
         self.n = 0
 
     def start(self) -> Counts:
@@ -147,7 +147,8 @@ class InlineDriver:
         if self.counts is not None and self.counts.cache is not None:
             self.counts.cache.close()
 
-    def take(self, ex: Example) -> None:
+    def take(self, ex: Example | tuple[Leaf, ...]) -> None:
+        """An example, or the leaves ProcessDriver made of one (counted as the example would be)."""
         self.examples.append(ex)
         if len(self.examples) >= self.chunk:
             self.flush()
@@ -155,6 +156,9 @@ class InlineDriver:
     def flush(self) -> None:
         counts = self.start()
         for ex in self.examples:
+            if type(ex) is tuple:
+                self.leaves.extend(ex)
+                continue
             convs = conversations(self.cfg, ex, EXACT_SAMPLES)
             for c in registry.candidates_for(self.cfg, ex):
                 if c.samples_per_prompt > EXACT_SAMPLES:
@@ -168,13 +172,15 @@ class InlineDriver:
         self.n += len(self.examples)
         self.examples = []
         leaves, self.leaves = self.leaves, []
-        keys = [cache_key(r) for r in leaves]
+        keys = [leaf[0] if type(leaf) is tuple else cache_key(leaf) for leaf in leaves]
         fresh = counts.cache.fresh_many(keys) if counts.cache is not None else set()
         counts.calls["candidate"] += len(leaves)
         counts.cached["candidate"] += len(fresh)
-        for request, key in zip(leaves, keys, strict=True):
-            if key not in fresh:
-                counts.priced(request)
+        for leaf, key in zip(leaves, keys, strict=True):
+            if key not in fresh and type(leaf) is tuple:
+                counts.cost(*leaf[1:])
+            elif key not in fresh:
+                counts.priced(leaf)
 
     def result(self) -> tuple[int, Counts]:
         """(examples counted, their Counts without the cache), once every example is taken."""
@@ -237,20 +243,47 @@ class InlineDriver:
 
 
 class ProcessDriver(second_process.Child):
-    """An InlineDriver in a second process, for a large `--validate`: it counts preflight's examples, in the order read,
-    while preflight parses the next chunk, so every count and sum is the one an InlineDriver here makes
-    (tests/test_validate.py). An error of the count is raised by `result`, after preflight's own."""
+    """An InlineDriver in a second process, for a large `--validate`: it counts preflight's examples (one in LEAD_SHARE
+    keyed and priced here), in the order read, while preflight parses the next chunk, so every count and sum is the
+    one an InlineDriver here makes (tests/test_validate.py). An error of the count is raised by `result`, after
+    preflight's own."""
 
     def __init__(self, cfg: Config, chunk: int) -> None:
         super().__init__(InlineDriver, (cfg, chunk), "rubricrun-count", _COUNT_ENDED, rows=chunk)
+        self.cfg, self.seen = cfg, 0
 
     def take(self, ex: Example) -> None:
-        """preflight's `visit`: one example, sent with its chunk."""
-        self.put(ex)
+        """preflight's `visit`: one example, sent with its chunk; one in LEAD_SHARE as its leaves, made here."""
+        self.seen += 1
+        self.put(self._leaves(ex) if self.seen % LEAD_SHARE == 0 else ex)
+
+    def _leaves(self, ex: Example) -> Example | tuple[Leaf, ...]:
+        """The example's leaves (its requests' keys and prices' terms), as InlineDriver.flush makes them; the
+        example itself when it has other calls, samples past EXACT_SAMPLES, or raises (the child raises it in turn)."""
+        cfg = self.cfg
+        try:
+            convs = conversations(cfg, ex, EXACT_SAMPLES)
+            if reply_feeds_calls(cfg, ex, 1) or any(
+                c.replays or c.samples_per_prompt > EXACT_SAMPLES for c, _ in convs
+            ):
+                return ex
+            requests = [candidate_request(c, ex, s, cfg.run.seed) for c, s in convs]
+            return tuple(
+                (cache_key(r), r.model, estimate_prompt_tokens(list(r.messages)), max_tokens_of(r.params))
+                for r in requests
+            )
+        except Exception:  # noqa: BLE001 - the child meets it again, in the order the run reports it
+            return ex
 
     def result(self) -> tuple[int, Counts]:
         return self.ask("result")
 
+
+# A leaf made in the main process: (cache key, model, prompt tokens, max_tokens), priced if not cached.
+Leaf = tuple[str, str, int, int]
+# The main process makes the leaves of one example in LEAD_SHARE (ProcessDriver), so that both processes work about
+# as long: the child looks up every key (the longest part), the main process reads the rows (plan 023, round 4).
+LEAD_SHARE = 3
 
 _COUNT_ENDED = "the call count's process ended (exit code {code}); nothing was called: run --validate again"
 
