@@ -313,10 +313,7 @@ class Batcher:
             job["cost"] = job.get("cost", 0.0) + (reply.cost_usd or 0.0)
             self.caching.deliver(key, reply)
             self.failed.pop(key, None)
-            self.tracer.emit(
-                role=role, model=job["model"], key=key, cache_hit=False, attempt=1, latency_ms=0.0, status="ok",
-                usage=reply.usage,
-            )  # fmt: skip
+            self._trace(job, key, role, status="ok", usage=reply.usage)
             return
         error = line.get("error") or (body.get("error") if isinstance(body, dict) else None) or {}
         message = error.get("message") or error.get("code") or f"HTTP {status}"
@@ -324,7 +321,8 @@ class Batcher:
 
     def _failure(self, job: dict[str, Any], key: str, role: str, error: str, status: int | None) -> None:
         self.failed[key] = self.failed.get(key, 0) + 1
-        self.tracer.emit(
-            role=role, model=job["model"], key=key, cache_hit=False, attempt=1, latency_ms=0.0, status="error",
-            error=f"batch {job['batch_id'] or job['id']}: {error}", status_code=status,
-        )  # fmt: skip
+        error = f"batch {job['batch_id'] or job['id']}: {error}"
+        self._trace(job, key, role, status="error", error=error, status_code=status)
+
+    def _trace(self, job: dict[str, Any], key: str, role: str, **event: Any) -> None:
+        self.tracer.emit(role=role, model=job["model"], key=key, cache_hit=False, attempt=1, latency_ms=0.0, **event)
