@@ -83,10 +83,6 @@ def reply_of(body: dict[str, Any], model: str, prices: Mapping[str, Price]) -> L
     )
 
 
-def _jsonl(data: bytes) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
-
-
 class Batcher:
     """Submits deferred requests as batch jobs, polls them, and delivers their replies into the cache."""
 
@@ -292,7 +288,8 @@ class Batcher:
         roles = dict(map(tuple, job["keys"]))  # those not answered yet
         for file_id in (getattr(b, "output_file_id", None), getattr(b, "error_file_id", None)):
             if file_id:
-                for line in _jsonl(bytes(self._call(job, "file_content", file_id=file_id).content)):
+                data = bytes(self._call(job, "file_content", file_id=file_id).content).decode("utf-8")
+                for line in map(json.loads, filter(str.strip, data.splitlines())):
                     if (role := roles.pop(line.get("custom_id"), None)) is not None:
                         self._line(job, role, line)
         why = f"batch {job['status']}" + (f": {job['error']}" if job.get("error") else "")
