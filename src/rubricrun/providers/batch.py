@@ -83,10 +83,6 @@ def reply_of(body: dict[str, Any], model: str, prices: Mapping[str, Price]) -> L
     )
 
 
-def _jsonl(data: bytes) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
-
-
 class Batcher:
     """Submits deferred requests as batch jobs, polls them, and delivers their replies into the cache."""
 
@@ -292,7 +288,8 @@ class Batcher:
         roles = dict(map(tuple, job["keys"]))  # those not answered yet
         for file_id in (getattr(b, "output_file_id", None), getattr(b, "error_file_id", None)):
             if file_id:
-                for line in _jsonl(bytes(self._call(job, "file_content", file_id=file_id).content)):
+                data = bytes(self._call(job, "file_content", file_id=file_id).content).decode("utf-8")
+                for line in map(json.loads, filter(str.strip, data.splitlines())):
                     if (role := roles.pop(line.get("custom_id"), None)) is not None:
                         self._line(job, role, line)
         why = f"batch {job['status']}" + (f": {job['error']}" if job.get("error") else "")
@@ -313,10 +310,7 @@ class Batcher:
             job["cost"] = job.get("cost", 0.0) + (reply.cost_usd or 0.0)
             self.caching.deliver(key, reply)
             self.failed.pop(key, None)
-            self.tracer.emit(
-                role=role, model=job["model"], key=key, cache_hit=False, attempt=1, latency_ms=0.0, status="ok",
-                usage=reply.usage,
-            )  # fmt: skip
+            self._trace(job, key, role, status="ok", usage=reply.usage)
             return
         error = line.get("error") or (body.get("error") if isinstance(body, dict) else None) or {}
         message = error.get("message") or error.get("code") or f"HTTP {status}"
@@ -324,7 +318,8 @@ class Batcher:
 
     def _failure(self, job: dict[str, Any], key: str, role: str, error: str, status: int | None) -> None:
         self.failed[key] = self.failed.get(key, 0) + 1
-        self.tracer.emit(
-            role=role, model=job["model"], key=key, cache_hit=False, attempt=1, latency_ms=0.0, status="error",
-            error=f"batch {job['batch_id'] or job['id']}: {error}", status_code=status,
-        )  # fmt: skip
+        error = f"batch {job['batch_id'] or job['id']}: {error}"
+        self._trace(job, key, role, status="error", error=error, status_code=status)
+
+    def _trace(self, job: dict[str, Any], key: str, role: str, **event: Any) -> None:
+        self.tracer.emit(role=role, model=job["model"], key=key, cache_hit=False, attempt=1, latency_ms=0.0, **event)

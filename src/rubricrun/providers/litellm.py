@@ -25,14 +25,10 @@ _litellm: Any = None
 _internal_call: Any = None  # LiteLLM's "do not log this call" context variable, when this LiteLLM has one
 _thread = threading.local()
 
-# Error class names LiteLLM raises, by whether another attempt can help.
+# Error class names LiteLLM raises where another attempt can help (those where it cannot all carry a 4xx status).
 _RETRYABLE_NAMES = set(
     "RateLimitError Timeout APIConnectionError InternalServerError ServiceUnavailableError BadGatewayError APIError "
     "JSONSchemaValidationError".split()
-)
-_FATAL_NAMES = set(
-    "BadRequestError AuthenticationError PermissionDeniedError NotFoundError ContextWindowExceededError "
-    "ContentPolicyViolationError UnprocessableEntityError UnsupportedParamsError InvalidRequestError".split()
 )
 
 
@@ -175,7 +171,7 @@ def classify_error(exc: BaseException, model: str, secrets: tuple[str, ...] = ()
     text = str(exc)
     if any(m in text for m in _CLIENT_SIDE_FAILURES):
         retryable = False  # LiteLLM reports these as HTTP 500 although no request was sent
-    elif name in _FATAL_NAMES or (status is not None and 400 <= status < 500 and status not in (408, 409, 429)):
+    elif status is not None and 400 <= status < 500 and status not in (408, 409, 429):
         retryable = False
     elif name in _RETRYABLE_NAMES or status in (408, 409, 429) or (status is not None and status >= 500):
         retryable = True

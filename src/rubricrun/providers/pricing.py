@@ -36,14 +36,6 @@ def _cost_map() -> dict[str, Any]:
         return {}
 
 
-def _map_entry(model: str) -> dict[str, Any] | None:
-    m = _cost_map()
-    entry = m.get(model)
-    if entry is None and "/" in model:
-        entry = m.get(model.split("/", 1)[1])
-    return entry if entry and "input_cost_per_token" in entry else None
-
-
 def unit_prices(model: str, price: Price | None = None, *, batch: bool = False) -> tuple[float, float] | None:
     """USD per prompt token and per completion token, or None when the model has no known price. `batch`: the
     provider's batch price (the config's batch_* prices, else LiteLLM's `*_cost_per_token_batches`), falling back
@@ -58,8 +50,9 @@ def unit_prices(model: str, price: Price | None = None, *, batch: bool = False) 
         return 0.0, 0.0
     if model.startswith("router/"):
         return None  # an entry's name says nothing of what its deployments cost: it needs `price:`
-    entry = _map_entry(model)
-    if entry is None:
+    costs = _cost_map()
+    entry = costs.get(model) or costs.get(model.split("/", 1)[-1])
+    if not entry or "input_cost_per_token" not in entry:
         return None
     names = ("input_cost_per_token", "output_cost_per_token")
     if batch and all(entry.get(n + "_batches") is not None for n in names):

@@ -19,15 +19,11 @@ from .routing import Route
 
 
 class AccountLimiter:
-    """Requests per minute, tokens per minute and pauses of one provider account (also the run-wide cap on judge
-    calls, `run.judge_rate_limit_rpm`, which is an rpm across accounts).
-
-    Both limits are GCRA virtual times (`_tat_r`, `_tat_t`: when the account is next free), checked together: smooth
-    pacing, no burst after an idle period. Waiters queue in turn and the head re-reads the state whenever it
-    changes, so the refund `settle` gives back (a `tpm` reservation, prompt estimate + max_tokens, is often several
-    times the real usage) lets them go at once. Reservations in flight may run the token clock up to `ahead_s` seconds
-    ahead of now, or calls would go one at a time (0.860 of the limit: .agent/plans/009-limits.md).
-    """
+    """Requests per minute, tokens per minute and pauses of one provider account (also the run-wide judge cap,
+    `run.judge_rate_limit_rpm`). Both limits are GCRA virtual times (`_tat_r`, `_tat_t`: when the account is next
+    free): smooth pacing, no burst after idle. Waiters queue in turn; the head re-reads the state when it changes, so
+    a `settle` refund (a `tpm` reservation is often several times the real usage) lets them go at once. Reservations
+    in flight may run the token clock `ahead_s` ahead of now, or calls would go one at a time (plan 009)."""
 
     def __init__(
         self,

@@ -1,10 +1,7 @@
-"""Entries with `deployments:` are served by a `litellm.Router`: one logical model over many servers.
-
-The rest of the stack sees one model, `router/<entry name>`: the cache keys on it (a reply from any deployment is
-reused), rows name it, and the throttle paces it as one account whose limits are the sums of its deployments'.
-The Router owns the choice of deployment (its strategy), cooldowns of failing deployments and fallbacks to other
-entries; our retry layer owns retries (the Router's num_retries is 0), so every attempt is traced once, with the
-deployment that served or failed it. Who owns what, and why: .agent/plans/011-beyond-one-machine.md (Decision Log).
+"""Entries with `deployments:` are served by a `litellm.Router`, which the rest of the stack sees as one model,
+`router/<entry name>` (cached, named in rows and paced as one account with its deployments' summed limits). The
+Router picks the deployment and owns cooldowns and fallbacks; retries are ours (its num_retries is 0), so each
+attempt is traced once, with its deployment. Who owns what: .agent/plans/011-beyond-one-machine.md (Decision Log).
 """
 
 from __future__ import annotations

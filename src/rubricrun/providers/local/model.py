@@ -70,15 +70,11 @@ def _grammar_parses(llama: Llama, gbnf: str) -> bool:
     return True
 
 
-def json_grammar(llama: Llama, schema: dict[str, Any] | None) -> tuple[Any, str]:
-    """A cached (LlamaGrammar, kind) for `schema`, checked against llama.cpp's parser; kind is "schema" or "json".
-    The LlamaGrammar only holds the GBNF text; llama.cpp parses it anew for each call. (The cache's key keeps the
-    schema's key order: the grammar writes the properties in that order.)"""
-    return _json_grammar(llama, json.dumps(schema))
-
-
 @functools.lru_cache(maxsize=256)
-def _json_grammar(llama: Llama, schema_json: str) -> tuple[Any, str]:
+def json_grammar(llama: Llama, schema_json: str) -> tuple[Any, str]:
+    """A cached (LlamaGrammar, kind) for a schema as JSON, checked against llama.cpp's parser; kind is "schema" or
+    "json". The LlamaGrammar only holds the GBNF text; llama.cpp parses it anew for each call. (The key is JSON, not
+    sorted: the grammar writes the properties in the schema's order.)"""
     from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
 
     gbnf = json_grammar_text(json.loads(schema_json))
@@ -191,7 +187,7 @@ def chat(path: str, messages: list[dict[str, str]], **kwargs: Any) -> dict[str, 
         llama = slot.llama
         kind = None
         if rf is not None and rf.get("type") == "json_object":
-            kwargs["grammar"], kind = json_grammar(llama, rf.get("schema"))
+            kwargs["grammar"], kind = json_grammar(llama, json.dumps(rf.get("schema")))
         out = dict(llama.create_chat_completion(messages=messages, **kwargs))  # type: ignore[arg-type]
     if kind is not None:
         out["grammar"] = kind
