@@ -79,8 +79,7 @@ class Graph:
         # period; its examples follow the given ones, each step's as soon as the step ends. `synthesis`: the steps
         # done, as rows; a step that ends after the run stopped waiting for it is left out.
         self.synthesis: list[Any] = []
-        self.synthesized: queue.SimpleQueue[Any] = queue.SimpleQueue()  # examples, then _END
-        self.synthesis_error: BaseException | None = None
+        self.synthesized: queue.SimpleQueue[Any] = queue.SimpleQueue()  # examples, then _END or the error that ended it
         self.synthesis_left = self.synthesis_interrupted = False
         steps = 1 + cfg.synthesize.num_subtopics if cfg.synthesize is not None else 0  # a step an ask
         self.synthesis_bar = Progress("synthesize", steps, run.progress)  # (none shown at 0)
@@ -193,13 +192,13 @@ class Graph:
             except queue.Empty:
                 yield None
                 continue
-            if got is _END:
+            if got is _END or isinstance(got, BaseException):
                 break
             yield got
         self.synthesis_bar.close()
         self.synthesis_interrupted = self.stop.is_set()
-        if self.synthesis_error is not None:
-            raise self.synthesis_error
+        if got is not _END:
+            raise got
 
     def _leave_synthesis(self) -> None:
         """The run waits no longer for synthesis: a step that ends from now on is not recorded."""
@@ -260,10 +259,9 @@ class Graph:
     def _synthesize(self, _: str) -> None:
         try:
             synthesize(self.cfg, self.stack, self._synthesis_step)
-        except BaseException as exc:  # noqa: BLE001 - raised again in the conductor
-            self.synthesis_error = exc
-        finally:
             self.synthesized.put(_END)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the conductor, after the examples made
+            self.synthesized.put(exc)
 
     def _synthesis_step(self, entry: Any, new: list[Example]) -> None:
         with self.lock:
