@@ -9,12 +9,13 @@ Design and reasons: ExecPlan 009.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from .. import codec
@@ -74,54 +75,66 @@ class Graph:
         self.head: Unit | None = None  # the unit the conductor waits for: the window's head (only its end wakes it)
         # Examples in flight at most: enough that one slow example does not starve the pools.
         self.size = max(64, 8 * (run.concurrency + run.judge_parallel_workers) * n)
+        # Synthesis (calls.synthesize) on a pool of one thread, so a stop gives its call in flight the calls' grace
+        # period; its examples follow the given ones, each step's as soon as the step ends. `synthesis`: the steps
+        # done, as rows; a step that ends after the run stopped waiting for it is left out.
+        self.synthesis: list[Any] = []
+        self.synthesized: queue.SimpleQueue[Any] = queue.SimpleQueue()  # examples, then _END or the error that ended it
+        self.synthesis_left = self.synthesis_interrupted = False
+        steps = 1 + cfg.synthesize.num_subtopics if cfg.synthesize is not None else 0  # a step an ask
+        self.synthesis_bar = Progress("synthesize", steps, run.progress)  # (none shown at 0)
+        if cfg.synthesize is not None:
+            self.pools["synthesize"] = Pool(1, THREAD_PREFIX + "synthesis", self._synthesize)
 
     # -- the conductor (the calling thread) --------------------------------------------------------------
 
-    def run(self, examples: Iterator[Example | None]) -> bool:
-        """Admit, in input order, the examples `examples` yields (None: nothing ready yet), and hand each finished
-        unit to the sink in input order. On Ctrl+C: calls in flight get the grace period, every admitted unit goes
-        to the sink with what it finished, the examples not admitted go with nothing, and True is returned."""
+    def run(self, given: Iterable[Example]) -> bool:
+        """Admit, in input order, the given examples then the synthesized ones, and hand each finished unit to the
+        sink in input order. On Ctrl+C: calls in flight get the grace period, every admitted unit goes to the sink
+        with what it finished, the examples not admitted go with nothing, and True is returned."""
         self.conductor = threading.get_ident()
+        examples: Iterator[Example | None] = iter(given)
+        if "synthesize" in self.pools:
+            self.pools["synthesize"].submit("synthesize")
+            examples = itertools.chain(examples, self._synthesized())
         with stop_on_signal(self.stop):
-            return self._run(examples)
-
-    def _run(self, examples: Iterator[Example | None]) -> bool:
-        window: deque[Unit] = deque()
-        more = True
-        try:
-            while more or window:
-                while window and window[0].finished:
-                    unit = window.popleft()
+            window: deque[Unit] = deque()
+            more = True
+            try:
+                while more or window:
+                    while window and window[0].finished:
+                        unit = window.popleft()
+                        self.sink.finish(unit.example, *unit.rows())
+                    if self.failure is not None:
+                        raise self.failure
+                    if self.stop.is_set():
+                        raise KeyboardInterrupt
+                    if more and len(window) < self.size:
+                        ex = next(examples, _END)
+                        if ex is _END:
+                            more = False
+                        elif ex is not None:
+                            window.append(self._admit(ex))
+                            self._count_bars()
+                        continue
+                    self.head = window[0] if window else None  # (set before looking: see _release)
+                    if self.head is not None and not self.head.finished:
+                        self._wait()
+            except BaseException as exc:
+                self.stop.set()
+                if not isinstance(exc, KeyboardInterrupt):
+                    raise
+                self._stop_pools(time.monotonic() + GRACE_S)  # the calls running get GRACE_S in all to land
+                self._leave_synthesis()
+                for unit in window:  # what finished, in input order
                     self.sink.finish(unit.example, *unit.rows())
-                if self.failure is not None:
-                    raise self.failure
-                if self.stop.is_set():
-                    raise KeyboardInterrupt
-                if more and len(window) < self.size:
-                    ex = next(examples, _END)
-                    if ex is _END:
-                        more = False
-                    elif ex is not None:
-                        window.append(self._admit(ex))
-                        self._count_bars()
-                    continue
-                self.head = window[0] if window else None  # (set before looking: see _release)
-                if self.head is not None and not self.head.finished:
-                    self._wait()
-        except BaseException as exc:
-            self.stop.set()
-            if not isinstance(exc, KeyboardInterrupt):
-                raise
-            self._stop_pools(time.monotonic() + GRACE_S)  # the calls running get GRACE_S in all to land
-            for unit in window:  # what finished, in input order
-                self.sink.finish(unit.example, *unit.rows())
-            for ex in examples:  # the rest counts as examples, with no rows
-                if ex is not None:
-                    self.sink.finish(ex, *self._admit(ex, calls=False).rows())
-            return True
-        finally:
-            self._close()
-        return False
+                for ex in examples:  # the rest counts as examples, with no rows
+                    if ex is not None:
+                        self.sink.finish(ex, *self._admit(ex, calls=False).rows())
+                return True
+            finally:
+                self._close()
+            return self.synthesis_interrupted
 
     def _wait(self) -> None:
         try:
@@ -167,8 +180,32 @@ class Graph:
             bar.close()
         # After a stop (the grace period spent or no call to wait for): the threads end after their call, unwaited.
         self._stop_pools(time.monotonic() if self.stop.is_set() else None)
+        self._leave_synthesis()
         for turn, (convs, cut) in sorted(self.ended.items()):
             log.warning("%d conversations ended at a failed turn %d: %d later turns not asked", convs, turn, cut)
+
+    def _synthesized(self) -> Iterator[Example | None]:
+        """The synthesized examples as they come; None while none is ready (the conductor writes units meanwhile)."""
+        while True:
+            try:
+                got = self.synthesized.get(timeout=0.1)
+            except queue.Empty:
+                yield None
+                continue
+            if got is _END or isinstance(got, BaseException):
+                break
+            yield got
+        self.synthesis_bar.close()
+        self.synthesis_interrupted = self.stop.is_set()
+        if got is not _END:
+            raise got
+
+    def _leave_synthesis(self) -> None:
+        """The run waits no longer for synthesis: a step that ends from now on is not recorded."""
+        with self.lock:
+            self.synthesis_left = True
+            self.synthesis_bar.close()
+        self.synthesized.put(_END)
 
     # -- the calls (pool threads) ------------------------------------------------------------------------
 
@@ -219,6 +256,22 @@ class Graph:
         if (unit.finished and unit is self.head or self.failure) and threading.get_ident() != self.conductor:
             self.wake.put(unit)
 
+    def _synthesize(self, _: str) -> None:
+        try:
+            synthesize(self.cfg, self.stack, self._synthesis_step)
+            self.synthesized.put(_END)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the conductor, after the examples made
+            self.synthesized.put(exc)
+
+    def _synthesis_step(self, entry: Any, new: list[Example]) -> None:
+        with self.lock:
+            if self.synthesis_left:
+                return
+            self.synthesis.append(codec.to_data(entry))
+            self.synthesis_bar.update()
+        for ex in new:
+            self.synthesized.put(ex)
+
     def _ended(self, turn: int, cut: int) -> None:
         """A failed turn ended a conversation, `cut` later turns not asked (logged at the end of the run)."""
         with self.lock:
@@ -235,13 +288,13 @@ class Pool:
     """Up to `size` threads (started as calls come) running `call(work)` for each work submitted: a ThreadPoolExecutor
     without a Future, its Condition and a callback per call (plan 020, Surprise 14). Not daemons, as its threads."""
 
-    def __init__(self, size: int, name: str, call: Callable[[Work], None]) -> None:
+    def __init__(self, size: int, name: str, call: Callable[[Any], None]) -> None:
         self.size, self.name, self.call = size, name, call
-        self.queue: queue.SimpleQueue[Work | None] = queue.SimpleQueue()
+        self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self.lock, self.closed, self.submitted = threading.Lock(), False, 0  # submitted: calls handed to it
 
-    def submit(self, work: Work) -> bool:
+    def submit(self, work: Any) -> bool:
         """Queue the work; False (nothing queued) once the pool is shut down."""
         with self.lock:
             if self.closed:
@@ -272,65 +325,3 @@ class Pool:
         """Waits for the threads to end (after shutdown), until `deadline` (time.monotonic()) if given."""
         for t in self._threads:
             t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-
-
-class Synthesis:
-    """Synthesis (calls.synthesize) on its own thread, its examples an iterator for the graph: each step's prompts as
-    soon as the step ends; None while nothing is ready (so the conductor keeps writing finished units meanwhile).
-    `log`: the steps done, as rows. After a stop the call in flight gets GRACE_S to land; a call still hanging then
-    is left behind, with its step and what follows it missing from the log."""
-
-    def __init__(self, cfg: Config, stack: BaseProvider, stop: threading.Event) -> None:
-        assert cfg.synthesize is not None
-        self.stop = stop
-        self.log: list[Any] = []
-        self.interrupted = False
-        self._lock = threading.Lock()  # guards log, bar and left
-        self._bar = Progress("synthesize", 1 + cfg.synthesize.num_subtopics, cfg.run.progress)  # a step an ask
-        self._left = False  # the thread was left behind: what it does now is not recorded
-        self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()  # examples, then _END
-        self._error: BaseException | None = None
-        self._stopped_at: float | None = None
-        self._thread = threading.Thread(target=self._run, args=(cfg, stack), name=THREAD_PREFIX + "synthesis")
-        self._thread.daemon = True
-        self._thread.start()
-
-    def _run(self, cfg: Config, stack: BaseProvider) -> None:
-        try:
-            synthesize(cfg, stack, self._step)
-        except BaseException as exc:  # noqa: BLE001 - raised again in the conductor
-            self._error = exc
-        finally:
-            self._q.put(_END)
-
-    def _step(self, entry: Any, new: list[Example]) -> None:
-        with self._lock:
-            if self._left:
-                return
-            self.log.append(codec.to_data(entry))
-            self._bar.update()
-        for ex in new:
-            self._q.put(ex)
-
-    def __iter__(self) -> Iterator[Example | None]:
-        return self
-
-    def __next__(self) -> Example | None:  # a class, not a generator: Ctrl+C raised in here does not end it
-        try:
-            got = self._q.get(timeout=0.1)
-        except queue.Empty:
-            if self.stop.is_set():
-                self._stopped_at = self._stopped_at or time.monotonic()
-                if time.monotonic() - self._stopped_at >= GRACE_S:
-                    self._q.put(_END)  # the call in flight had its grace period: end here (and every later call)
-            return None
-        if got is not _END:
-            return got
-        self._q.put(_END)  # every later call ends too
-        with self._lock:
-            self._left = self._thread.is_alive()
-            self._bar.close()
-        self.interrupted = self.stop.is_set()
-        if self._error is not None:
-            raise self._error
-        raise StopIteration

@@ -9,7 +9,6 @@ already paid for is in the cache, so a rerun of the same run id starts the files
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import threading
 import time
@@ -35,7 +34,7 @@ from ..results.hub import hub_card
 from ..results.summary import cost_report, log_summary
 from ..results.summary_types import BudgetSummary, Calls, ExecutorSummary, Summary, summary_data
 from ..results.tally import RunTally, Tally
-from .graph import Graph, Synthesis
+from .graph import Graph
 from .preflight import Prepared, preflight
 from .stop import stop_exit_code, stopped_by
 from .tally_process import open_tally
@@ -158,23 +157,16 @@ def _run_stages(run: _Run, prepared: Prepared, stack: Any) -> RunTally:
     large = prepared.large or run.executor.engine == "dask"
     tally = open_tally(make, live=counts is not None, large=large)
     sink = artifacts.RowFiles(run.run_dir, tally.take)
-    synthesis = Synthesis(cfg, stack, run.stop) if cfg.synthesize is not None else None
     try:
         graph = Graph(cfg, stack, run.stop, sink, run.executor)
-        # The datasets' examples, then the synthesized ones as they come. (A chain, not a generator: Ctrl+C raised
-        # while waiting for synthesis leaves it usable, so the rest can still be drained.)
-        run.interrupted = graph.run(itertools.chain(prepared.examples, synthesis or ()))
-        run.tasks = graph.expected
+        run.interrupted = graph.run(prepared.examples)  # then the synthesized examples, as they come
+        run.tasks, run.synthesis = graph.expected, graph.synthesis
     except BaseException:
-        run.stop.set()  # synthesis stops too
+        run.stop.set()  # whatever still runs stops too
         tally.close()
         raise
     finally:
         sink.close()
-        if synthesis is not None:
-            list(synthesis)  # until its thread has ended (after a stop: within the grace period)
-            run.synthesis = synthesis.log
-            run.interrupted = run.interrupted or synthesis.interrupted
     return tally
 
 
