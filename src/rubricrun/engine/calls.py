@@ -49,23 +49,26 @@ class GenTask(Struct, frozen=True):  # a Struct: one is built per candidate call
         return rid if self.turn == 1 else f"{rid}#t{self.turn}"
 
 
-def turn_task(
-    cfg: Config, ex: Example, cand: ModelConfig, s: int, answers: tuple[str, ...], order: int, replays: Replays
-) -> GenTask:
-    """The task of the turn after `answers`: its call sends the conversation so far (turn_view). A replayed
-    candidate's request is never sent; its model names where the answers come from."""
-    view = turn_view(ex, answers)
-    turn = len(answers) + 1
-    messages = list(view.messages)
+def candidate_request(cand: ModelConfig, example: Example, sample_index: int, seed: int) -> LLMRequest:
+    """The call for `example` (a turn_view at later turns: the conversation so far). A replayed candidate's request
+    is never sent; its model names where the answers come from."""
+    messages = list(example.messages)
     if cand.system_prompt:
         messages = [{"role": "system", "content": cand.system_prompt}, *messages]
     if cand.replays:
-        replay = replayed_answer(cand, replays.get(cand.name), ex, turn)
-        request = LLMRequest(model=replay_model(cand), messages=tuple(messages), role="candidate")
-        return GenTask(view, cand, s, request, turn, answers, order, replay)
-    route = route_for(cand, view.id, s, cfg.run.seed)
-    request = model_request(cand, route, messages, role="candidate", section="candidate", sample_index=s)
-    return GenTask(view, cand, s, request, turn, answers, order)
+        return LLMRequest(model=replay_model(cand), messages=tuple(messages), role="candidate")
+    route = route_for(cand, example.id, sample_index, seed)
+    return model_request(cand, route, messages, role="candidate", section="candidate", sample_index=sample_index)
+
+
+def turn_task(
+    cfg: Config, ex: Example, cand: ModelConfig, s: int, answers: tuple[str, ...], order: int, replays: Replays
+) -> GenTask:
+    view = turn_view(ex, answers)
+    turn = len(answers) + 1
+    replay = replayed_answer(cand, replays.get(cand.name), ex, turn) if cand.replays else None
+    request = candidate_request(cand, view, s, cfg.run.seed)
+    return GenTask(view, cand, s, request, turn, answers, order, replay)
 
 
 def response_row(task: GenTask, key: str, resp: LLMResponse | None, error: str | None) -> Response:
