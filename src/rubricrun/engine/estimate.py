@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..config import Config, SynthesizeConfig
+from ..config import Config, ModelConfig, SynthesizeConfig
 from ..judging.ask import JUDGE_PARSE_ATTEMPTS
 from ..judging.rubric import JudgeItem, tie_breaker
 from ..providers.base import BaseProvider
@@ -63,7 +63,7 @@ class Counts:
 
     def priced(self, request: LLMRequest, times: int = 1) -> None:
         """An uncached call, `times` over, at its prompt and its max_tokens."""
-        self.cost(request.model, estimate_prompt_tokens(list(request.messages)), max_tokens_of(request.params), times)
+        self.cost(*price_terms(request), times)
 
     def add(self, other: Counts, times: int) -> None:
         """`other`'s counts, `times` over (a sample counted once for many: see InlineDriver._times)."""
@@ -163,7 +163,7 @@ class InlineDriver:
             for c in registry.candidates_for(self.cfg, ex):
                 if c.samples_per_prompt > EXACT_SAMPLES:
                     self._times(ex, c, c.samples_per_prompt - EXACT_SAMPLES)
-            if not reply_feeds_calls(self.cfg, ex, 1) and not any(c.replays for c, _ in convs):  # only leaves
+            if only_leaves(self.cfg, ex, convs):
                 self.leaves.extend(self.stages.first_turn(ex, c, s).request for c, s in convs)
                 continue
             unit = new_unit(ex, convs)
@@ -242,6 +242,16 @@ class InlineDriver:
             self.counts.priced(self.stages.judging.request(breaker, item, 0), JUDGE_PARSE_ATTEMPTS)
 
 
+def price_terms(request: LLMRequest) -> tuple[str, int, int]:
+    """What an uncached call is priced by: its model, its prompt's estimated tokens, its max_tokens."""
+    return request.model, estimate_prompt_tokens(list(request.messages)), max_tokens_of(request.params)
+
+
+def only_leaves(cfg: Config, ex: Example, convs: list[tuple[ModelConfig, int]]) -> bool:
+    """Whether the example's calls are its first turns alone: no judge, pairwise or later turn, no replayed answer."""
+    return not reply_feeds_calls(cfg, ex, 1) and not any(c.replays for c, _ in convs)
+
+
 class ProcessDriver(second_process.Child):
     """An InlineDriver in a second process, for a large `--validate`: it counts preflight's examples (one in LEAD_SHARE
     keyed and priced here), in the order read, while preflight parses the next chunk, so every count and sum is the
@@ -263,15 +273,10 @@ class ProcessDriver(second_process.Child):
         cfg = self.cfg
         try:
             convs = conversations(cfg, ex, EXACT_SAMPLES)
-            if reply_feeds_calls(cfg, ex, 1) or any(
-                c.replays or c.samples_per_prompt > EXACT_SAMPLES for c, _ in convs
-            ):
+            if not only_leaves(cfg, ex, convs) or any(c.samples_per_prompt > EXACT_SAMPLES for c, _ in convs):
                 return ex
             requests = [candidate_request(c, ex, s, cfg.run.seed) for c, s in convs]
-            return tuple(
-                (cache_key(r), r.model, estimate_prompt_tokens(list(r.messages)), max_tokens_of(r.params))
-                for r in requests
-            )
+            return tuple((cache_key(r), *price_terms(r)) for r in requests)
         except Exception:  # noqa: BLE001 - the child meets it again, in the order the run reports it
             return ex
 
