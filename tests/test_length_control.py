@@ -1,4 +1,4 @@
-"""results/length_control.py against AlpacaEval's own code.
+"""results/pairwise.py's length control against AlpacaEval's own code.
 
 The pinned figures came from tatsu-lab/alpaca_eval at cd543a14 (src/alpaca_eval/metrics/glm_winrate.py), run in a
 throwaway venv (scikit-learn 1.9.1, pandas 3.1.1, patsy 1.0.3; the same figures with scikit-learn 1.5.2, pandas
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rubricrun.results.length_control import fit_logistic, length_controlled, longer_share
+from rubricrun.results.pairwise import fit_logistic, length_controlled, longer_share
 
 # 40 comparisons: (a's preference, len a, len b); drawn once with PCG64(22), the longer answer favoured.
 TABLE_40 = [

@@ -1,4 +1,4 @@
-"""Length-controlled pairwise win rates (results/length_control.py wired into results/pairwise.py): through the CLI
+"""Length-controlled pairwise win rates (results/pairwise.py): through the CLI
 against the fake server with a judge that prefers the longer answer, and pair_outcome against length_controlled on
 the same comparisons."""
 
@@ -13,8 +13,7 @@ from conftest import DELETE, model_entry, write_jsonl
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request, message_text
 
 from rubricrun.config import load_config
-from rubricrun.results.length_control import length_controlled
-from rubricrun.results.pairwise import pair_outcome
+from rubricrun.results.pairwise import length_controlled, pair_outcome
 from rubricrun.types import PairJudgment
 
 PROMPTS = [{"id": f"q{i}", "prompt": f"Question number {i}?"} for i in range(1, 9)]

@@ -158,7 +158,7 @@ class PairOutcome(Struct, frozen=True, kw_only=True):
     tie_ci: tuple[float | None, float | None] = (None, None)
     loss_rate: float | None = None
     loss_ci: tuple[float | None, float | None] = (None, None)
-    # AlpacaEval 2's length-controlled win rate (results/length_control.py), fitted per comparison on a's
+    # AlpacaEval 2's length-controlled win rate (results/pairwise.py), fitted per comparison on a's
     # preference (win 1, tie 0.5, loss 0) and the answers' length difference in characters, at zero difference.
     lc_win_rate: float | None = None
     lc_win_rate_se: float | None = None  # delta-method (sandwich) standard error
