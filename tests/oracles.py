@@ -37,10 +37,10 @@ from rubricrun.engine.calls import GenTask, turn_task
 from rubricrun.engine.preflight import Examples, validate_examples
 from rubricrun.judging.answers import final_answer, span_number
 from rubricrun.results import export, metrics, stats, summary
-from rubricrun.results.agreement import AgreementCounts, cohen_kappa_counts
-from rubricrun.results.summary import SummaryAcc
+from rubricrun.results.summary import AgreementCounts, SummaryAcc
 from rubricrun.results.summary_types import Summary
 from rubricrun.tasks import registry
+from rubricrun.tasks.judge_eval import cohen_kappa_counts
 from rubricrun.tasks.registry import TASKS
 from rubricrun.tasks.spec import CandidateResult, DatasetResult
 from rubricrun.types import Criterion, Example, Judgment, PairJudgment, Response

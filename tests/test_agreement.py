@@ -1,4 +1,4 @@
-"""results/agreement.py against numbers computed by hand (the arithmetic is in the comments)."""
+"""results/summary.py's AgreementCounts against numbers computed by hand (the arithmetic is in the comments)."""
 
 from __future__ import annotations
 

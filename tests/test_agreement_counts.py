@@ -1,4 +1,4 @@
-"""Issue 13: the agreement statistics from counts (results/agreement.AgreementCounts, stats.*_counts) equal the
+"""Issue 13: the agreement statistics from counts (results/summary.AgreementCounts, stats.*_counts) equal the
 list-based definitions over the full list of judgments, and the summary's judge accumulator keeps counts whose
 size does not grow with the number of judgments."""
 
@@ -16,8 +16,9 @@ import pytest
 from msgspec.structs import replace
 from test_agreement import unit
 
-from rubricrun.results import agreement, stats
-from rubricrun.results.agreement import AgreementCounts
+from rubricrun.results import stats
+from rubricrun.results.summary import AgreementCounts
+from rubricrun.tasks.judge_eval import cohen_kappa_counts
 from rubricrun.types import Criterion, Judgment
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -160,7 +161,7 @@ def test_counts_equal_the_list_definitions_over_random_panels(seed: int) -> None
     assert set(counts.pairs) == set(pairs)
     for key, verdicts in pairs.items():
         assert counts.pairs[key].total() == len(verdicts)
-        assert close(agreement.cohen_kappa_counts(counts.pairs[key]), ref_cohen(verdicts))
+        assert close(cohen_kappa_counts(counts.pairs[key]), ref_cohen(verdicts))
         assert close(oracles.cohen_kappa(verdicts), ref_cohen(verdicts))
     assert set(counts.criteria) == set(by_text) and counts.first_id == first
     for text, units in by_text.items():

@@ -25,7 +25,7 @@ class JudgeRates(Struct, frozen=True):
 
 
 class JudgePairAgreement(Struct, frozen=True):
-    """Two judges over the units both voted on (results/agreement.py)."""
+    """Two judges over the units both voted on (results/summary.py AgreementCounts)."""
 
     a: str = ""
     b: str = ""
