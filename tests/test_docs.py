@@ -35,9 +35,9 @@ def _table_rows(path: Path) -> dict[str, list[str]]:
 
 
 def _bare(tp: Any) -> Any:
-    """`X | None` -> X."""
+    """`X | None` (or `X | UnsetType`) -> X."""
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        args = [a for a in typing.get_args(tp) if a not in (type(None), msgspec.UnsetType)]
         return args[0] if len(args) == 1 else tp
     return tp
 

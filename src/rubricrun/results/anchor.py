@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
+from msgspec import UNSET
 from msgspec.structs import replace
 
 from ..config import Config
@@ -390,7 +391,7 @@ def anchor_results(
         half_width = cfg.datasets[paths[name][0]].label_half_width
         per_cand, diffs, counts, outcomes = acc.result(results[name], half_width, pj.pairs if pj else (), rows)
         d = datasets[name]
-        cands = {c: replace(dc, ppi=per_cand.get(c)) for c, dc in d.candidates.items()}
+        cands = {c: replace(dc, ppi=per_cand.get(c, UNSET)) for c, dc in d.candidates.items()}
         datasets[name] = replace(d, candidates=cands, labels=counts, ppi_paired=diffs or None)
         if pairwise is not None and pj is not None:
             pairwise[name] = replace(pj, pairs=outcomes)

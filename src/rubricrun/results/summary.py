@@ -343,7 +343,7 @@ def log_summary(summary: Summary) -> None:
             if r.extra.get("rating") is not None:  # graded scales: the same result on its own scale
                 rating = f"{figure(r.extra['rating'])} on {r.extra.get('scale')} {interval(r.extra.get('rating_ci'))}"
                 log.info("%s rating %s", head, rating)
-            if r.ppi is not None:
+            if r.ppi:
                 log.info("%s %s", head, anchored_line(r.ppi))
         for diff in d.ppi_paired or ():
             log.info("%-20s %s", name, paired_line(diff))
@@ -356,7 +356,7 @@ def log_summary(summary: Summary) -> None:
             lc_why = f" ({p.lc_note})" if p.lc_note else " (one side always longer)" if p.lc_one_side_longer else ""
             lc = f"LC win {figure(p.lc_win_rate)} ± {figure(p.lc_win_rate_se)}{lc_why}"
             log.info("%s %s  errors %d  %s  longer won %s", head, rates, p.errors, lc, figure(p.longer_share))
-            if p.ppi is not None:
+            if p.ppi:
                 log.info("%s win rate %s", head, anchored_line(p.ppi, "comparisons"))
         bias = figure(pj.position_bias)
         log.info("%-20s pairwise position bias %s (%d decisive verdicts)", name, bias, pj.decisive_verdicts)

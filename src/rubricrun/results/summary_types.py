@@ -1,8 +1,8 @@
 """summary.json's types: what results/summary.py builds, the runner completes with the run's facts and
 results/report.py reads (docs/run-folder.md lists every key). Field order is the file's key order. A type declared
-`omit_defaults` writes a field with a default (None) only when set; the other types give every field a default,
-which an older summary that lacks the key reads. Irregularities, kept by `summary_data` and `read_summary`: a
-candidate's `extra` sits beside its fields, a candidate's or pair outcome's `ppi` is left out when None, and an
+`omit_defaults` writes a field with a default (None) only when set, and a field typed UnsetType (`ppi`) is written
+only when set; the other types give every field a default, which an older summary that lacks the key reads.
+Irregularities, kept by `summary_data` and `read_summary`: a candidate's `extra` sits beside its fields, and an
 anchored score's `lambda` (a Python keyword) is the field `lam`.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from msgspec import Struct, field
+from msgspec import UNSET, Struct, UnsetType, field
 
 from .. import codec
 from ..tasks.spec import CandidateResult
@@ -111,9 +111,9 @@ class ExecutorSummary(Struct, frozen=True):
 
 class DatasetCandidate(CandidateResult, frozen=True, kw_only=True):
     """One candidate's headline on one dataset, and its score anchored to human labels (`ppi`), with
-    `datasets[].labels` (left out without: `summary_data`)."""
+    `datasets[].labels`."""
 
-    ppi: Anchored | None = None
+    ppi: Anchored | UnsetType = UNSET
 
 
 class DatasetRankRow(Struct, frozen=True):
@@ -141,8 +141,7 @@ class DatasetSummary(Struct, frozen=True, omit_defaults=True):
 
 class PairOutcome(Struct, frozen=True, kw_only=True):
     """a against b on one dataset: rates over the examples both were compared on, each with a percentile
-    bootstrap CI over examples (an example with several turns counts the mean of its turns). `ppi` is left out
-    without human preferences (`summary_data`)."""
+    bootstrap CI over examples (an example with several turns counts the mean of its turns)."""
 
     a: str = ""
     b: str = ""
@@ -167,7 +166,7 @@ class PairOutcome(Struct, frozen=True, kw_only=True):
     lc_one_side_longer: bool = False  # a never shorter (or never longer): lc_win_rate extrapolates to equal lengths
     longer_share: float | None = None  # share of decisive verdicts between unequal lengths won by the longer answer
     longer_n: int = 0  # those verdicts
-    ppi: Anchored | None = None  # win_rate anchored to human preferences (`pair_id` labels)
+    ppi: Anchored | UnsetType = UNSET  # win_rate anchored to human preferences (`pair_id` labels)
 
 
 class Rating(Struct, frozen=True):
@@ -228,19 +227,11 @@ class Summary(Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 def summary_data(obj: Summary | DatasetSummary) -> dict[str, Any]:
-    """summary.json's data (or one dataset's entry in it): each candidate's `extra` beside its other fields, and a
-    candidate's or a pair outcome's `ppi` left out when it has none (msgspec omits only whole types' defaults)."""
+    """summary.json's data (or one dataset's entry in it): each candidate's `extra` beside its other fields."""
     data = codec.to_data(obj)
-    summary = isinstance(obj, Summary)
-    for d in data["datasets"].values() if summary else (data,):
+    for d in data["datasets"].values() if isinstance(obj, Summary) else (data,):
         for c in d["candidates"].values():
-            if c["ppi"] is None:
-                del c["ppi"]
             c.update(c.pop("extra"))
-    for pj in (data.get("pairwise_judging") or {}).values() if summary else ():
-        for p in pj["pairs"]:
-            if p["ppi"] is None:
-                del p["ppi"]
     return data
 
 
