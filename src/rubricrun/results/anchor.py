@@ -439,3 +439,11 @@ def paired_line(d: AnchoredDiff) -> str:
         f"{d.a} - {d.b} human-anchored {figure(d.estimate, True)} {interval(d.ci, True)} on {d.n_labelled} "
         f"labelled pairs of {d.n_labelled + d.n_unlabelled}; {judge}" + (f" ({d.note})" if d.note else "")
     )
+
+
+def dataset_lines(d: DatasetSummary) -> list[str]:
+    """A labelled dataset's console lines after its candidates': each anchored difference, then its labels' counts."""
+    lines = [paired_line(diff) for diff in d.ppi_paired or ()]
+    if d.labels is not None:
+        lines.append(labels_line(d.labels))
+    return lines

@@ -24,7 +24,7 @@ from ..tasks.spec import CandidateResult, DatasetResult, figure, interval
 from ..types import Criterion, Example, Judgment, PairJudgment, Response
 from . import metrics, stats
 from .accum import ByExample, ExampleIds
-from .anchor import anchor_results, anchored_line, anchors_for, labels_line, paired_line
+from .anchor import anchor_results, anchored_line, anchors_for, dataset_lines
 from .charts import histogram_bins
 from .pairwise import pairwise_results
 from .stats import rounded
@@ -96,8 +96,7 @@ class SummaryAcc:
         categories = np.frombuffer(self.category_of, dtype=np.int32) if self.categories else None
         datasets = {name: _dataset(cfg, r, categories, list(self.categories)) for name, r in results.items()}
         pairwise = pairwise_results(cfg, dataset_of, pairs, text_len)
-        if self.anchors:
-            anchor_results(cfg, self.anchors, results, datasets, pairwise, pairs, dataset_of)
+        anchor_results(cfg, self.anchors, results, datasets, pairwise, pairs, dataset_of)
         return Summary(
             run_id=run_id,
             pass_threshold=cfg.judging.pass_threshold,
@@ -345,10 +344,8 @@ def log_summary(summary: Summary) -> None:
                 log.info("%s rating %s", head, rating)
             if r.ppi:
                 log.info("%s %s", head, anchored_line(r.ppi))
-        for diff in d.ppi_paired or ():
-            log.info("%-20s %s", name, paired_line(diff))
-        if d.labels is not None:
-            log.info("%-20s %s", name, labels_line(d.labels))
+        for line in dataset_lines(d):
+            log.info("%-20s %s", name, line)
     for name, pj in (summary.pairwise_judging or {}).items():
         for p in pj.pairs:
             head = f"{name:<20} pairwise {p.a} vs {p.b}:"
