@@ -7,7 +7,8 @@ summarizes one example at a time (results/summary.SummaryAcc).
 - `load_examples(cfg, max_examples)`: every dataset's examples through preflight's checks, in a list.
 - `first_turns(cfg, examples)`: every conversation's first turn (engine/calls.GenTask), in input order.
 - `build_summary(...)`: the summary of rows given as lists (SummaryAcc fed example by example);
-  `dataset_results(...)`: each dataset's metric results over lists; `criteria_index(cfg, examples)`.
+  `dataset_results(...)`: each dataset's metric results over lists, `dataset_result(...)` one dataset's;
+  `criteria_index(cfg, examples)`.
 - `counted(judgments, criteria)`: the agreement counts of a list of judgments; `compositions`, `percent_agreement`,
   `fleiss_kappa`, `krippendorff_alpha_nominal`, `cohen_kappa`: the agreement statistics of lists of ratings (the
   summary's are computed from counts: results/stats.py `*_counts`).
@@ -138,6 +139,29 @@ def build_summary(
         compared = {rid for p in pairs for rid in p.response_ids}
         text_len = {r.id: len(r.text or "") for r in responses if r.id in compared}
     return acc.summary(run_id, pairs, {ex.id: ex.dataset for ex in examples}, text_len)
+
+
+def dataset_result(
+    name: str,
+    metric: str,
+    examples: Sequence[Example],
+    responses: Sequence[Response],
+    judgments: Sequence[Judgment],
+    *,
+    on_error: str,
+    n_boot: int,
+    seed: int,
+    criteria: Mapping[str, Sequence[Criterion]] | None = None,
+    samples_per_prompt: Mapping[str, int] | None = None,
+) -> DatasetResult:
+    """Every candidate's `metric` on this dataset's `examples` (rows of other datasets are ignored), as the run
+    computes it (DatasetAcc, or the metric's own accumulator). `criteria`: example id -> the criteria its responses
+    are scored on (else expected_criteria infers them); `samples_per_prompt` as metrics.dataset_acc's."""
+    acc = metrics.dataset_acc(name, metric, on_error, n_boot, seed, samples_per_prompt)
+    groups = _grouped(examples, responses, judgments)
+    for eid, ex in {ex.id: ex for ex in examples}.items():
+        acc.add(ex, *groups[eid], None if criteria is None else criteria.get(eid))
+    return acc.result()
 
 
 def dataset_results(

@@ -13,7 +13,7 @@ import msgspec
 import numpy as np
 import pytest
 from factories import example, judgment, response
-from oracles import build_summary
+from oracles import build_summary, dataset_result
 
 from rubricrun import codec
 from rubricrun.config import load_config
@@ -21,7 +21,6 @@ from rubricrun.data.labels import LabelFile
 from rubricrun.judging.protocol import verdict_for
 from rubricrun.results import ppi
 from rubricrun.results.anchor import AnchorAcc
-from rubricrun.results.metrics import dataset_result
 from rubricrun.results.report import by_example, render_report, sample
 from rubricrun.results.summary_types import read_summary, summary_data
 from rubricrun.tasks import registry

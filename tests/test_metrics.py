@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 import yaml
 from factories import example, response
+from oracles import dataset_result
 
 from rubricrun.config import DatasetConfig, load_config
 from rubricrun.errors import InputError
 from rubricrun.results import stats
-from rubricrun.results.metrics import dataset_result
 from rubricrun.results.scoring import score_response
 from rubricrun.tasks import registry
 from rubricrun.tasks.rubric import graded_normalized, points_share

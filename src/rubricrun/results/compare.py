@@ -16,6 +16,7 @@ from ..tasks.spec import DatasetResult
 from ..types import Criterion, Example
 from . import artifacts, metrics, stats
 from .artifacts import RunData, load_run
+from .report import _env, by_example
 
 log = logging.getLogger("rubricrun")
 FLIP_SHOWN = 200  # flips listed per dataset on the page (compare.json has them all)
@@ -38,17 +39,10 @@ def _result(run: RunData, name: str, exs: list[Example]) -> DatasetResult:
     if metric not in registry.METRICS:
         metric = registry.metric_of_counts(Counter(registry.metric_of(ex) for ex in exs))
     on_error = recorded.get("on_error") if recorded.get("on_error") in metrics.ON_ERROR else None
-    return metrics.dataset_result(
-        name,
-        metric,
-        exs,
-        run.responses,
-        run.judgments,
-        on_error=registry.on_error_for(on_error, metric),
-        n_boot=run.bootstrap_samples,
-        seed=run.seed,
-        criteria={ex.id: crit for ex in exs if (crit := _scored_on(run, ex))},
-    )
+    acc = metrics.dataset_acc(name, metric, on_error, run.bootstrap_samples, run.seed, None)
+    for ex, rs, js, _, _ in by_example(exs, run.responses, run.judgments):
+        acc.add(ex, rs, js, _scored_on(run, ex) or None)
+    return acc.result()
 
 
 def _flips(name: str, a: RunData, b: RunData, ids: set[str], texts: Mapping[tuple[str, str], str]) -> list[Flip]:
@@ -172,6 +166,5 @@ def _line(c: CandidateChange) -> str:
 
 
 def render_compare(data: Mapping[str, Any]) -> str:
-    from .report import _env  # the report's Jinja environment: same templates folder, autoescape, filters
-
+    # the report's Jinja environment: same templates folder, autoescape, filters
     return _env().get_template("compare.html.j2").render(c=data, shown=FLIP_SHOWN)

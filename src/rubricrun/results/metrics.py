@@ -71,36 +71,6 @@ def expected_criteria(
     return tuple(seen.values())
 
 
-def dataset_result(
-    name: str,
-    metric: str,
-    examples: Sequence[Example],
-    responses: Sequence[Response],
-    judgments: Sequence[Judgment],
-    *,
-    on_error: str,
-    n_boot: int,
-    seed: int,
-    criteria: Mapping[str, Sequence[Criterion]] | None = None,
-    samples_per_prompt: Mapping[str, int] | None = None,
-) -> DatasetResult:
-    """Every candidate's `metric` on this dataset's `examples` (rows of other datasets are ignored), as the run
-    computed it (DatasetAcc, or the metric's own accumulator). `criteria`: example id -> the criteria its responses
-    are scored on (else expected_criteria infers them). `samples_per_prompt`: candidate -> samples asked per example;
-    it fixes the candidates and the expected response count (default: those seen, one per response row)."""
-    acc = _dataset_acc(name, metric, on_error, n_boot, seed, samples_per_prompt)
-    by_id = {ex.id: ex for ex in examples}
-    rs: dict[str, list[Response]] = defaultdict(list)
-    for r in responses:
-        rs[r.example_id].append(r)
-    js: dict[str, list[Judgment]] = defaultdict(list)
-    for j in judgments:
-        js[j.example_id].append(j)
-    for eid, ex in by_id.items():
-        acc.add(ex, rs.get(eid, ()), js.get(eid, ()), None if criteria is None else criteria.get(eid))
-    return acc.result()
-
-
 class _CandidateAcc:
     """One candidate on one dataset so far: response counts and each scored example's values."""
 
@@ -112,7 +82,7 @@ class _CandidateAcc:
 
 
 class DatasetAcc:
-    """dataset_result fed one example at a time (with its responses and judgments); result() aggregates. Per
+    """A dataset's metric fed one example at a time (with its responses and judgments); result() aggregates. Per
     example it keeps the example's id and, per candidate, the example's values (results/accum.py)."""
 
     def __init__(self, acc: AccSpec) -> None:
@@ -130,8 +100,9 @@ class DatasetAcc:
         criteria: Sequence[Criterion] | None = None,
         pos: int | None = None,
     ) -> None:
-        """One example of this dataset, its responses and judgments; `criteria` as dataset_result's for it. `pos`:
-        the example's position in a shared id store (which the caller added it to), else it is added to our own."""
+        """One example of this dataset, its responses and judgments; `criteria`: what they are scored on (None:
+        expected_criteria infers it). `pos`: the example's position in a shared id store (which the caller added it
+        to), else it is added to our own."""
         if pos is None:
             pos = self.ids.add(ex.id)
         self.turns += ex.turns  # a multi-turn example expects a response per turn
@@ -288,7 +259,7 @@ def dataset_accs(
     (their examples are added to it by the caller), else each keeps its own."""
     samples = {c.name: c.samples_per_prompt for c in cfg.candidates}
     return {
-        name: _dataset_acc(name, metric, cfg.judging.on_error, cfg.run.bootstrap_samples, cfg.run.seed, samples, ids)
+        name: dataset_acc(name, metric, cfg.judging.on_error, cfg.run.bootstrap_samples, cfg.run.seed, samples, ids)
         for name, metric in dataset_metrics(cfg, counts).items()
     }
 
@@ -305,7 +276,7 @@ def dataset_metrics(cfg: Config, counts: Mapping[str, Mapping[str, int]]) -> dic
     return out
 
 
-def _dataset_acc(
+def dataset_acc(
     name: str,
     metric: str,
     on_error: str | None,
@@ -314,7 +285,9 @@ def _dataset_acc(
     samples_per_prompt: Mapping[str, int] | None,
     ids: ExampleIds | None = None,
 ) -> DatasetAccumulator:
-    """A dataset's accumulator: its metric's own, else a DatasetAcc; `on_error` None: the metric's default."""
+    """A dataset's accumulator: its metric's own, else a DatasetAcc; `on_error` None: the metric's default.
+    `samples_per_prompt`: candidate -> samples asked per example; it fixes the candidates and the expected response
+    count (None: those seen, one per response row)."""
     spec = registry.metric(metric)  # raises ValueError for an unknown one
     on_error = registry.on_error_for(on_error, metric)
     return (spec.accumulator or DatasetAcc)(AccSpec(name, spec, on_error, n_boot, seed, samples_per_prompt, ids))
