@@ -147,7 +147,8 @@ def write_compare(run_a: str | Path, run_b: str | Path, out: str | Path | None =
     changes = compare_runs(a, b)
     data = comparison_row(a, b, changes)
     artifacts.write_json(folder / "compare.json", data)
-    artifacts.write_text(folder / "compare.html", render_compare(data))
+    page = _env().get_template("compare.html.j2").render(c=data, shown=FLIP_SHOWN)  # the report's environment
+    artifacts.write_text(folder / "compare.html", page)
     for name, d in changes.items():
         for c in d["candidates"]:
             log.info("%s %s: %s", name, c["candidate"], _line(c))
@@ -163,8 +164,3 @@ def _line(c: CandidateChange) -> str:
         f"{f(c['score_a'])} -> {f(c['score_b'])}, change {f(c['mean_diff'])} [{f(c['ci_low'])}, {f(c['ci_high'])}] "
         f"over {c['n_shared']} shared examples, {flips} flipped verdicts"
     )
-
-
-def render_compare(data: Mapping[str, Any]) -> str:
-    # the report's Jinja environment: same templates folder, autoescape, filters
-    return _env().get_template("compare.html.j2").render(c=data, shown=FLIP_SHOWN)
