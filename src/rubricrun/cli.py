@@ -250,23 +250,6 @@ def _extras(args: argparse.Namespace, cfg: Config) -> Extras:
     return Extras(export_formats=formats, push_to_hub=args.push_to_hub, dry_run=args.dry_run, private=args.private)
 
 
-def _view(args: argparse.Namespace) -> int:
-    outputs = Path(args.view)
-    if not outputs.is_dir():
-        raise InputError(f"--view {args.view}: no such folder (run folders are written under run.output_dir)")
-    from .viewer.app import serve
-
-    try:
-        serve(outputs, args.host, args.port)
-    except OSError as exc:
-        raise InputError(
-            f"--host {args.host} --port {args.port}: cannot listen there ({exc.strerror or exc})"
-        ) from None
-    except KeyboardInterrupt:
-        pass
-    return 0
-
-
 MAX_RUN_ID_BYTES = 128  # a folder name: file systems allow 255 bytes, and the run id is in every log line
 _RUN_ID = re.compile(r"\w[\w.-]*")
 
@@ -282,36 +265,23 @@ def check_run_id(run_id: str) -> None:
         )
 
 
-def _label_sheet(args: argparse.Namespace) -> int:
-    from .results.label_sheet import SHEET_SIZE, write_label_sheet
-
-    size = SHEET_SIZE if args.sheet_size is None else args.sheet_size
-    if size < 1:
-        raise InputError("must be at least 1", key="--sheet-size")
-    folder, rows = write_label_sheet(args.label_sheet, size=size)
-    print(folder / "label_sheet.csv")
-    log.info(
-        "%d rows to label in %s (and label_sheet.jsonl): fill `met` (or `score`) from the top, set "
-        "datasets[].labels to the filled file, rerun with the same --run-id (every call comes from the cache)",
-        rows,
-        folder / "label_sheet.csv",
-    )
-    return 0
-
-
 def _main(args: argparse.Namespace) -> int:
     from .config import load_config
 
     setup_logging(None, quiet=args.validate)
     if args.view is not None:
-        return _view(args)
+        from .viewer.app import view
+
+        return view(args.view, args.host, args.port)
     if args.compare:
         from .results.compare import write_compare
 
         print(write_compare(*args.compare, args.out) / "compare.html")
         return 0
     if args.label_sheet:
-        return _label_sheet(args)
+        from .results.label_sheet import label_sheet_command
+
+        return label_sheet_command(args.label_sheet, args.sheet_size)
     if args.max_examples is not None and args.max_examples < 1:
         raise InputError("--max-examples must be at least 1", key="--max-examples")
     if args.run_id is not None:
