@@ -1,6 +1,6 @@
 """Reading a dataset, one step after the other: the file's raw rows (readers.py), each row's schema detected or
 forced and built (schemas.py, the tasks' builders), the `Example` it makes (`RowParser`, here), its id checked against
-the ones before it, and its references joined (references.py). Nothing calls back up this line.
+the ones before it, and its references joined (`join_references`). Nothing calls back up this line.
 
 Every data error is an `InputError` that names the file, the 1-based line (or the 0-based row where a source has no
 lines) and the key: `data/x.jsonl:7: key 'rubric[2].weight': expected a number, got 'heavy'`. Schemas, ids and the
@@ -18,8 +18,7 @@ from ..config import DatasetConfig, dataset_name
 from ..errors import InputError, type_name
 from ..types import Example
 from .idset import IdHashes
-from .readers import RawRow, read_rows, source_label
-from .references import join_references, load_references
+from .readers import RawRow, file_rows, read_rows, source_label
 from .schemas import MISSING, Fail, Row, RowSchema, content_id, fail_at, native_id, resolve, rubric_of, text_value
 
 # The normalized names `DatasetConfig.fields` may map (normalized name -> key in the row); a schema's own keys
@@ -109,6 +108,51 @@ def _duplicate(ex: Example, id_key: str | None, raw: RawRow, first_source: str) 
             line=raw.line,
         )
     raise InputError(f"duplicate id '{native}' (first on {first})", file=raw.file, line=raw.line, key=id_key)
+
+
+def load_references(path: str) -> dict[str, list[str]]:
+    """Reference answers kept apart from the questions (`datasets[].references`: FastChat's MT-Bench
+    `reference_answer/gpt-4.jsonl`, or `{question_id, reference}` rows; docs/judging.md), by question_id (as a
+    string), one per turn. Bad rows are InputErrors naming file, line and key."""
+    out: dict[str, list[str]] = {}
+    for raw in file_rows(path):
+        row, fail = raw.object(), fail_at(raw.file, raw.line)
+        if row.get("question_id") is None:
+            fail("question_id", "expected an object with a question_id")
+        out[str(row["question_id"])] = _turns(row, fail)
+    return out
+
+
+def _turns(row: dict, fail: Fail) -> list[str]:
+    if "choices" in row:
+        choices = row["choices"]
+        turns = (
+            choices[0].get("turns") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+        )
+        key = "choices[0].turns"
+    else:
+        turns, key = row.get("reference"), "reference"
+        turns = [turns] if isinstance(turns, str) else turns
+    if not isinstance(turns, list) or not turns or not all(isinstance(t, str) for t in turns):
+        fail(key, "expected a non-empty list of reference answers (strings), one per turn")
+    return turns
+
+
+def join_references(ex: Example, references: dict[str, list[str]]) -> Example:
+    """The example with its references joined by native id: turn 1's to `reference`, each later turn's to its
+    `later_turns[k].reference`, all to `metadata["references"]`; an empty reference in the file leaves the row's own.
+    An example without a row in the file is returned as it is."""
+    native = str(ex.metadata.get("question_id", ex.id.removeprefix(f"{ex.dataset}/")))
+    turns = references.get(native)
+    if turns is None:
+        return ex
+    metadata = {**ex.metadata, "references": list(turns)}
+    later = tuple(
+        msgspec.structs.replace(t, reference=turns[k] if k < len(turns) and turns[k] else t.reference)
+        for k, t in enumerate(ex.later_turns, start=1)
+    )
+    own = turns[0] if turns[0] else ex.reference
+    return msgspec.structs.replace(ex, reference=own, metadata=metadata, later_turns=later)
 
 
 # --------------------------------------------------------------------------------------------------
