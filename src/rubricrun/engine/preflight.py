@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 from ..config import Config, generation_only
 from ..data.answers_file import load_replays
-from ..data.idset import IdHashes
-from ..data.loaders import first_seen, iter_dataset
+from ..data.loaders import IdHashes, first_seen, iter_dataset
 from ..data.readers import source_label
 from ..data.spool import Spool
 from ..errors import InputError
