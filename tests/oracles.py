@@ -31,7 +31,6 @@ import msgspec
 
 from rubricrun.config import Config, DatasetConfig
 from rubricrun.data.loaders import RowParser, iter_dataset
-from rubricrun.data.meta_rows import meta_row
 from rubricrun.data.readers import RawRow
 from rubricrun.data.schemas import Row
 from rubricrun.engine.calls import GenTask, turn_task
@@ -42,6 +41,7 @@ from rubricrun.results.summary import AgreementCounts, SummaryAcc
 from rubricrun.results.summary_types import Summary
 from rubricrun.tasks import registry
 from rubricrun.tasks.judge_eval import cohen_kappa_counts
+from rubricrun.tasks.meta_eval import meta_row
 from rubricrun.tasks.registry import TASKS
 from rubricrun.tasks.spec import CandidateResult, DatasetResult
 from rubricrun.types import Criterion, Example, Judgment, PairJudgment, Response

@@ -1,10 +1,10 @@
-"""data/idset.py: the duplicate-id check's set of id hashes, as a Python set of the same ints behaves."""
+"""data/loaders.IdHashes: the duplicate-id check's set of id hashes, as a Python set of the same ints behaves."""
 
 from __future__ import annotations
 
 import random
 
-from rubricrun.data.idset import IdHashes
+from rubricrun.data.loaders import IdHashes
 
 
 def test_it_holds_what_a_set_holds_through_growth_with_any_64_bit_values() -> None:

@@ -53,3 +53,18 @@ def test_command_line_errors(cli_main, tmp_path) -> None:
     ):
         rc, _, err = cli_main(args)
         assert rc == 2 and says in err, (args, err)
+
+
+def test_an_empty_flag_value_counts_as_given(cli_main, tmp_path, monkeypatch) -> None:
+    """Every flag alike: a value other than its default, an empty string too, is given (cli._TAKES_NO)."""
+    monkeypatch.chdir(tmp_path)
+    for args, says in (
+        (["--compare", "a", "b", "--run-id", ""], "--compare takes no --run-id"),
+        (["--config", "x.yaml", "--out", ""], "--out goes with --compare"),
+        (["--label-sheet", "", "--config", ""], "--label-sheet takes no --config"),
+        (["--view", "", "--label-sheet", ""], "--view takes no --label-sheet"),
+        (["--config", ""], "the following arguments are required: --config"),  # a run still needs a config
+        (["--label-sheet", ""], "summary.json: missing: not a finished run folder"),  # "" is the current folder
+    ):
+        rc, _, err = cli_main(args)
+        assert rc == 2 and says in err and err.count("\n") == 1, (args, err)

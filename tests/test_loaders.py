@@ -10,7 +10,7 @@ import pytest
 from oracles import LoadResult, detect_format, load_dataset, normalize_row
 
 from rubricrun.config import DatasetConfig
-from rubricrun.data.turns import turn_view
+from rubricrun.engine.calls import turn_view
 from rubricrun.errors import InputError
 from rubricrun.types import Turn
 

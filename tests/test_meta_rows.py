@@ -1,4 +1,4 @@
-"""data/meta_rows.py: HealthBench meta-eval rows (with tasks/meta_eval.py's key map) and generic rows (with
+"""tasks/meta_eval.meta_row: HealthBench meta-eval rows (with tasks/meta_eval.py's key map) and generic rows (with
 `fields`) as MetaRows; bad rows named."""
 
 from __future__ import annotations
@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 from oracles import meta_rows
 
-from rubricrun.data.meta_rows import MetaRow, meta_row
 from rubricrun.errors import InputError
-from rubricrun.tasks.meta_eval import KEYS
+from rubricrun.tasks.meta_eval import KEYS, MetaRow, meta_row
 
 # A row shaped like HealthBench's 2025-05-07-06-14-12_oss_meta_eval.jsonl (the keys healthbench_meta_eval.py reads).
 HB_ROW = {

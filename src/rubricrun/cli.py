@@ -90,6 +90,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# The modes besides a run, each with the flags it has no use for (the first one given is named). A flag is given
+# when its value differs from its default (an empty string too).
+_TAKES_NO = {
+    "--view": "--config --compare --label-sheet --run-id --export --validate --out --max-examples".split(),
+    "--compare": "--config --run-id --export --label-sheet".split(),
+    "--label-sheet": "--config --run-id --export --out".split(),
+}
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """A run (`--config`), a comparison (`--compare A B`, or the `compare A B` subcommand), a labelling sheet
     (`--label-sheet RUN`, or `label-sheet RUN`), or the viewer (`--view [OUTPUTS_DIR]`)."""
@@ -98,34 +107,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         argv = [f"--{argv[0]}", *argv[1:]]
     parser = build_parser()
     args = parser.parse_args(argv)
-    viewing = [f for f, v in (("--port", args.port != VIEW_PORT), ("--host", args.host != "127.0.0.1")) if v]
-    if args.view is not None:
-        given = (("--config", args.config), ("--compare", args.compare), ("--label-sheet", args.label_sheet))
-        given += (("--run-id", args.run_id), ("--export", args.export), ("--validate", args.validate))
-        others = [f for f, v in (*given, ("--out", args.out), ("--max-examples", args.max_examples is not None)) if v]
-        if others:
-            parser.error(f"--view takes no {others[0]}")
-        if not 0 <= args.port <= 65535:
-            parser.error(f"--port {args.port}: use 0 to 65535")
-    elif viewing:
-        parser.error(f"{viewing[0]} goes with --view")
-    elif args.compare or args.label_sheet:
-        given = [("--config", args.config), ("--run-id", args.run_id), ("--export", args.export)]
-        if args.compare:
-            given.append(("--label-sheet", args.label_sheet))
-        else:
-            given.append(("--out", args.out))
-        others = [f for f, v in given if v]
-        if others:
-            parser.error(f"{'--compare' if args.compare else '--label-sheet'} takes no {others[0]}")
-    elif not args.config:
+    given = {f"--{k.replace('_', '-')}" for k, v in vars(args).items() if v != parser.get_default(k)}
+    mode = next((m for m in _TAKES_NO if m in given), None)
+    for flag in ("--port", "--host"):
+        if flag in given and mode != "--view":
+            parser.error(f"{flag} goes with --view")
+    if mode is not None and (others := [f for f in _TAKES_NO[mode] if f in given]):
+        parser.error(f"{mode} takes no {others[0]}")
+    if mode == "--view" and not 0 <= args.port <= 65535:
+        parser.error(f"--port {args.port}: use 0 to 65535")
+    if mode is None and not args.config:
         parser.error(
             "the following arguments are required: --config (or --compare RUN_A RUN_B, --label-sheet RUN, or --view)"
         )
-    elif args.out:
-        parser.error("--out goes with --compare")
-    if args.sheet_size is not None and not args.label_sheet:
-        parser.error("--sheet-size goes with --label-sheet")
+    for flag, home in (("--out", "--compare"), ("--sheet-size", "--label-sheet")):
+        if flag in given and mode != home:
+            parser.error(f"{flag} goes with {home}")
     return args
 
 
@@ -250,23 +247,6 @@ def _extras(args: argparse.Namespace, cfg: Config) -> Extras:
     return Extras(export_formats=formats, push_to_hub=args.push_to_hub, dry_run=args.dry_run, private=args.private)
 
 
-def _view(args: argparse.Namespace) -> int:
-    outputs = Path(args.view)
-    if not outputs.is_dir():
-        raise InputError(f"--view {args.view}: no such folder (run folders are written under run.output_dir)")
-    from .viewer.app import serve
-
-    try:
-        serve(outputs, args.host, args.port)
-    except OSError as exc:
-        raise InputError(
-            f"--host {args.host} --port {args.port}: cannot listen there ({exc.strerror or exc})"
-        ) from None
-    except KeyboardInterrupt:
-        pass
-    return 0
-
-
 MAX_RUN_ID_BYTES = 128  # a folder name: file systems allow 255 bytes, and the run id is in every log line
 _RUN_ID = re.compile(r"\w[\w.-]*")
 
@@ -282,36 +262,23 @@ def check_run_id(run_id: str) -> None:
         )
 
 
-def _label_sheet(args: argparse.Namespace) -> int:
-    from .results.label_sheet import SHEET_SIZE, write_label_sheet
-
-    size = SHEET_SIZE if args.sheet_size is None else args.sheet_size
-    if size < 1:
-        raise InputError("must be at least 1", key="--sheet-size")
-    folder, rows = write_label_sheet(args.label_sheet, size=size)
-    print(folder / "label_sheet.csv")
-    log.info(
-        "%d rows to label in %s (and label_sheet.jsonl): fill `met` (or `score`) from the top, set "
-        "datasets[].labels to the filled file, rerun with the same --run-id (every call comes from the cache)",
-        rows,
-        folder / "label_sheet.csv",
-    )
-    return 0
-
-
 def _main(args: argparse.Namespace) -> int:
     from .config import load_config
 
     setup_logging(None, quiet=args.validate)
     if args.view is not None:
-        return _view(args)
+        from .viewer.app import view
+
+        return view(args.view, args.host, args.port)
     if args.compare:
         from .results.compare import write_compare
 
         print(write_compare(*args.compare, args.out) / "compare.html")
         return 0
-    if args.label_sheet:
-        return _label_sheet(args)
+    if args.label_sheet is not None:
+        from .results.label_sheet import label_sheet_command
+
+        return label_sheet_command(args.label_sheet, args.sheet_size)
     if args.max_examples is not None and args.max_examples < 1:
         raise InputError("--max-examples must be at least 1", key="--max-examples")
     if args.run_id is not None:

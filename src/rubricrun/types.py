@@ -53,7 +53,7 @@ class Turn(Struct, frozen=True):
 
 class Example(Struct, frozen=True):
     """One normalized dataset row, whatever schema it came from. A multi-turn row keeps its first user turn in
-    `messages` and the others in `later_turns` (data/turns.py builds the conversation for each turn)."""
+    `messages` and the others in `later_turns` (engine/calls.turn_view builds the conversation for each turn)."""
 
     id: str
     dataset: str

@@ -1,6 +1,6 @@
 """Reading a dataset, one step after the other: the file's raw rows (readers.py), each row's schema detected or
 forced and built (schemas.py, the tasks' builders), the `Example` it makes (`RowParser`, here), its id checked against
-the ones before it, and its references joined (references.py). Nothing calls back up this line.
+the ones before it, and its references joined (`join_references`). Nothing calls back up this line.
 
 Every data error is an `InputError` that names the file, the 1-based line (or the 0-based row where a source has no
 lines) and the key: `data/x.jsonl:7: key 'rubric[2].weight': expected a number, got 'heavy'`. Schemas, ids and the
@@ -9,6 +9,7 @@ lines) and the key: `data/x.jsonl:7: key 'rubric[2].weight': expected a number, 
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NoReturn
 
@@ -17,9 +18,7 @@ import msgspec
 from ..config import DatasetConfig, dataset_name
 from ..errors import InputError, type_name
 from ..types import Example
-from .idset import IdHashes
-from .readers import RawRow, read_rows, source_label
-from .references import join_references, load_references
+from .readers import RawRow, file_rows, read_rows, source_label
 from .schemas import MISSING, Fail, Row, RowSchema, content_id, fail_at, native_id, resolve, rubric_of, text_value
 
 # The normalized names `DatasetConfig.fields` may map (normalized name -> key in the row); a schema's own keys
@@ -48,7 +47,7 @@ def iter_dataset(
     `fields` always raises. `cfg.limit` and `max_examples` cap the examples. `keep`: the columns (dotted paths
     allowed) that `response_column:` candidates replay, kept in `Example.prefilled`.
 
-    Duplicate ids are found from a set of id hashes (`seen`, data/idset.py, which sources may share): only a hit
+    Duplicate ids are found from a set of id hashes (`seen`, IdHashes, which sources may share): only a hit
     reads the file again, for the first row with that id; a hit with no such row here goes to `elsewhere` for the
     caller to look up (or is a hash collision). `check_ids=False`: a source already checked."""
     parse = RowParser(cfg, schemas, keep)
@@ -109,6 +108,96 @@ def _duplicate(ex: Example, id_key: str | None, raw: RawRow, first_source: str) 
             line=raw.line,
         )
     raise InputError(f"duplicate id '{native}' (first on {first})", file=raw.file, line=raw.line, key=id_key)
+
+
+_EMPTY = 0
+
+
+class IdHashes:
+    """A set of 64-bit id hashes (what hash() returns: add() and `in`) in one array, what the duplicate-id check keeps
+    per example: an open-addressing table kept at most half full, 16-32 bytes a hash against a Python set's 60 (plan
+    009). A hit is confirmed by reading the data again, so a stored value may stand for more than one hash: 0 (empty)
+    is stored as 1."""
+
+    __slots__ = ("_n", "_table")
+
+    def __init__(self) -> None:
+        self._table = array("q", bytes(8 * 1024))
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _slot(self, h: int) -> int:
+        """The slot holding `h`, or the empty slot where it would go."""
+        table = self._table
+        mask = len(table) - 1
+        i = (h ^ (h >> 29)) & mask  # the low bits of a str hash are well mixed already; fold the high ones in too
+        while table[i] != _EMPTY and table[i] != h:
+            i = (i + 1) & mask
+        return i
+
+    def __contains__(self, h: int) -> bool:
+        h = h or 1
+        return self._table[self._slot(h)] == h
+
+    def add(self, h: int) -> None:
+        h = h or 1
+        i = self._slot(h)
+        if self._table[i] == h:
+            return
+        self._table[i] = h
+        self._n += 1
+        if 2 * self._n > len(self._table):
+            old, self._table = self._table, array("q", bytes(16 * len(self._table)))
+            for v in old:
+                if v != _EMPTY:
+                    self._table[self._slot(v)] = v
+
+
+def load_references(path: str) -> dict[str, list[str]]:
+    """Reference answers kept apart from the questions (`datasets[].references`: FastChat's MT-Bench
+    `reference_answer/gpt-4.jsonl`, or `{question_id, reference}` rows; docs/judging.md), by question_id (as a
+    string), one per turn. Bad rows are InputErrors naming file, line and key."""
+    out: dict[str, list[str]] = {}
+    for raw in file_rows(path):
+        row, fail = raw.object(), fail_at(raw.file, raw.line)
+        if row.get("question_id") is None:
+            fail("question_id", "expected an object with a question_id")
+        out[str(row["question_id"])] = _turns(row, fail)
+    return out
+
+
+def _turns(row: dict, fail: Fail) -> list[str]:
+    if "choices" in row:
+        choices = row["choices"]
+        turns = (
+            choices[0].get("turns") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+        )
+        key = "choices[0].turns"
+    else:
+        turns, key = row.get("reference"), "reference"
+        turns = [turns] if isinstance(turns, str) else turns
+    if not isinstance(turns, list) or not turns or not all(isinstance(t, str) for t in turns):
+        fail(key, "expected a non-empty list of reference answers (strings), one per turn")
+    return turns
+
+
+def join_references(ex: Example, references: dict[str, list[str]]) -> Example:
+    """The example with its references joined by native id: turn 1's to `reference`, each later turn's to its
+    `later_turns[k].reference`, all to `metadata["references"]`; an empty reference in the file leaves the row's own.
+    An example without a row in the file is returned as it is."""
+    native = str(ex.metadata.get("question_id", ex.id.removeprefix(f"{ex.dataset}/")))
+    turns = references.get(native)
+    if turns is None:
+        return ex
+    metadata = {**ex.metadata, "references": list(turns)}
+    later = tuple(
+        msgspec.structs.replace(t, reference=turns[k] if k < len(turns) and turns[k] else t.reference)
+        for k, t in enumerate(ex.later_turns, start=1)
+    )
+    own = turns[0] if turns[0] else ex.reference
+    return msgspec.structs.replace(ex, reference=own, metadata=metadata, later_turns=later)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -6,14 +6,13 @@ made (stages.py builds them); --validate counts them by running those same stage
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from msgspec import Struct
+from msgspec import Struct, structs
 
 from ..config import Config, ModelConfig
 from ..data.answers_file import Answers, replay_model, replayed_answer
-from ..data.turns import turn_view
 from ..errors import NotDone, ProviderError
 from ..judging.answers import quality_flags, split_reasoning
 from ..providers.base import BaseProvider
@@ -69,6 +68,21 @@ def turn_task(
     replay = replayed_answer(cand, replays.get(cand.name), ex, turn) if cand.replays else None
     request = candidate_request(cand, view, s, cfg.run.seed)
     return GenTask(view, cand, s, request, turn, answers, order, replay)
+
+
+def turn_view(ex: Example, answers: Sequence[str]) -> Example:
+    """The example as asked at turn len(answers) + 1, each turn the model's own: the first turn, then per earlier turn
+    the candidate's own answer and the next user message; that turn's reference, `metadata.turn`. Turn 1: `ex`."""
+    if not answers:
+        return ex
+    k = len(answers) + 1
+    if k > ex.turns:
+        raise ValueError(f"{ex.id} has {ex.turns} turns, asked for turn {k}")
+    messages = list(ex.messages)
+    for answer, later in zip(answers, ex.later_turns, strict=False):
+        messages += [{"role": "assistant", "content": answer}, later.message]
+    later = ex.later_turns[k - 2]
+    return structs.replace(ex, messages=tuple(messages), reference=later.reference, metadata={**ex.metadata, "turn": k})
 
 
 def response_row(task: GenTask, key: str, resp: LLMResponse | None, error: str | None) -> Response:

@@ -12,18 +12,15 @@ from dataclasses import dataclass
 
 from ..config import Config, generation_only
 from ..data.answers_file import load_replays
-from ..data.idset import IdHashes
-from ..data.labels import label_paths, load_labels
-from ..data.loaders import first_seen, iter_dataset
+from ..data.loaders import IdHashes, first_seen, iter_dataset
 from ..data.readers import source_label
 from ..data.spool import Spool
 from ..errors import InputError
 from ..judging.pairwise import PairJudging
-from ..judging.protocol import SCALES
 from ..providers.base import BaseProvider
 from ..providers.pricing import price_table, unit_prices
 from ..providers.routing import declared
-from ..results.metrics import dataset_metrics
+from ..results.anchor import check_labels
 from ..tasks import registry
 from ..types import Example
 
@@ -157,28 +154,6 @@ def _scorable(cfg: Config, ex: Example) -> bool:
     if ex.rubric or ex.kind == "open":
         return bool(registry.rubric_for(ex, cfg)) and bool(cfg.judge_pool)
     return ex.answer is not None
-
-
-def check_labels(cfg: Config, counts: dict[str, Counter[str]]) -> None:
-    """Every `datasets[].labels` file read as the summary will read it (data/labels.py): a malformed row is bad
-    input, and so is a labels file where nothing could use it (a metric whose rows carry their own labels, or
-    pairwise verdicts without judging.pairwise)."""
-    paths = label_paths(cfg)
-    if not paths:
-        return
-    metric_of = dataset_metrics(cfg, counts)
-    scales = {}
-    for name, (i, _) in paths.items():
-        if name not in metric_of:
-            continue
-        spec = registry.metric(metric_of[name])
-        if spec.accumulator is not None:
-            raise cfg.fail(f"datasets[{i}].labels", f"{spec.name} reads the human labels its rows carry: remove it")
-        scales[name] = SCALES.get(spec.scale)
-    for name, labels in load_labels(cfg, scales).items():
-        if labels.preferences and cfg.judging.pairwise is None:
-            key = f"datasets[{paths[name][0]}].labels"
-            raise cfg.fail(key, f"{labels.path} has pairwise verdicts (pair_id) but judging.pairwise is not set")
 
 
 def check_keys(cfg: Config) -> None:

@@ -33,6 +33,7 @@ from ..config import Config
 from ..data.labels import LabelFile, label_paths, load_labels
 from ..errors import InputError
 from ..judging.protocol import SCALES, verdict_for
+from ..tasks import registry
 from ..tasks.judge_eval import judge_agreement, majority
 from ..tasks.spec import DatasetResult, Metric, figure, interval
 from ..types import Criterion, Example, Judgment, PairJudgment, Response
@@ -346,6 +347,28 @@ def anchored(
         judges=judges or {},
         note=note,
     )
+
+
+def check_labels(cfg: Config, counts: dict[str, Counter[str]]) -> None:
+    """Preflight's check: every `datasets[].labels` file read as the summary will read it (data/labels.py): a
+    malformed row is bad input, and so is a labels file where nothing could use it (a metric whose rows carry their
+    own labels, or pairwise verdicts without judging.pairwise)."""
+    paths = label_paths(cfg)
+    if not paths:
+        return
+    metric_of = metrics.dataset_metrics(cfg, counts)
+    scales = {}
+    for name, (i, _) in paths.items():
+        if name not in metric_of:
+            continue
+        spec = registry.metric(metric_of[name])
+        if spec.accumulator is not None:
+            raise cfg.fail(f"datasets[{i}].labels", f"{spec.name} reads the human labels its rows carry: remove it")
+        scales[name] = SCALES.get(spec.scale)
+    for name, labels in load_labels(cfg, scales).items():
+        if labels.preferences and cfg.judging.pairwise is None:
+            key = f"datasets[{paths[name][0]}].labels"
+            raise cfg.fail(key, f"{labels.path} has pairwise verdicts (pair_id) but judging.pairwise is not set")
 
 
 # ---------------------------------------------------------------------------------------------------

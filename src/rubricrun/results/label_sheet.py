@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import random
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import InputError
 from ..judging.answers import AUTO_CRITERION
 from ..judging.prompt import content_text
 from ..judging.protocol import SCALES
@@ -29,6 +31,7 @@ from ..types import Criterion, Example, Response
 from . import artifacts
 from .artifacts import RunData, load_run
 
+log = logging.getLogger("rubricrun")
 SHEET_SIZE = 50  # examples per dataset
 COLUMNS = (
     "response_id",
@@ -60,6 +63,22 @@ def write_label_sheet(run_dir: str | Path, *, size: int = SHEET_SIZE) -> tuple[P
     writer.writerows({k: "" if v is None else v for k, v in r.items()} for r in rows)
     artifacts.write_text(run.path / "label_sheet.csv", buf.getvalue())
     return run.path, len(rows)
+
+
+def label_sheet_command(run_dir: str, size: int | None) -> int:
+    """`--label-sheet RUN [--sheet-size N]`: write the sheet, print the CSV's path, say how to use it."""
+    size = SHEET_SIZE if size is None else size
+    if size < 1:
+        raise InputError("must be at least 1", key="--sheet-size")
+    folder, rows = write_label_sheet(run_dir, size=size)
+    print(folder / "label_sheet.csv")
+    log.info(
+        "%d rows to label in %s (and label_sheet.jsonl): fill `met` (or `score`) from the top, set "
+        "datasets[].labels to the filled file, rerun with the same --run-id (every call comes from the cache)",
+        rows,
+        folder / "label_sheet.csv",
+    )
+    return 0
 
 
 def sheet_rows(run: RunData, *, size: int, seed: int) -> list[dict[str, Any]]:

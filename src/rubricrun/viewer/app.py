@@ -29,6 +29,7 @@ from flask import Flask, abort, g, jsonify, request, url_for
 from markupsafe import Markup
 from werkzeug.exceptions import Conflict, HTTPException
 
+from ..errors import InputError
 from ..results import report
 from . import runs
 from .index import RunIndex, cache_dir
@@ -210,3 +211,17 @@ def serve(outputs: Path, host: str, port: int, announce: Callable[[str], None] |
     finally:
         server.server_close()
         app.extensions["rubricrun.viewer"].close()
+
+
+def view(outputs_dir: str, host: str, port: int) -> int:
+    """`--view OUTPUTS_DIR`: serve until Ctrl+C (exit 0); a missing folder or an address it cannot bind is bad input."""
+    outputs = Path(outputs_dir)
+    if not outputs.is_dir():
+        raise InputError(f"--view {outputs_dir}: no such folder (run folders are written under run.output_dir)")
+    try:
+        serve(outputs, host, port)
+    except OSError as exc:
+        raise InputError(f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc})") from None
+    except KeyboardInterrupt:
+        pass
+    return 0
