@@ -1,4 +1,4 @@
-"""The one real provider, `LiteLLMProvider` (the cache, retry and throttle wrap it: cache.py, retry.py, ratelimit.py).
+"""The one real provider, `LiteLLMProvider` (the cache, retry and throttle wrap it: cache.py, stack.py, ratelimit.py).
 LiteLLM is imported lazily: `--help`, config validation and fully cached reruns never pay its ~4 s import.
 """
 
@@ -192,7 +192,7 @@ def classify_error(exc: BaseException, model: str, secrets: tuple[str, ...] = ()
 
 
 def completion_kwargs(request: LLMRequest) -> dict[str, Any]:
-    """The arguments of one completion call for `request` (one attempt: the retries are retry.py's)."""
+    """The arguments of one completion call for `request` (one attempt: the retries are stack.py's)."""
     kwargs: dict[str, Any] = dict(request.params)
     kwargs.update(model=request.model, messages=list(request.messages), timeout=request.timeout_s, num_retries=0)
     if request.response_schema is not None:
@@ -223,7 +223,7 @@ def credentials(model: str, api_base: str | None, api_key_env: str | None) -> di
 
 class LiteLLMProvider(BaseProvider):
     """Calls `litellm.completion` synchronously. Exactly one HTTP request per call: LiteLLM's and the
-    OpenAI client's own retries are off, the retry policy lives in retry.py. `on_rate_limit(request, seconds)`
+    OpenAI client's own retries are off, the retry policy lives in stack.py. `on_rate_limit(request, seconds)`
     hears when a reply's rate-limit headers say the account has nothing left (the throttle pauses it)."""
 
     def __init__(self, on_rate_limit: Callable[[LLMRequest, float], None] | None = None):

@@ -84,7 +84,7 @@ class RouterProvider(BaseProvider):
         return litellm.Router(
             model_list=model_list,
             routing_strategy=settings.strategy,
-            num_retries=0,  # retries are ours (retry.py): one trace event per attempt, one backoff policy
+            num_retries=0,  # retries are ours (stack.py): one trace event per attempt, one backoff policy
             retry_after=0,
             allowed_fails=settings.allowed_fails,
             cooldown_time=settings.cooldown_s,
