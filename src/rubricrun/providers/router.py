@@ -92,13 +92,10 @@ class RouterProvider(BaseProvider):
         )
 
     def router(self, group: str) -> Any:
-        r = self._routers.get(group)
-        if r is None:
-            with self._lock:
-                r = self._routers.get(group)
-                if r is None:
-                    r = self._routers[group] = self._build(self.groups[group])
-        return r
+        with self._lock:
+            if group not in self._routers:
+                self._routers[group] = self._build(self.groups[group])
+            return self._routers[group]
 
     def generate(self, request: LLMRequest) -> LLMResponse:
         if request.model not in self.groups:

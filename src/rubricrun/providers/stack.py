@@ -79,8 +79,7 @@ class RetryingProvider(BaseProvider):
     def __init__(self, inner: BaseProvider, cfg: RetryConfig, tracer: Tracer, stop: threading.Event | None = None):
         self.inner, self.cfg, self.tracer = inner, cfg, tracer
         self.stop = stop or threading.Event()
-        self._rng = random.Random()
-        self._rng_lock = threading.Lock()
+        self._rng = random.Random()  # (each draw is one C call: safe across threads)
 
     def generate(self, request: LLMRequest) -> LLMResponse:
         key = cache_key(request)
@@ -101,8 +100,7 @@ class RetryingProvider(BaseProvider):
                 err = classify_error(exc, request.model)
                 retry_in = None
                 if err.retryable and n < self.cfg.max_attempts:
-                    with self._rng_lock:
-                        retry_in = delays[n] = backoff_delay(err, n, self.cfg, self._rng)
+                    retry_in = delays[n] = backoff_delay(err, n, self.cfg, self._rng)
                 status, fields = "error", {"error": str(err), "status_code": err.status_code, "retry_in_s": retry_in,
                                            "deployment": err.deployment, "worker": err.worker}  # fmt: skip
             latency_ms = (time.perf_counter() - start) * 1000
