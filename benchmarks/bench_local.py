@@ -41,18 +41,15 @@ def main() -> int:
     from llama_cpp import Llama
 
     from rubricrun.providers import local
-    from rubricrun.providers.local import model as local_model
 
     litellm.suppress_debug_info = True
     local.register()
     path = local.resolve_model_path("smollm2")
-    n = local_model.cpu_count()
+    n = local.cpu_count()
     params = {"temperature": 0.0, "max_tokens": args.max_tokens, "repeat_penalty": local.DEFAULT_REPEAT_PENALTY}
 
     t0 = time.perf_counter()
-    direct = Llama(
-        model_path=path, n_ctx=local_model.N_CTX, n_threads=n, n_threads_batch=n, chat_format=None, verbose=False
-    )
+    direct = Llama(model_path=path, n_ctx=local.N_CTX, n_threads=n, n_threads_batch=n, chat_format=None, verbose=False)
     load_direct = time.perf_counter() - t0
 
     def run_direct(prompt: str) -> tuple[int, float, str]:
@@ -89,7 +86,7 @@ def main() -> int:
 
     calls = args.rounds * len(PROMPTS)
     print(f"model: {path}")
-    print(f"threads={n} n_ctx={local_model.N_CTX} rounds={args.rounds} prompts={len(PROMPTS)} params={params}")
+    print(f"threads={n} n_ctx={local.N_CTX} rounds={args.rounds} prompts={len(PROMPTS)} params={params}")
     print(f"first provider call incl. load: {load_provider:.2f}s; direct Llama() load: {load_direct:.2f}s")
     tps = {}
     for side, (toks, secs) in totals.items():

@@ -24,7 +24,6 @@ import litellm  # noqa: E402
 
 from rubricrun.errors import InputError  # noqa: E402
 from rubricrun.providers import local  # noqa: E402
-from rubricrun.providers.local import model as local_model  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -128,7 +127,7 @@ def test_judge_call_is_schema_constrained(response_format: dict) -> None:
 
 def test_schema_grammar_keeps_control_characters_out_of_strings() -> None:
     # llama-cpp-python 0.3.36's schema converter allows raw control characters in strings; ours must not.
-    gbnf = local_model.json_grammar_text(JUDGE_SCHEMA)
+    gbnf = local.json_grammar_text(JUDGE_SCHEMA)
     assert any(line.startswith(r'char ::= [^"\\\x7F\x00-\x1F] |') for line in gbnf.splitlines())
     # This exact call (greedy, repeat_penalty 1.3) wrote a bare newline inside "explanation" with the stock grammar.
     messages = [
@@ -193,7 +192,7 @@ def test_missing_gguf_gives_a_clear_error(tmp_path) -> None:
 
 
 def test_prompt_longer_than_the_context_is_a_context_window_error() -> None:
-    long_prompt = "lorem ipsum " * (local_model.N_CTX // 2 + 500)
+    long_prompt = "lorem ipsum " * (local.N_CTX // 2 + 500)
     with pytest.raises(litellm.ContextWindowExceededError, match="exceed context window"):
         litellm.completion(model=MODEL, messages=[{"role": "user", "content": long_prompt}], max_tokens=4)
 
@@ -215,7 +214,7 @@ def test_four_threads_at_once_share_one_loaded_model() -> None:
         assert resp.choices[0].finish_reason in ("stop", "length")
         _check_usage(resp)
     path = local.resolve_model_path("smollm2")
-    assert local_model._slots[path].llama is not None  # loaded, once: a slot per file
+    assert local._slots[path].llama is not None  # loaded, once: a slot per file
 
 
 def test_stream_true_yields_the_whole_reply() -> None:
