@@ -43,26 +43,23 @@ def open_cache(cfg: Config) -> ResponseCache | None:
 def account_limits(cfg: Config) -> dict[Route, tuple[float | None, float | None]]:
     """(rpm, tpm) of every provider account the config routes to. Two entries that set different limits for one
     account get the smallest (logged once per account and limit)."""
-    seen: dict[Route, dict[str, dict[float, list[str]]]] = {}
+    seen: dict[tuple[Route, str], dict[float, list[str]]] = {}  # (account, "rpm" or "tpm") -> value -> who set it
     for section, entries in (("candidates", cfg.candidates), ("judges", cfg.judge_pool)):
         for m in entries:
             rpm, tpm = group_limits(m) if m.routed else (m.rpm, m.tpm)
             for route, _ in routes(m):
-                limits = seen.setdefault(route, {"rpm": {}, "tpm": {}})
                 for name, value in (("rpm", rpm), ("tpm", tpm)):
+                    by_value = seen.setdefault((route, name), {})
                     if value is not None:
-                        limits[name].setdefault(value, []).append(f"{section}:{m.name}")
-    out: dict[Route, tuple[float | None, float | None]] = {}
-    for route, limits in seen.items():
-        for name, by_value in limits.items():
-            if len(by_value) > 1:
-                given = "; ".join(f"{v:g} by {', '.join(who)}" for v, who in sorted(by_value.items()))
-                log.warning(
-                    "%s (api_base %s, key %s): entries set different %s (%s); using the smallest, %g",
-                    route.model, redact(route.api_base or ""), route.api_key_env, name, given, min(by_value),
-                )  # fmt: skip
-        out[route] = (min(limits["rpm"], default=None), min(limits["tpm"], default=None))
-    return out
+                        by_value.setdefault(value, []).append(f"{section}:{m.name}")
+    for (route, name), by_value in seen.items():
+        if len(by_value) > 1:
+            given = "; ".join(f"{v:g} by {', '.join(who)}" for v, who in sorted(by_value.items()))
+            log.warning(
+                "%s (api_base %s, key %s): entries set different %s (%s); using the smallest, %g",
+                route.model, redact(route.api_base or ""), route.api_key_env, name, given, min(by_value),
+            )  # fmt: skip
+    return {route: (min(seen[route, "rpm"], default=None), min(seen[route, "tpm"], default=None)) for route, _ in seen}
 
 
 def backoff_delay(exc: ProviderError, attempt: int, cfg: RetryConfig, rng: random.Random) -> float:
