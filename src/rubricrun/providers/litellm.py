@@ -151,16 +151,6 @@ def rate_limit_pause(headers: Mapping[str, Any] | None) -> float:
     return pause
 
 
-def response_headers(raw: Any) -> Mapping[str, Any] | None:
-    """The HTTP headers of the reply behind a LiteLLM response: the raw ones (`_response_headers`, lowercase keys),
-    else those LiteLLM copies into `_hidden_params` (where `x-ratelimit-reset-*` has only a prefixed name)."""
-    headers = getattr(raw, "_response_headers", None)
-    if headers:
-        return headers
-    hidden = getattr(raw, "_hidden_params", None) or {}
-    return hidden.get("additional_headers") if isinstance(hidden, dict) else None
-
-
 def classify_error(exc: BaseException, model: str, secrets: tuple[str, ...] = ()) -> ProviderError:
     """Turn whatever LiteLLM (or the HTTP stack under it) raised into a ProviderError, with secrets removed."""
     if isinstance(exc, ProviderError):
@@ -255,7 +245,9 @@ class LiteLLMProvider(BaseProvider):
                 _internal_call.reset(quiet)
         latency_ms = (time.perf_counter() - start) * 1000
         if self.on_rate_limit is not None:
-            pause = rate_limit_pause(response_headers(raw))
+            # The reply's raw headers (lowercase keys), else LiteLLM's copy (where x-ratelimit-reset-* is prefixed).
+            hidden = getattr(raw, "_hidden_params", None) or {}
+            pause = rate_limit_pause(getattr(raw, "_response_headers", None) or hidden.get("additional_headers"))
             if pause > 0:
                 self.on_rate_limit(request, pause)
         return to_response(raw, request, latency_ms)
