@@ -95,24 +95,21 @@ def _thread_event_loop() -> None:
 
 
 def _retry_after(exc: BaseException) -> float | None:
-    """The Retry-After header of the HTTP response behind an exception, in seconds, if any."""
+    """The Retry-After header of the HTTP response behind an exception, in seconds (a number or a date), if any."""
     for holder in (getattr(exc, "response", None), exc):
         headers = getattr(holder, "headers", None) or getattr(holder, "litellm_response_headers", None) or {}
         try:
             value = headers.get("retry-after") or headers.get("Retry-After")
         except AttributeError:  # not a mapping
             continue
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value))
-        except (TypeError, ValueError):
+        if value is not None:
+            with contextlib.suppress(TypeError, ValueError):
+                return max(0.0, float(value))
             from email.utils import parsedate_to_datetime
 
-            try:
+            with contextlib.suppress(TypeError, ValueError):
                 return max(0.0, parsedate_to_datetime(str(value)).timestamp() - time.time())
-            except (TypeError, ValueError):
-                return None
+            return None
     return None
 
 
