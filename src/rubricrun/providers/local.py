@@ -319,22 +319,6 @@ def _reply(out: dict[str, Any]) -> tuple[str, str, dict[str, int]]:
     return choice["message"].get("content") or "", choice.get("finish_reason") or "stop", counts
 
 
-def _fill_response(model_response: Any, model: str, out: dict[str, Any], path: str, elapsed: float) -> Any:
-    """Copy a llama.cpp completion into LiteLLM's ModelResponse (text, finish reason, usage, local details)."""
-    import litellm
-
-    text, finish, usage = _reply(out)
-    model_response.choices[0].message.content = text
-    model_response.choices[0].finish_reason = finish
-    model_response.model = model
-    model_response.created = int(time.time())
-    model_response.usage = litellm.Usage(**usage)  # type: ignore[attr-defined]
-    model_response._hidden_params.update(local_model_path=path, local_generation_s=elapsed)
-    if "grammar" in out:
-        model_response._hidden_params["local_grammar"] = out["grammar"]
-    return model_response
-
-
 def _make_handler_class() -> type:
     """Build the CustomLLM subclass (litellm is imported here, lazily)."""
     import litellm
@@ -353,7 +337,16 @@ def _make_handler_class() -> type:
             **_: Any,  # LiteLLM passes its other call arguments by keyword; a local model needs none of them
         ) -> litellm.ModelResponse:
             out, path, elapsed = _run(model, messages, optional_params)
-            return _fill_response(model_response, model, out, path, elapsed)
+            text, finish, usage = _reply(out)
+            model_response.choices[0].message.content = text
+            model_response.choices[0].finish_reason = finish
+            model_response.model = model
+            model_response.created = int(time.time())
+            model_response.usage = litellm.Usage(**usage)  # type: ignore[attr-defined]
+            model_response._hidden_params.update(local_model_path=path, local_generation_s=elapsed)
+            if "grammar" in out:
+                model_response._hidden_params["local_grammar"] = out["grammar"]
+            return model_response
 
         def streaming(  # type: ignore[override]
             self,
