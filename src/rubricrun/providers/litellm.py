@@ -182,14 +182,12 @@ def completion_kwargs(request: LLMRequest) -> dict[str, Any]:
     """The arguments of one completion call for `request` (one attempt: the retries are stack.py's)."""
     kwargs: dict[str, Any] = dict(request.params)
     kwargs.update(model=request.model, messages=list(request.messages), timeout=request.timeout_s, num_retries=0)
-    if request.response_schema is not None:
-        kwargs["response_format"] = response_format_for(request.response_schema)
+    if request.response_schema is not None:  # OpenAI-style structured output; the local provider reads the same shape
+        kwargs["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "judgment", "schema": request.response_schema, "strict": True},
+        }
     return kwargs
-
-
-def response_format_for(schema: dict[str, Any]) -> dict[str, Any]:
-    """OpenAI-style structured output request; the local provider reads the same shape."""
-    return {"type": "json_schema", "json_schema": {"name": "judgment", "schema": schema, "strict": True}}
 
 
 def credentials(model: str, api_base: str | None, api_key_env: str | None) -> dict[str, str]:
