@@ -365,12 +365,10 @@ def _make_handler_class() -> type:
 
 
 _register_lock = threading.Lock()
-_handler: Any = None
 
 
 def register() -> None:
     """Add the "local" provider to litellm.custom_provider_map (once; safe to call from any thread)."""
-    global _handler
     with _register_lock:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         import litellm
@@ -378,9 +376,8 @@ def register() -> None:
         litellm.suppress_debug_info = True
         if any(item.get("provider") == PROVIDER for item in litellm.custom_provider_map):
             return
-        if _handler is None:
-            _handler = _make_handler_class()()
-        litellm.custom_provider_map = [*litellm.custom_provider_map, {"provider": PROVIDER, "custom_handler": _handler}]
+        handler = _make_handler_class()()
+        litellm.custom_provider_map = [*litellm.custom_provider_map, {"provider": PROVIDER, "custom_handler": handler}]
         # LiteLLM also does this at the start of each call; doing it now lets get_llm_provider() see "local" at once.
         from litellm.utils import custom_llm_setup
 
