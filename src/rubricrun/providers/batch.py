@@ -106,10 +106,9 @@ class Batcher:
                 raise InputError(f"cannot read the batch jobs of this run ({exc})", file=str(path)) from None
             if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
                 raise InputError(f"not a batch state of format {STATE_FORMAT}", file=str(path))
-        self.jobs: list[dict[str, Any]] = state.get("jobs", [])
         self.failed: dict[str, int] = state.get("failed", {})  # key -> failures in batch jobs
         # A job killed before its file was uploaded never reached the provider: its requests are deferred anew.
-        self.jobs = [j for j in self.jobs if j["input_file_id"] is not None or j["status"] != "uploading"]
+        self.jobs = [j for j in state.get("jobs", []) if j["input_file_id"] is not None or j["status"] != "uploading"]
         self._job_of: dict[str, dict[str, Any]] = {k: j for j in self.jobs for k, _ in j["keys"]}  # the latest job
         self._ids = itertools.count(len(state.get("jobs", [])) + 1)
 

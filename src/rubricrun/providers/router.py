@@ -91,16 +91,13 @@ class RouterProvider(BaseProvider):
             fallbacks=[{group: [f"router/{n}" for n in settings.fallbacks]}] if settings.fallbacks else [],
         )
 
-    def router(self, group: str) -> Any:
-        with self._lock:
-            if group not in self._routers:
-                self._routers[group] = self._build(self.groups[group])
-            return self._routers[group]
-
     def generate(self, request: LLMRequest) -> LLMResponse:
         if request.model not in self.groups:
             return self.inner.generate(request)
-        router = self.router(request.model)
+        with self._lock:
+            if request.model not in self._routers:
+                self._routers[request.model] = self._build(self.groups[request.model])
+            router = self._routers[request.model]
         start = time.perf_counter()
         try:
             raw = router.completion(**completion_kwargs(request))
