@@ -305,3 +305,26 @@ def test_budget_bounds_what_is_submitted(tmp_path, bserver, cli_main):
     assert 0 < len(bserver.submitted) < 8 and bserver.count() == 0
     summary = json.loads((run_dir(tmp_path, "bud") / "summary.json").read_text())
     assert summary["budget"]["stopped"] and 0 < summary["budget"]["spent_usd"] <= 0.0004
+
+
+def test_a_batch_line_is_the_online_calls_body_without_the_calls_options() -> None:
+    from rubricrun.providers.batch import line_body
+    from rubricrun.types import LLMRequest
+
+    schema = {"type": "object", "properties": {"met": {"type": "boolean"}}}
+    request = LLMRequest(
+        model="openai/gpt-4o-mini",
+        messages=({"role": "user", "content": "hi"},),
+        params={"temperature": 0, "timeout": 5, "num_retries": 3},
+        response_schema=schema,
+    )
+    assert line_body(request) == {
+        "temperature": 0,
+        "model": "gpt-4o-mini",
+        "messages": [{"role": "user", "content": "hi"}],
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "judgment", "schema": schema, "strict": True},
+        },
+    }
+    assert list(line_body(request)) == ["temperature", "model", "messages", "response_format"]

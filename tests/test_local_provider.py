@@ -24,7 +24,6 @@ import litellm  # noqa: E402
 
 from rubricrun.errors import InputError  # noqa: E402
 from rubricrun.providers import local  # noqa: E402
-from rubricrun.providers.local import model as local_model  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -215,7 +214,7 @@ def test_four_threads_at_once_share_one_loaded_model() -> None:
         assert resp.choices[0].finish_reason in ("stop", "length")
         _check_usage(resp)
     path = local.resolve_model_path("smollm2")
-    assert local_model._slots[path].llama is not None  # loaded, once: a slot per file
+    assert local._slots[path].llama is not None  # loaded, once: a slot per file
 
 
 def test_stream_true_yields_the_whole_reply() -> None:

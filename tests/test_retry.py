@@ -1,4 +1,4 @@
-"""Unit tests of providers/retry.py's backoff_delay: exponential growth with equal jitter, Retry-After, the cap."""
+"""Unit tests of providers/stack.py's backoff_delay: exponential growth with equal jitter, Retry-After, the cap."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 from rubricrun.config import RetryConfig
 from rubricrun.errors import ProviderError
-from rubricrun.providers.retry import backoff_delay
+from rubricrun.providers.stack import backoff_delay
 
 
 class EdgeRng:

@@ -26,7 +26,7 @@ from ..errors import Deferred, InputError, ProviderError
 from ..types import LLMRequest, LLMResponse
 from .base import BaseProvider
 from .cache import CachingProvider, cache_key
-from .litellm import classify_error, credentials, import_litellm, response_format_for, usage_of, valid_text
+from .litellm import classify_error, completion_kwargs, credentials, import_litellm, usage_of, valid_text
 from .pricing import Budget, call_cost, upper_bound
 from .redact import redact
 from .routing import routes
@@ -58,11 +58,11 @@ class DeferringProvider(BaseProvider):
 
 
 def line_body(request: LLMRequest) -> dict[str, Any]:
-    """The chat completion body of a request, as a batch file line carries it (the model without its prefix)."""
-    body: dict[str, Any] = dict(request.params)
-    body.update(model=request.model.split("/", 1)[1], messages=list(request.messages))
-    if request.response_schema is not None:
-        body["response_format"] = response_format_for(request.response_schema)
+    """The chat completion body of a request, as a batch file line carries it: the online call's arguments without
+    the call's own options (timeout, retries), the model without its prefix."""
+    body = completion_kwargs(request)
+    del body["timeout"], body["num_retries"]
+    body["model"] = request.model.split("/", 1)[1]
     return body
 
 
@@ -106,10 +106,9 @@ class Batcher:
                 raise InputError(f"cannot read the batch jobs of this run ({exc})", file=str(path)) from None
             if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
                 raise InputError(f"not a batch state of format {STATE_FORMAT}", file=str(path))
-        self.jobs: list[dict[str, Any]] = state.get("jobs", [])
         self.failed: dict[str, int] = state.get("failed", {})  # key -> failures in batch jobs
         # A job killed before its file was uploaded never reached the provider: its requests are deferred anew.
-        self.jobs = [j for j in self.jobs if j["input_file_id"] is not None or j["status"] != "uploading"]
+        self.jobs = [j for j in state.get("jobs", []) if j["input_file_id"] is not None or j["status"] != "uploading"]
         self._job_of: dict[str, dict[str, Any]] = {k: j for j in self.jobs for k, _ in j["keys"]}  # the latest job
         self._ids = itertools.count(len(state.get("jobs", [])) + 1)
 

@@ -3,7 +3,6 @@
 The key is sha256 of canonical JSON of exactly the fields that change the output (model, api_base, messages, params,
 response schema, and the sample index when it is not 0); retries, timeouts, concurrency and keys are left out. Only
 successes are stored, with their usage, so a rerun pays for nothing twice and a crashed run resumes where it stopped.
-A caller that cannot use a stored reply (a judge reply it cannot read) calls `forget(request)`: the next run asks again.
 
 A stored reply is JSON bytes with its format inside (codec.StoredReply), kept in the database itself. The store
 trusts no row it reads: anything else under a key (a pickled object, an older version's row, garbage, a row naming

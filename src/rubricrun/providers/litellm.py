@@ -1,4 +1,4 @@
-"""The one real provider, `LiteLLMProvider` (the cache, retry and throttle wrap it: cache.py, retry.py, ratelimit.py).
+"""The one real provider, `LiteLLMProvider` (the cache, retry and throttle wrap it: cache.py, stack.py, ratelimit.py).
 LiteLLM is imported lazily: `--help`, config validation and fully cached reruns never pay its ~4 s import.
 """
 
@@ -95,24 +95,21 @@ def _thread_event_loop() -> None:
 
 
 def _retry_after(exc: BaseException) -> float | None:
-    """The Retry-After header of the HTTP response behind an exception, in seconds, if any."""
+    """The Retry-After header of the HTTP response behind an exception, in seconds (a number or a date), if any."""
     for holder in (getattr(exc, "response", None), exc):
         headers = getattr(holder, "headers", None) or getattr(holder, "litellm_response_headers", None) or {}
         try:
             value = headers.get("retry-after") or headers.get("Retry-After")
         except AttributeError:  # not a mapping
             continue
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value))
-        except (TypeError, ValueError):
+        if value is not None:
+            with contextlib.suppress(TypeError, ValueError):
+                return max(0.0, float(value))
             from email.utils import parsedate_to_datetime
 
-            try:
+            with contextlib.suppress(TypeError, ValueError):
                 return max(0.0, parsedate_to_datetime(str(value)).timestamp() - time.time())
-            except (TypeError, ValueError):
-                return None
+            return None
     return None
 
 
@@ -151,16 +148,6 @@ def rate_limit_pause(headers: Mapping[str, Any] | None) -> float:
     return pause
 
 
-def response_headers(raw: Any) -> Mapping[str, Any] | None:
-    """The HTTP headers of the reply behind a LiteLLM response: the raw ones (`_response_headers`, lowercase keys),
-    else those LiteLLM copies into `_hidden_params` (where `x-ratelimit-reset-*` has only a prefixed name)."""
-    headers = getattr(raw, "_response_headers", None)
-    if headers:
-        return headers
-    hidden = getattr(raw, "_hidden_params", None) or {}
-    return hidden.get("additional_headers") if isinstance(hidden, dict) else None
-
-
 def classify_error(exc: BaseException, model: str, secrets: tuple[str, ...] = ()) -> ProviderError:
     """Turn whatever LiteLLM (or the HTTP stack under it) raised into a ProviderError, with secrets removed."""
     if isinstance(exc, ProviderError):
@@ -192,17 +179,15 @@ def classify_error(exc: BaseException, model: str, secrets: tuple[str, ...] = ()
 
 
 def completion_kwargs(request: LLMRequest) -> dict[str, Any]:
-    """The arguments of one completion call for `request` (one attempt: the retries are retry.py's)."""
+    """The arguments of one completion call for `request` (one attempt: the retries are stack.py's)."""
     kwargs: dict[str, Any] = dict(request.params)
     kwargs.update(model=request.model, messages=list(request.messages), timeout=request.timeout_s, num_retries=0)
-    if request.response_schema is not None:
-        kwargs["response_format"] = response_format_for(request.response_schema)
+    if request.response_schema is not None:  # OpenAI-style structured output; the local provider reads the same shape
+        kwargs["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "judgment", "schema": request.response_schema, "strict": True},
+        }
     return kwargs
-
-
-def response_format_for(schema: dict[str, Any]) -> dict[str, Any]:
-    """OpenAI-style structured output request; the local provider reads the same shape."""
-    return {"type": "json_schema", "json_schema": {"name": "judgment", "schema": schema, "strict": True}}
 
 
 def credentials(model: str, api_base: str | None, api_key_env: str | None) -> dict[str, str]:
@@ -223,7 +208,7 @@ def credentials(model: str, api_base: str | None, api_key_env: str | None) -> di
 
 class LiteLLMProvider(BaseProvider):
     """Calls `litellm.completion` synchronously. Exactly one HTTP request per call: LiteLLM's and the
-    OpenAI client's own retries are off, the retry policy lives in retry.py. `on_rate_limit(request, seconds)`
+    OpenAI client's own retries are off, the retry policy lives in stack.py. `on_rate_limit(request, seconds)`
     hears when a reply's rate-limit headers say the account has nothing left (the throttle pauses it)."""
 
     def __init__(self, on_rate_limit: Callable[[LLMRequest, float], None] | None = None):
@@ -255,7 +240,9 @@ class LiteLLMProvider(BaseProvider):
                 _internal_call.reset(quiet)
         latency_ms = (time.perf_counter() - start) * 1000
         if self.on_rate_limit is not None:
-            pause = rate_limit_pause(response_headers(raw))
+            # The reply's raw headers (lowercase keys), else LiteLLM's copy (where x-ratelimit-reset-* is prefixed).
+            hidden = getattr(raw, "_hidden_params", None) or {}
+            pause = rate_limit_pause(getattr(raw, "_response_headers", None) or hidden.get("additional_headers"))
             if pause > 0:
                 self.on_rate_limit(request, pause)
         return to_response(raw, request, latency_ms)

@@ -1,9 +1,7 @@
-"""Cost in USD, and the `Budget` layer that bounds it: per-model prices from the config, else LiteLLM's own offline
-cost map.
-
-The map is read as JSON from the installed litellm package (the same file LiteLLM uses with
-LITELLM_LOCAL_MODEL_COST_MAP=True), so pricing never pays LiteLLM's import. Models we cannot price
-(a local GGUF, an unknown model behind a custom api_base) cost 0 and are listed as unpriced.
+"""Cost in USD, and the `Budget` layer that bounds it: per-model prices from the config, else LiteLLM's offline cost
+map, read as JSON from the installed package (the file LiteLLM reads with LITELLM_LOCAL_MODEL_COST_MAP=True) so that
+pricing never pays LiteLLM's import. A model we cannot price (a local GGUF, an unknown model behind a custom
+api_base) costs 0 and is listed as unpriced.
 """
 
 from __future__ import annotations

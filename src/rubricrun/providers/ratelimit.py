@@ -148,15 +148,13 @@ class ThrottledProvider(BaseProvider):
         self.inner, self.judge_bucket, self.stop = inner, judge_bucket, stop
         self.warm = warm  # readies whoever makes the attempts (the executor: providers/executor.py)
         self.accounts, self.max_pause_s = dict(accounts), max_pause_s
-        self._lock = threading.Lock()
 
     def limiter(self, request: LLMRequest) -> AccountLimiter:
         """The request's account limiter (one without limits is made on first use: it still pauses on a 429)."""
         key = Route(request.model, request.api_base, request.api_key_env)
         lim = self.accounts.get(key)
-        if lim is None:
-            with self._lock:
-                lim = self.accounts.setdefault(key, AccountLimiter(max_pause_s=self.max_pause_s))
+        if lim is None:  # dict.setdefault is atomic (Route hashes and compares in C): one limiter per account
+            lim = self.accounts.setdefault(key, AccountLimiter(max_pause_s=self.max_pause_s))
         return lim
 
     def observe(self, request: LLMRequest, pause_s: float) -> None:

@@ -84,26 +84,20 @@ class RouterProvider(BaseProvider):
         return litellm.Router(
             model_list=model_list,
             routing_strategy=settings.strategy,
-            num_retries=0,  # retries are ours (retry.py): one trace event per attempt, one backoff policy
+            num_retries=0,  # retries are ours (stack.py): one trace event per attempt, one backoff policy
             retry_after=0,
             allowed_fails=settings.allowed_fails,
             cooldown_time=settings.cooldown_s,
             fallbacks=[{group: [f"router/{n}" for n in settings.fallbacks]}] if settings.fallbacks else [],
         )
 
-    def router(self, group: str) -> Any:
-        r = self._routers.get(group)
-        if r is None:
-            with self._lock:
-                r = self._routers.get(group)
-                if r is None:
-                    r = self._routers[group] = self._build(self.groups[group])
-        return r
-
     def generate(self, request: LLMRequest) -> LLMResponse:
         if request.model not in self.groups:
             return self.inner.generate(request)
-        router = self.router(request.model)
+        with self._lock:
+            if request.model not in self._routers:
+                self._routers[request.model] = self._build(self.groups[request.model])
+            router = self._routers[request.model]
         start = time.perf_counter()
         try:
             raw = router.completion(**completion_kwargs(request))

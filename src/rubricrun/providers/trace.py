@@ -180,17 +180,12 @@ def cut_torn_line(path: Path) -> int:
         return keep
 
 
-def backup(path: Path, n: int) -> Path:
-    """The n-th older trace beside `path`: trace.jsonl -> trace.1.jsonl."""
-    return path.with_name(f"{path.stem}.{n}{path.suffix}")
-
-
 def rotate(path: Path) -> int:
     """trace.jsonl -> trace.1.jsonl, each older one a number up, the one past BACKUPS deleted; returns 0 (the size
     of the trace.jsonl to come)."""
-    backup(path, BACKUPS).unlink(missing_ok=True)
-    for n in range(BACKUPS - 1, 0, -1):
-        if backup(path, n).exists():
-            backup(path, n).replace(backup(path, n + 1))
-    path.replace(backup(path, 1))
+    names = [path] + [path.with_name(f"{path.stem}.{n}{path.suffix}") for n in range(1, BACKUPS + 1)]
+    names[-1].unlink(missing_ok=True)
+    for n in range(BACKUPS - 1, -1, -1):
+        if names[n].exists():
+            names[n].replace(names[n + 1])
     return 0
