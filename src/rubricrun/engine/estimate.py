@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..config import Config, ModelConfig, SynthesizeConfig
-from ..judging.ask import JUDGE_PARSE_ATTEMPTS
+from ..judging.protocol import JUDGE_PARSE_ATTEMPTS
 from ..judging.rubric import JudgeItem, tie_breaker
 from ..providers.base import BaseProvider
 from ..providers.cache import ResponseCache, cache_key

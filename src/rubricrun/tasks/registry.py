@@ -8,8 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from ..config import Config, ModelConfig
 from ..judging.answers import AUTO_CRITERION
-from ..judging.ask import judge_offset
-from ..judging.protocol import BINARY, GRADED_1_5, JudgeProtocol
+from ..judging.protocol import BINARY, GRADED_1_5, JudgeProtocol, judge_offset
 from ..judging.rubric import JudgeItem, Judging, assign_judges
 from ..providers.base import BaseProvider
 from ..types import Criterion, Example, Response
