@@ -91,10 +91,6 @@ def _placeholder(request: LLMRequest) -> str:
     return DRY_MARK + "x" * max(0, n - len(DRY_MARK))
 
 
-def _carries_placeholder(request: LLMRequest) -> bool:
-    return any(DRY_MARK in str(m.get("content")) for m in request.messages)
-
-
 class DryStack(BaseProvider):
     """What --validate calls through for one role (`candidate`, `judge`, `pairwise`): the cache, else a placeholder
     (a candidate's answer max_tokens long; a judge's `reply`: its protocol's `dry_reply`, or DRY_PAIR); counted and
@@ -110,7 +106,7 @@ class DryStack(BaseProvider):
         first = role != "candidate" and request.sample_index == 0  # a judge's attempt is its sample_index
         self.first_asks += first
         cache = counts.cache
-        if cache is not None and not _carries_placeholder(request):
+        if cache is not None and not any(DRY_MARK in str(m.get("content")) for m in request.messages):
             hit = cache.get(cache_key(request))
             if hit is not None:  # its real text: a re-ask or a tie-break follows as in the run
                 counts.cached[role] += 1
@@ -136,11 +132,13 @@ class InlineDriver:
 
     def start(self) -> Counts:
         if self.counts is None:
-            counts = self.counts = _open_counts(self.cfg)
-            self.judges = DryStack(counts, "judge", registry.protocol_for(self.cfg.judging.scale).dry_reply)
+            cfg = self.cfg
+            online = price_table(cfg, batch=False) if any(m.batch for m in [*cfg.candidates, *cfg.judge_pool]) else None
+            counts = self.counts = Counts(open_cache(cfg), price_table(cfg), online_prices=online)
+            self.judges = DryStack(counts, "judge", registry.protocol_for(cfg.judging.scale).dry_reply)
             self.stacks = (DryStack(counts, "candidate"), self.judges, DryStack(counts, "pairwise", DRY_PAIR))
             dry = {"judge": self.judges, "pairwise": self.stacks[2]}
-            self.stages = Stages(self.cfg, self.stacks[0], self.submit, lambda turn, cut: None, dry)
+            self.stages = Stages(cfg, self.stacks[0], self.submit, lambda turn, cut: None, dry)
         return self.counts
 
     def close(self) -> None:
@@ -259,7 +257,8 @@ class ProcessDriver(second_process.Child):
     preflight's own."""
 
     def __init__(self, cfg: Config, chunk: int) -> None:
-        super().__init__(InlineDriver, (cfg, chunk), "rubricrun-count", _COUNT_ENDED, rows=chunk)
+        ended = "the call count's process ended (exit code {code}); nothing was called: run --validate again"
+        super().__init__(InlineDriver, (cfg, chunk), "rubricrun-count", ended, rows=chunk)
         self.cfg, self.seen = cfg, 0
 
     def take(self, ex: Example) -> None:
@@ -290,8 +289,6 @@ Leaf = tuple[str, str, int, int]
 # as long: the child looks up every key (the longest part), the main process reads the rows (plan 023, round 4).
 LEAD_SHARE = 3
 
-_COUNT_ENDED = "the call count's process ended (exit code {code}); nothing was called: run --validate again"
-
 
 # ---------------------------------------------------------------------------------------------------
 # count_calls: what --validate prints
@@ -316,12 +313,6 @@ def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
     finally:
         driver.close()
     return _counted(cfg, n, len(prepared.skipped), synthesis, counts)
-
-
-def _open_counts(cfg: Config) -> Counts:
-    batched = any(m.batch for m in [*cfg.candidates, *cfg.judge_pool])
-    online = price_table(cfg, batch=False) if batched else None
-    return Counts(open_cache(cfg), price_table(cfg), online_prices=online)
 
 
 def _counted(cfg: Config, n: int, skipped: int, synthesis: dict[str, int], counts: Counts) -> dict[str, Any]:
