@@ -4,8 +4,7 @@ The run's own stages (stages.py) driven inline over a dry provider, which answer
 a placeholder, and counts and prices it; it never stores. An uncached reply is unknown, so what follows from it is
 counted as when replies are readable and votes agree, and bounded besides (the `*_at_most` counts: each uncached vote
 asked again once, each possible tie broken). A generation whose reply no call reads is only looked up in the cache
-(ResponseCache.fresh_many), which keeps 1,000,000 judge-free rows fast. A candidate's samples past EXACT_SAMPLES of an
-example are counted by arithmetic from one of them (`InlineDriver._times`), as not cached.
+(ResponseCache.fresh_many), which keeps 1,000,000 judge-free rows fast.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """A second process on the machine's other core, for work that only consumes what the run hands it and answers at the
-end: a large run's tally (`TallyProcess`, below) and `--validate`'s count of calls (estimate.ProcessDriver).
+end: a large run's tally (`TallyProcess`: a fifth of a warm rerun's work, ExecPlan 012) and `--validate`'s count of
+calls (estimate.ProcessDriver). `wanted`: one rule for both; `RUBRICRUN_SECOND_PROCESS=on|off` forces it either way.
 
 The child is started with `spawn` (the main process has threads) and fed through one pipe, in batches kept here until
 it is up, so its start (0.3-0.5 s) never holds the run up. It runs `serve`, one loop for both uses. It ignores SIGINT
 and SIGTERM (the main process decides how a run ends) and ends when the main process's end of the pipe closes (also on
-kill -9). `wanted`: one rule for both uses; `RUBRICRUN_SECOND_PROCESS=on|off` forces it either way.
-
-The tally is a fifth of a warm rerun's work (ExecPlan 012): its child reads the lines the runner wrote back into rows
-and feeds its own tally, built by the runner's `make`: every byte it writes is the same (tests/test_tally_process.py).
+kill -9).
 """
 
 from __future__ import annotations
@@ -227,12 +225,17 @@ def open_tally(make: Callable[[], RunTally], *, live: bool, large: bool) -> RunT
 
 
 class TallyProcess(Child):
-    """The tally `make` builds, in a child process, behind the runner's side of results/tally.RunTally."""
+    """The tally `make` builds, in a child process, behind the runner's side of results/tally.RunTally. The child reads
+    the lines the runner wrote back into rows: every byte its tally writes is the same (tests/test_tally_process.py)."""
 
     ahead = 8  # batches read ahead of the tally, so memory stays bounded and a send never waits for the last
 
     def __init__(self, make: Callable[[], RunTally]) -> None:
-        super().__init__(_ChildTally, (make,), "rubricrun-tally", _ENDED, rows=_BATCH_ROWS, chars=_BATCH_CHARS)
+        ended = (
+            "the tally's process ended (exit code {code}); every row is in the run folder and every call in the "
+            "cache: rerun with the same --run-id"
+        )
+        super().__init__(_ChildTally, (make,), "rubricrun-tally", ended, rows=_BATCH_ROWS, chars=_BATCH_CHARS)
 
     def take(self, done: Finished) -> None:
         """One finished example, sent as its lines in the three files (the child reads them back into rows)."""
@@ -259,12 +262,6 @@ class TallyProcess(Child):
     @property
     def first_error(self) -> str | None:
         return self.ask("state")[2]
-
-
-_ENDED = (
-    "the tally's process ended (exit code {code}); every row is in the run folder and every call in the cache: "
-    "rerun with the same --run-id"
-)
 
 
 class _ChildTally:
