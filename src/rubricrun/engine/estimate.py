@@ -230,8 +230,7 @@ class InlineDriver:
     def _tie_possible(self, item: JudgeItem, asked: int, dry: int) -> None:
         """A criterion voted by an even number of judges, one of them uncached, whose dry votes agreed (no tie-break
         was asked): with the real replies it may tie, and its tie-break is priced as asked twice."""
-        on_tie = item.on_tie if item.on_tie is not None else self.cfg.judging.on_tie
-        if on_tie == "judge" and dry and len(item.judges) % 2 == 0 and asked == len(item.judges):
+        if item.on_tie == "judge" and dry and len(item.judges) % 2 == 0 and asked == len(item.judges):
             assert self.counts is not None
             self.counts.ties_possible += 1
             pool = self.cfg.judge_pool

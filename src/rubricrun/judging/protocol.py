@@ -5,10 +5,9 @@ its task module (tasks/), found by `judging.scale` (`tasks.registry.protocol_for
 tasks/mt_bench.py's). A reply that cannot be read (data/jsonread.py reads fenced, stray and broken JSON) is an error
 verdict, never `not_met`.
 
-`ask_until_readable` is the one ask / re-ask / forget loop of rubric and pairwise judging: an unreadable reply is
-asked again once at RETRY_TEMPERATURE (at temperature 0 the same reply would come back). When the ask still ends
-unreadable, or a provider error ends it, the unreadable replies leave the cache, so that a rerun asks again; when the
-re-ask was readable the first reply stays, so a rerun replays the same path from the cache and pays for nothing.
+`ask_until_readable`, the one ask loop of rubric and pairwise judging, asks an unreadable reply again once; when it
+still ends unreadable (or a provider error ends it) the unreadable replies leave the cache, so a rerun asks again;
+when the re-ask was readable the first reply stays, so a rerun replays the same path from the cache for nothing.
 """
 
 from __future__ import annotations
