@@ -143,10 +143,9 @@ def serve(conn: Any, make: Callable[..., Any], args: tuple[Any, ...], ahead: int
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C and SIGTERM are the main process's to handle
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     kept: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()  # the records, their args made text
-    logger = logging.getLogger("rubricrun")
-    logger.handlers[:] = [logging.handlers.QueueHandler(kept)]
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
+    log.handlers[:] = [logging.handlers.QueueHandler(kept)]
+    log.setLevel(logging.INFO)
+    log.propagate = False
     worker = make(*args)
     failed: BaseException | None = None
     next_message: Callable[[], Any] = functools.partial(_receive, conn)
