@@ -26,7 +26,7 @@ from ..types import Example, LLMRequest, LLMResponse
 from . import second_process
 from .calls import candidate_request, synthesis_request
 from .preflight import large_run, preflight
-from .stages import Stages, Turn, Vote, Work, conversations, new_unit, reply_feeds_calls
+from .stages import Stages, Turn, Unit, Vote, Work, conversations, reply_feeds_calls
 
 DRY_MARK = "\ue000rubricrun-dry\ue000"  # starts a placeholder answer: a request carrying one is never looked up
 DRY_PAIR = "[[C]]"  # a pairwise judge's placeholder reply (a rubric judge's: its protocol's `dry_reply`)
@@ -163,7 +163,7 @@ class InlineDriver:
             if only_leaves(self.cfg, ex, convs):
                 self.leaves.extend(self.stages.first_turn(ex, c, s).request for c, s in convs)
                 continue
-            unit = new_unit(ex, convs)
+            unit = Unit(ex, convs)
             self.stages.start(unit)
             self.stages.compare(unit)  # the run compares once the last answer landed: inline, that is now
         self.n += len(self.examples)
@@ -195,7 +195,7 @@ class InlineDriver:
         self._count_into(one)
         try:
             if reply_feeds_calls(self.cfg, ex, 1):
-                self.stages.start(new_unit(ex, [(candidate, EXACT_SAMPLES)]))
+                self.stages.start(Unit(ex, [(candidate, EXACT_SAMPLES)]))
             else:
                 self.leaves.append(self.stages.first_turn(ex, candidate, EXACT_SAMPLES).request)
             for request in self.leaves[mark:]:

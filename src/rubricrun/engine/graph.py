@@ -25,7 +25,7 @@ from ..providers.executor import Executor, Threads, describe
 from ..types import Example
 from .calls import synthesize
 from .progress import Progress
-from .stages import Stages, Unit, Work, conversations, new_unit
+from .stages import Stages, Unit, Work, conversations
 from .stop import GRACE_S, THREAD_PREFIX, stop_on_signal
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ class Graph:
     def _admit(self, ex: Example, *, calls: bool = True) -> Unit:
         self.sink.admit(ex)
         cands = conversations(self.cfg, ex)
-        unit = new_unit(ex, cands)
+        unit = Unit(ex, cands)
         with self.lock:
             self.expected += len(cands) * ex.turns
         with unit.lock:  # held while submitting, so neither count reaches 0 before every first turn is in

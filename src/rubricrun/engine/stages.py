@@ -37,8 +37,8 @@ class Conversation:
 class Unit:
     """One example's work. `pending` counts its calls submitted and not finished; at 0 the unit is finished."""
 
-    def __init__(self, example: Example, conversations: list[Conversation]) -> None:
-        self.example, self.conversations = example, conversations
+    def __init__(self, example: Example, convs: list[tuple[ModelConfig, int]]) -> None:  # (candidate, sample index)
+        self.example, self.conversations = example, [Conversation(c, s) for c, s in convs]
         self.pairs: list[PairJudgment | None] = []
         self.pending = 0
         self.generating = 0  # candidate calls in flight: the comparisons wait for 0
@@ -99,10 +99,6 @@ def conversations(cfg: Config, ex: Example, at_most: int | None = None) -> list[
     config order; with `at_most`, a candidate's first `at_most` samples only."""
     cands = registry.candidates_for(cfg, ex)
     return [(c, s) for c in cands for s in range(min(c.samples_per_prompt, at_most or c.samples_per_prompt))]
-
-
-def new_unit(ex: Example, convs: list[tuple[ModelConfig, int]]) -> Unit:
-    return Unit(ex, [Conversation(c, s) for c, s in convs])
 
 
 def reply_feeds_calls(cfg: Config, example: Example, turn: int) -> bool:
