@@ -193,7 +193,7 @@ def ask_until_readable(
     """Ask `build(attempt)` until `read` gives a reading (else None and why not), at most JUDGE_PARSE_ATTEMPTS
     times. None when a stop or the budget cut the ask (NotDone); a provider error ends it as an error."""
     usage, key, error = Usage(), "", "no attempt made"
-    unreadable: list[LLMRequest] = []
+    unread: list[LLMRequest] = []  # the asks whose reply could not be read
     for attempt in range(JUDGE_PARSE_ATTEMPTS):
         req = build(attempt)
         key = key or cache_key(req)
@@ -208,8 +208,8 @@ def ask_until_readable(
         reading, why = read(resp)
         if reading is not None:
             return Asked(reading, None, key, usage)
-        unreadable.append(req)
+        unread.append(req)
         error = why or "unreadable judge reply"
-    for req in unreadable:  # out of the store that gave them (BaseProvider.forget; the cache defers it in try_cached)
+    for req in unread:  # out of the store that gave them (BaseProvider.forget; the cache defers it in try_cached)
         stack.forget(req)
     return Asked(None, error, key, usage)
