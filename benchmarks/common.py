@@ -280,7 +280,7 @@ class CliResult:
         self.stdout, self.stderr = stdout, stderr
         # Peaks of /proc/PID/status RssAnon and RssFile, sampled every 0.2 s (file-backed pages, e.g. SQLite's mmap
         # of the cache, count in ru_maxrss once per mapping). ru_maxrss is the larger of run.py and its own children
-        # (a large run's tally runs in one: engine/tally_process.py); peak_tree_mb is the sampled peak of their sum.
+        # (a large run's tally runs in one: engine/second_process.py); peak_tree_mb is the sampled peak of their sum.
         self.peak_anon_mb = self.peak_file_mb = self.peak_tree_mb = 0.0
 
     def check(self) -> CliResult:

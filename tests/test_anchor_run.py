@@ -203,7 +203,7 @@ def test_a_bad_label_row_is_bad_input_before_any_call(labelled_run, tmp_path, cl
 
 
 def test_the_tally_in_a_second_process_anchors_the_same(labelled_run, monkeypatch) -> None:
-    """The summary fed in the child process (engine/tally_process.py) reads the labels there: the same summary."""
+    """The summary fed in the child process (engine/second_process.py) reads the labels there: the same summary."""
     run, _, cfg = labelled_run
     monkeypatch.setenv("RUBRICRUN_SECOND_PROCESS", "on")
     rc, err = _main(["--config", str(cfg), "--run-id", "r2"])

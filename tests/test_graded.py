@@ -14,9 +14,8 @@ from factories import example, judgment, one_candidate, response
 from fakeserver import FakeOpenAIServer, default_reply, message_text
 from oracles import dataset_result
 
-from rubricrun.judging.ask import JUDGE_PARSE_ATTEMPTS
 from rubricrun.judging.prompt import load_template, reference_for
-from rubricrun.judging.protocol import parse_graded_reply, verdict_for
+from rubricrun.judging.protocol import JUDGE_PARSE_ATTEMPTS, parse_graded_reply, verdict_for
 from rubricrun.tasks.mt_bench import RATING_CRITERION, mt_bench_messages, parse_rating
 from rubricrun.tasks.registry import hidden_reference
 from rubricrun.tasks.rubric import graded_normalized

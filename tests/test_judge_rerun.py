@@ -11,7 +11,7 @@ from conftest import model_entry, read_jsonl, write_jsonl
 from factories import one_candidate
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request, message_text
 
-from rubricrun.judging.ask import JUDGE_PARSE_ATTEMPTS
+from rubricrun.judging.protocol import JUDGE_PARSE_ATTEMPTS
 
 RUBRIC = [
     {"id": "g1", "text": "GOOD-ONE: greets the team.", "weight": 1},

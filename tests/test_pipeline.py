@@ -30,7 +30,7 @@ from conftest import (
 from factories import one_candidate
 from fakeserver import FakeOpenAIServer, Rule, default_reply, is_judge_request, message_text
 
-from rubricrun.judging.ask import JUDGE_PARSE_ATTEMPTS
+from rubricrun.judging.protocol import JUDGE_PARSE_ATTEMPTS
 
 EXAMPLE_FIELDS = {"id", "dataset", "source", "messages", "reference", "choices", "answer", "rubric"}
 CRITERION_FIELDS = {"id", "text", "weight", "tags"}

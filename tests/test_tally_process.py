@@ -1,4 +1,4 @@
-"""The tally in a second process (engine/tally_process.py): a run whose tally is fed in a child process writes
+"""The tally in a second process (engine/second_process.py): a run whose tally is fed in a child process writes
 the same files as one whose tally runs in the runner's process; the rows read back from their lines equal the
 rows they were written from (codec.decode_lines); a SIGTERM to both processes still ends in the
 partial summary and report; the child's end is reported, not hung on. Real run.py over the fake server."""
@@ -24,7 +24,7 @@ from test_tally import CASES, _responder
 from rubricrun import codec
 from rubricrun.config import load_config
 from rubricrun.engine import second_process
-from rubricrun.engine.tally_process import TallyProcess, open_tally, read_lines
+from rubricrun.engine.second_process import TallyProcess, open_tally, read_lines
 from rubricrun.results.tally import Tally
 from rubricrun.types import Criterion, Example, Judgment, PairJudgment, Response, Usage
 

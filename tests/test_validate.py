@@ -16,8 +16,8 @@ from fakeserver import FakeOpenAIServer, default_reply, is_judge_request
 from rubricrun.config import load_config
 from rubricrun.engine import estimate
 from rubricrun.engine.estimate import DRY_PAIR
-from rubricrun.judging.ask import JUDGE_PARSE_ATTEMPTS
 from rubricrun.judging.pairwise import read_pair_reply
+from rubricrun.judging.protocol import JUDGE_PARSE_ATTEMPTS
 from rubricrun.providers.base import BaseProvider
 from rubricrun.providers.stack import open_cache
 from rubricrun.tasks import registry

@@ -4,8 +4,7 @@ The run's own stages (stages.py) driven inline over a dry provider, which answer
 a placeholder, and counts and prices it; it never stores. An uncached reply is unknown, so what follows from it is
 counted as when replies are readable and votes agree, and bounded besides (the `*_at_most` counts: each uncached vote
 asked again once, each possible tie broken). A generation whose reply no call reads is only looked up in the cache
-(ResponseCache.fresh_many), which keeps 1,000,000 judge-free rows fast. A candidate's samples past EXACT_SAMPLES of an
-example are counted by arithmetic from one of them (`InlineDriver._times`), as not cached.
+(ResponseCache.fresh_many), which keeps 1,000,000 judge-free rows fast.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..config import Config, ModelConfig, SynthesizeConfig
-from ..judging.ask import JUDGE_PARSE_ATTEMPTS
+from ..judging.protocol import JUDGE_PARSE_ATTEMPTS
 from ..judging.rubric import JudgeItem, tie_breaker
 from ..providers.base import BaseProvider
 from ..providers.cache import ResponseCache, cache_key
@@ -27,7 +26,7 @@ from ..types import Example, LLMRequest, LLMResponse
 from . import second_process
 from .calls import candidate_request, synthesis_request
 from .preflight import large_run, preflight
-from .stages import Stages, Turn, Vote, Work, conversations, new_unit, reply_feeds_calls
+from .stages import Stages, Turn, Unit, Vote, Work, conversations, reply_feeds_calls
 
 DRY_MARK = "\ue000rubricrun-dry\ue000"  # starts a placeholder answer: a request carrying one is never looked up
 DRY_PAIR = "[[C]]"  # a pairwise judge's placeholder reply (a rubric judge's: its protocol's `dry_reply`)
@@ -91,10 +90,6 @@ def _placeholder(request: LLMRequest) -> str:
     return DRY_MARK + "x" * max(0, n - len(DRY_MARK))
 
 
-def _carries_placeholder(request: LLMRequest) -> bool:
-    return any(DRY_MARK in str(m.get("content")) for m in request.messages)
-
-
 class DryStack(BaseProvider):
     """What --validate calls through for one role (`candidate`, `judge`, `pairwise`): the cache, else a placeholder
     (a candidate's answer max_tokens long; a judge's `reply`: its protocol's `dry_reply`, or DRY_PAIR); counted and
@@ -110,7 +105,7 @@ class DryStack(BaseProvider):
         first = role != "candidate" and request.sample_index == 0  # a judge's attempt is its sample_index
         self.first_asks += first
         cache = counts.cache
-        if cache is not None and not _carries_placeholder(request):
+        if cache is not None and not any(DRY_MARK in str(m.get("content")) for m in request.messages):
             hit = cache.get(cache_key(request))
             if hit is not None:  # its real text: a re-ask or a tie-break follows as in the run
                 counts.cached[role] += 1
@@ -136,11 +131,13 @@ class InlineDriver:
 
     def start(self) -> Counts:
         if self.counts is None:
-            counts = self.counts = _open_counts(self.cfg)
-            self.judges = DryStack(counts, "judge", registry.protocol_for(self.cfg.judging.scale).dry_reply)
+            cfg = self.cfg
+            online = price_table(cfg, batch=False) if any(m.batch for m in [*cfg.candidates, *cfg.judge_pool]) else None
+            counts = self.counts = Counts(open_cache(cfg), price_table(cfg), online_prices=online)
+            self.judges = DryStack(counts, "judge", registry.protocol_for(cfg.judging.scale).dry_reply)
             self.stacks = (DryStack(counts, "candidate"), self.judges, DryStack(counts, "pairwise", DRY_PAIR))
             dry = {"judge": self.judges, "pairwise": self.stacks[2]}
-            self.stages = Stages(self.cfg, self.stacks[0], self.submit, lambda turn, cut: None, dry)
+            self.stages = Stages(cfg, self.stacks[0], self.submit, lambda turn, cut: None, dry)
         return self.counts
 
     def close(self) -> None:
@@ -166,7 +163,7 @@ class InlineDriver:
             if only_leaves(self.cfg, ex, convs):
                 self.leaves.extend(self.stages.first_turn(ex, c, s).request for c, s in convs)
                 continue
-            unit = new_unit(ex, convs)
+            unit = Unit(ex, convs)
             self.stages.start(unit)
             self.stages.compare(unit)  # the run compares once the last answer landed: inline, that is now
         self.n += len(self.examples)
@@ -198,7 +195,7 @@ class InlineDriver:
         self._count_into(one)
         try:
             if reply_feeds_calls(self.cfg, ex, 1):
-                self.stages.start(new_unit(ex, [(candidate, EXACT_SAMPLES)]))
+                self.stages.start(Unit(ex, [(candidate, EXACT_SAMPLES)]))
             else:
                 self.leaves.append(self.stages.first_turn(ex, candidate, EXACT_SAMPLES).request)
             for request in self.leaves[mark:]:
@@ -233,8 +230,7 @@ class InlineDriver:
     def _tie_possible(self, item: JudgeItem, asked: int, dry: int) -> None:
         """A criterion voted by an even number of judges, one of them uncached, whose dry votes agreed (no tie-break
         was asked): with the real replies it may tie, and its tie-break is priced as asked twice."""
-        on_tie = item.on_tie if item.on_tie is not None else self.cfg.judging.on_tie
-        if on_tie == "judge" and dry and len(item.judges) % 2 == 0 and asked == len(item.judges):
+        if item.on_tie == "judge" and dry and len(item.judges) % 2 == 0 and asked == len(item.judges):
             assert self.counts is not None
             self.counts.ties_possible += 1
             pool = self.cfg.judge_pool
@@ -259,7 +255,8 @@ class ProcessDriver(second_process.Child):
     preflight's own."""
 
     def __init__(self, cfg: Config, chunk: int) -> None:
-        super().__init__(InlineDriver, (cfg, chunk), "rubricrun-count", _COUNT_ENDED, rows=chunk)
+        ended = "the call count's process ended (exit code {code}); nothing was called: run --validate again"
+        super().__init__(InlineDriver, (cfg, chunk), "rubricrun-count", ended, rows=chunk)
         self.cfg, self.seen = cfg, 0
 
     def take(self, ex: Example) -> None:
@@ -290,8 +287,6 @@ Leaf = tuple[str, str, int, int]
 # as long: the child looks up every key (the longest part), the main process reads the rows (plan 023, round 4).
 LEAD_SHARE = 3
 
-_COUNT_ENDED = "the call count's process ended (exit code {code}); nothing was called: run --validate again"
-
 
 # ---------------------------------------------------------------------------------------------------
 # count_calls: what --validate prints
@@ -316,12 +311,6 @@ def count_calls(cfg: Config, max_examples: int | None) -> dict[str, Any]:
     finally:
         driver.close()
     return _counted(cfg, n, len(prepared.skipped), synthesis, counts)
-
-
-def _open_counts(cfg: Config) -> Counts:
-    batched = any(m.batch for m in [*cfg.candidates, *cfg.judge_pool])
-    online = price_table(cfg, batch=False) if batched else None
-    return Counts(open_cache(cfg), price_table(cfg), online_prices=online)
 
 
 def _counted(cfg: Config, n: int, skipped: int, synthesis: dict[str, int], counts: Counts) -> dict[str, Any]:

@@ -16,36 +16,29 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from .. import codec
 from ..config import MAX_THREADS, Config
 from ..providers.base import BaseProvider
 from ..providers.executor import Executor, Threads, describe
-from ..types import Example, Judgment, PairJudgment, Response
+from ..types import Example
 from .calls import synthesize
 from .progress import Progress
-from .stages import Stages, Unit, Work, conversations, new_unit
+from .stages import Stages, Unit, Work, conversations
 from .stop import GRACE_S, THREAD_PREFIX, stop_on_signal
 
+if TYPE_CHECKING:
+    from ..results.artifacts import RowFiles  # the sink: each example as admitted, then with its rows, in order
+
 log = logging.getLogger("rubricrun")
-
-
-class Sink(Protocol):
-    """Where examples go: each as it is admitted, then with its rows when it is finished, in the same order."""
-
-    def admit(self, example: Example) -> None: ...
-
-    def finish(
-        self, example: Example, responses: list[Response], judgments: list[Judgment], pairs: list[PairJudgment]
-    ) -> None: ...
 
 
 class Graph:
     """Runs the examples of one run through the stack; `run` returns whether Ctrl+C (or a stop) cut it short."""
 
     def __init__(
-        self, cfg: Config, stack: BaseProvider, stop: threading.Event, sink: Sink, executor: Executor | None = None
+        self, cfg: Config, stack: BaseProvider, stop: threading.Event, sink: RowFiles, executor: Executor | None = None
     ) -> None:
         self.cfg, self.stop, self.sink, self.stack = cfg, stop, sink, stack
         self.stages = Stages(cfg, stack, self._submit, self._ended)
@@ -156,7 +149,7 @@ class Graph:
     def _admit(self, ex: Example, *, calls: bool = True) -> Unit:
         self.sink.admit(ex)
         cands = conversations(self.cfg, ex)
-        unit = new_unit(ex, cands)
+        unit = Unit(ex, cands)
         with self.lock:
             self.expected += len(cands) * ex.turns
         with unit.lock:  # held while submitting, so neither count reaches 0 before every first turn is in

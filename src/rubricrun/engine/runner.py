@@ -36,8 +36,8 @@ from ..results.summary_types import BudgetSummary, Calls, ExecutorSummary, Summa
 from ..results.tally import RunTally, Tally
 from .graph import Graph
 from .preflight import Prepared, preflight
+from .second_process import open_tally
 from .stop import stop_exit_code, stopped_by
-from .tally_process import open_tally
 
 log = logging.getLogger("rubricrun")
 GENERATION_ONLY = "generation only: nothing judged"  # a config without judges (issue 23)

@@ -1,10 +1,11 @@
 """A second process on the machine's other core, for work that only consumes what the run hands it and answers at the
-end: a large run's tally (engine/tally_process.py) and `--validate`'s count of calls (estimate.ProcessDriver).
+end: a large run's tally (`TallyProcess`: a fifth of a warm rerun's work, ExecPlan 012) and `--validate`'s count of
+calls (estimate.ProcessDriver). `wanted`: one rule for both; `RUBRICRUN_SECOND_PROCESS=on|off` forces it either way.
 
 The child is started with `spawn` (the main process has threads) and fed through one pipe, in batches kept here until
 it is up, so its start (0.3-0.5 s) never holds the run up. It runs `serve`, one loop for both uses. It ignores SIGINT
 and SIGTERM (the main process decides how a run ends) and ends when the main process's end of the pipe closes (also on
-kill -9). `wanted`: one rule for both uses; `RUBRICRUN_SECOND_PROCESS=on|off` forces it either way.
+kill -9).
 """
 
 from __future__ import annotations
@@ -17,10 +18,20 @@ import os
 import queue
 import signal
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from .. import codec
 from ..errors import RubricrunError
+from ..results.artifacts import Finished
+from ..types import Example, Judgment, PairJudgment, Response
+
+if TYPE_CHECKING:
+    from ..results.summary_types import Summary
+    from ..results.tally import RunTally
+
+log = logging.getLogger("rubricrun")
 
 ENV = "RUBRICRUN_SECOND_PROCESS"
 _ON, _OFF = ("on", "1", "true", "yes"), ("off", "0", "false", "no")
@@ -132,10 +143,9 @@ def serve(conn: Any, make: Callable[..., Any], args: tuple[Any, ...], ahead: int
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C and SIGTERM are the main process's to handle
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     kept: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()  # the records, their args made text
-    logger = logging.getLogger("rubricrun")
-    logger.handlers[:] = [logging.handlers.QueueHandler(kept)]
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
+    log.handlers[:] = [logging.handlers.QueueHandler(kept)]
+    log.setLevel(logging.INFO)
+    log.propagate = False
     worker = make(*args)
     failed: BaseException | None = None
     next_message: Callable[[], Any] = functools.partial(_receive, conn)
@@ -196,3 +206,84 @@ def _send_error(conn: Any, exc: BaseException, records: list[logging.LogRecord])
         conn.send(("error", exc, records))
     except Exception:  # noqa: BLE001 - an exception that does not pickle
         conn.send(("error", RuntimeError(f"{type(exc).__name__}: {exc}"), records))
+
+
+_BATCH_ROWS = 512  # examples a batch: one pickle and one pipe write each
+_BATCH_CHARS = 1 << 19
+
+
+def open_tally(make: Callable[[], RunTally], *, live: bool, large: bool) -> RunTally:
+    """The tally `make` builds (it pickles: the child builds its own): in a second process for a large run whose
+    summary is fed as it goes (`live`: preflight counted every example's metric), else here."""
+    if live and wanted(large):
+        try:
+            return TallyProcess(make)
+        except Exception as exc:  # noqa: BLE001 - no process to be had (limits, an odd interpreter): run it here
+            log.warning("tally: no second process (%s: %s); the summary is fed in this one", type(exc).__name__, exc)
+    return make()
+
+
+class TallyProcess(Child):
+    """The tally `make` builds, in a child process, behind the runner's side of results/tally.RunTally. The child reads
+    the lines the runner wrote back into rows: every byte its tally writes is the same (tests/test_tally_process.py)."""
+
+    ahead = 8  # batches read ahead of the tally, so memory stays bounded and a send never waits for the last
+
+    def __init__(self, make: Callable[[], RunTally]) -> None:
+        ended = (
+            "the tally's process ended (exit code {code}); every row is in the run folder and every call in the "
+            "cache: rerun with the same --run-id"
+        )
+        super().__init__(_ChildTally, (make,), "rubricrun-tally", ended, rows=_BATCH_ROWS, chars=_BATCH_CHARS)
+
+    def take(self, done: Finished) -> None:
+        """One finished example, sent as its lines in the three files (the child reads them back into rows)."""
+        _, responses, judgments, pairs = done.lines
+        self.put(done.lines, len(responses) + len(judgments) + len(pairs))
+
+    def summary(self) -> Summary:
+        return self.ask("summary")
+
+    def export(self, run_dir: Path, formats: Sequence[str]) -> dict:
+        return self.ask("export", run_dir, list(formats))
+
+    def report(self, run_dir: Path, summary: Summary) -> None:
+        self.ask("report", run_dir, summary)
+
+    @property
+    def n_responses(self) -> int:
+        return self.ask("state")[0]
+
+    @property
+    def any_ok(self) -> bool:
+        return self.ask("state")[1]
+
+    @property
+    def first_error(self) -> str | None:
+        return self.ask("state")[2]
+
+
+class _ChildTally:
+    """In the child (`serve`): the tally `make` builds, fed the lines the runner wrote."""
+
+    def __init__(self, make: Callable[[], RunTally]) -> None:
+        self.tally = tally = make()
+        self.summary, self.export, self.report, self.close = tally.summary, tally.export, tally.report, tally.close
+
+    def take(self, lines: tuple[bytes, bytes, bytes, bytes]) -> None:
+        self.tally.take(Finished(*read_lines(*lines), lines))
+
+    def state(self) -> tuple[int, bool, str | None]:
+        return self.tally.n_responses, self.tally.any_ok, self.tally.first_error
+
+
+def read_lines(
+    example: bytes, responses: bytes, judgments: bytes, pairs: bytes
+) -> tuple[Example, list[Response], list[Judgment], list[PairJudgment]]:
+    """One example's rows back from their lines: what the runner wrote, as the objects it wrote them from."""
+    return (
+        codec.decode(example, Example),
+        codec.decode_lines(responses, Response),
+        codec.decode_lines(judgments, Judgment),
+        codec.decode_lines(pairs, PairJudgment),
+    )

@@ -30,15 +30,15 @@ class Conversation:
     candidate: ModelConfig
     sample_index: int
     rows: list[Response] = field(default_factory=list)
-    judged: list[list[Judgment | None]] = field(default_factory=list)  # per row: one slot per rubric item
-    autos: list[Judgment | None] = field(default_factory=list)  # per row: its judge-free verdict
+    # per row: one slot per rubric item, then its judge-free verdict (None: none), in the order the files keep
+    judged: list[list[Judgment | None]] = field(default_factory=list)
 
 
 class Unit:
     """One example's work. `pending` counts its calls submitted and not finished; at 0 the unit is finished."""
 
-    def __init__(self, example: Example, conversations: list[Conversation]) -> None:
-        self.example, self.conversations = example, conversations
+    def __init__(self, example: Example, convs: list[tuple[ModelConfig, int]]) -> None:  # (candidate, sample index)
+        self.example, self.conversations = example, [Conversation(c, s) for c, s in convs]
         self.pairs: list[PairJudgment | None] = []
         self.pending = 0
         self.generating = 0  # candidate calls in flight: the comparisons wait for 0
@@ -52,11 +52,9 @@ class Unit:
         judgments: list[Judgment] = []
         with self.lock:
             for c in self.conversations:
-                for row, judged, auto in zip(c.rows, c.judged, c.autos, strict=True):
+                for row, judged in zip(c.rows, c.judged, strict=True):
                     responses.append(row)
                     judgments.extend(j for j in judged if j is not None)
-                    if auto is not None:
-                        judgments.append(auto)
             return responses, judgments, [p for p in self.pairs if p is not None]
 
 
@@ -101,10 +99,6 @@ def conversations(cfg: Config, ex: Example, at_most: int | None = None) -> list[
     config order; with `at_most`, a candidate's first `at_most` samples only."""
     cands = registry.candidates_for(cfg, ex)
     return [(c, s) for c in cands for s in range(min(c.samples_per_prompt, at_most or c.samples_per_prompt))]
-
-
-def new_unit(ex: Example, convs: list[tuple[ModelConfig, int]]) -> Unit:
-    return Unit(ex, [Conversation(c, s) for c, s in convs])
 
 
 def reply_feeds_calls(cfg: Config, example: Example, turn: int) -> bool:
@@ -160,12 +154,11 @@ class Stages:
         view = task.example if row.turn > 1 else ex  # what the judge sees: the conversation up to this turn
         feeds = reply_feeds_calls(self.cfg, view, row.turn)  # False: no judge item either (a judge-free run)
         items = registry.judge_items(self.cfg, view, row) if feeds else []
-        slots: list[Judgment | None] = [None] * len(items)
-        auto = auto_judgment(view, row)  # a pure function of the example and the row: not under the unit's lock
+        # the judge-free verdict is a pure function of the example and the row: made here, not under the unit's lock
+        slots: list[Judgment | None] = [None] * len(items) + [auto_judgment(view, row)]
         with unit.lock:
             conv.rows.append(row)
             conv.judged.append(slots)
-            conv.autos.append(auto)
         for i, item in enumerate(items):
             self.submit(Vote(unit, slots, i, item))
         if row.turn >= ex.turns:

@@ -2,7 +2,7 @@
 each pair of answers in both orders (a first, then b first), each order its own call with its own cache key, and ends
 its reply with `[[A]]`, `[[B]]` or `[[C]]` (tie). As FastChat's show_result.py combines them, a candidate wins only
 when both orders pick it; a verdict that flips with the order is a tie. An unreadable reply is asked again once
-(judging/ask.py); one that still cannot be read makes the comparison `error`, and its replies leave the cache so
+(judging/protocol.py); one that still cannot be read makes the comparison `error`, and its replies leave the cache so
 that a rerun asks again.
 """
 
@@ -18,9 +18,8 @@ from ..config import Config, ModelConfig
 from ..providers.base import BaseProvider
 from ..providers.routing import model_request, route_for
 from ..types import Example, LLMRequest, LLMResponse, PairJudgment, Response
-from .ask import Asked, ask_until_readable, judge_offset, judge_params
 from .prompt import content_text, defuse_markers, load_template
-from .protocol import JUDGE_DEFAULT_PARAMS, unreadable
+from .protocol import JUDGE_DEFAULT_PARAMS, Asked, ask_until_readable, judge_offset, judge_params, unreadable
 
 # MT-Bench's pair-v2 system prompt and user prompt (FastChat fastchat/llm_judge/data/judge_prompts.jsonl).
 PAIR_SYSTEM = (

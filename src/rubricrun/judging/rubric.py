@@ -12,9 +12,8 @@ from ..providers.base import BaseProvider
 from ..providers.routing import model_request, route_for
 from ..types import Criterion, Example, Judgment, LLMRequest, LLMResponse, Response, Usage
 from .answers import split_reasoning
-from .ask import ask_until_readable, judge_params
 from .prompt import DEFAULT_TEMPLATE, load_template, reference_for
-from .protocol import JudgeInput, JudgeProtocol, Reading, verdict_for
+from .protocol import JudgeInput, JudgeProtocol, Reading, ask_until_readable, judge_params, verdict_for
 
 # Providers whose LiteLLM route accepts an OpenAI-style JSON schema (structured_output: auto).
 SCHEMA_PREFIXES = ("local/", "openai/", "azure/", "gemini/", "vertex_ai/", "anthropic/", "hosted_vllm/", "ollama_chat/")

@@ -1,13 +1,14 @@
-"""Multiple choice (ARC, MMLU, INCLUDE, ...): a question and its options, answered by a letter, scored judge-free
-(judging/answers.py: the letter a response commits to) as `accuracy`, the fraction of `correct` verdicts met. A row
-that carries its own rubric is judged on it (the rubric metric)."""
+"""The judge-free formats, scored as `accuracy` (the fraction of `correct` verdicts met, judging/answers.py): multiple
+choice (ARC, MMLU, INCLUDE, ...), a question and its options answered by a letter, and question answering with a
+final answer (GSM8K's `#### <answer>`). A row that carries its own rubric is judged on it (the rubric metric)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from ..data.schemas import Built, Fail, Row, _required, type_name
+from ..data.schemas import Built, Fail, Row, _required, text_value, type_name
 from ..judging.answers import AUTO_CRITERION
 from ..types import Criterion, Example
 from .spec import Marks, Metric, Task, Values
@@ -119,3 +120,35 @@ ACCURACY = Metric(
 )
 
 TASK = Task(name="mc", title="multiple choice", detect=_detect, build=_build, metric=ACCURACY)
+
+_NUMBER = re.compile(r"-?[\d,]*\.?\d+")
+
+
+def _detect_qa(row: Row, keys: Collection[str]) -> bool:
+    return "question" in keys and "answer" in keys
+
+
+def _build_qa(r: Row, fail: Fail) -> Built:
+    question = _required(r, "question", "qa", fail)
+    if not isinstance(question, str) or not question.strip():
+        fail(r.key("question"), f"expected a non-empty string, got {question!r}")
+    raw = _required(r, "answer", "qa", fail)
+    if isinstance(raw, list):
+        fail(r.key("answer"), "expected a string, got a list")
+    full = text_value(raw, r.key("answer"), fail)
+    answer = full.strip()
+    if "####" in full:  # GSM8K: worked solution, then "#### <final answer>"
+        answer = full.rsplit("####", 1)[1].strip()
+        if _NUMBER.fullmatch(answer):
+            answer = answer.replace(",", "")
+        if not answer:
+            fail(r.key("answer"), "nothing after '####' (GSM8K-style answers end with '#### <final answer>')")
+    return Built(
+        messages=[{"role": "user", "content": question}],
+        messages_key=r.key("question"),
+        reference=full,
+        answer=answer,
+    )
+
+
+QA_TASK = Task(name="qa", title="QA", detect=_detect_qa, build=_build_qa, metric=ACCURACY)

@@ -8,12 +8,11 @@ from collections.abc import Mapping, Sequence
 
 from ..config import Config, ModelConfig
 from ..judging.answers import AUTO_CRITERION
-from ..judging.ask import judge_offset
-from ..judging.protocol import BINARY, GRADED_1_5, JudgeProtocol
+from ..judging.protocol import BINARY, GRADED_1_5, JudgeProtocol, judge_offset
 from ..judging.rubric import JudgeItem, Judging, assign_judges
 from ..providers.base import BaseProvider
 from ..types import Criterion, Example, Response
-from . import healthbench, meta_eval, mt_bench, multiple_choice, prbench, qa, rubric
+from . import healthbench, meta_eval, mt_bench, multiple_choice, prbench, rubric
 from .spec import Metric, Section, Task, Values
 
 TASKS: tuple[Task, ...] = (
@@ -22,7 +21,7 @@ TASKS: tuple[Task, ...] = (
     healthbench.TASK,
     mt_bench.TASK,
     multiple_choice.TASK,
-    qa.TASK,
+    multiple_choice.QA_TASK,
     rubric.TASK,
 )
 FORMATS: tuple[str, ...] = tuple(t.name for t in TASKS)  # detection order
