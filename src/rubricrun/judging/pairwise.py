@@ -116,7 +116,7 @@ def pair_items(cfg: Config, ex: Example, responses: Sequence[Response]) -> list[
 def question_text(example: Example, turn: int) -> str:
     """What the judge is shown as the question: the user message of the turn (turns count from 1; every example
     has a user message, the loader checks it)."""
-    if turn >= 2:  # a later MT-Bench turn (data/turns.py)
+    if turn >= 2:  # a later MT-Bench turn (engine/calls.turn_view)
         return content_text(example.later_turns[turn - 2].message.get("content"))
     return content_text(next(m for m in example.messages if m.get("role") == "user").get("content"))
 

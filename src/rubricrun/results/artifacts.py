@@ -67,7 +67,7 @@ class Finished:
 
 
 class RowFiles:
-    """A run's row files as it goes (engine/graph.Sink): examples.jsonl when an example is admitted; responses.jsonl
+    """A run's row files as it goes (the graph's sink): examples.jsonl when an example is admitted; responses.jsonl
     and judgments.jsonl when its rows are done; then `take` gets it as `Finished`, with the lines just written.
     Examples finish in the order they were admitted (the graph's reorder buffer). The files start afresh; each write
     appends whole lines unbuffered, so after kill -9 a file holds whole lines (what a reader needs), none held back."""

@@ -1,5 +1,5 @@
 """What a run's results need, fed one example at a time in input order: the summary, the export and the report
-(`RunTally`, kept here and in a second process, engine/tally_process.py). Memory per example stays a few floats
+(`RunTally`, kept here and in a second process, engine/second_process.py). Memory per example stays a few floats
 (.agent/plans/009-limits.md, item 3): with the metric counts known from preflight, `take` feeds the summary and the
 report's sample as it goes and spools rows only for an export (plan 012); a synthesized dataset's rows are spooled
 and summarized from the spool at the end, when its metrics are known."""

@@ -1,7 +1,7 @@
 """Judge meta-evaluation: how well a judge's met / not-met verdicts agree with human labels of the same rows, and how
 well the humans agree with each other (docs/benchmarks.md explains each figure).
 
-A *row* is one (conversation, completion, rubric criterion) with one or more human labels (data/meta_rows.py). The
+A *row* is one (conversation, completion, rubric criterion) with one or more human labels (tasks/meta_eval.meta_row). The
 balanced F1 is simple-evals `healthbench_meta_eval.py`'s `pairwise_model_f1_balanced`: the judge's label of a row is
 paired with *every* human label of that row, each (judge, human) pair counting once in (tp, fp, fn, tn). A figure
 whose denominator is 0 does not exist (HealthBench leaves its key out; here it is None), nor does an F1 needing it. A

@@ -172,7 +172,7 @@ def regroup(ex: Example, values: Values) -> Values:
 
 
 def _build(r: Row, fail: Fail) -> Built:
-    """Every user turn is asked, each after the candidate's own answer to the one before (data/turns.py). A row's
+    """Every user turn is asked, each after the candidate's own answer to the one before (engine/calls.turn_view). A row's
     pre-written `answers` are not a context: a candidate with `response_column: answers` replays them."""
     tkey = r.key("turns")
     turns = _required(r, "turns", "mtbench", fail)
