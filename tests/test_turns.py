@@ -7,12 +7,12 @@ import json
 import re
 import signal
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from conftest import DEFAULT_RUBRIC, REPO, model_entry, read_jsonl, run_cli, start_cli, write_jsonl
 from fakeserver import FakeOpenAIServer, message_text
+from msgspec.structs import replace
 from oracles import load_examples
 
 from rubricrun.config import load_config
