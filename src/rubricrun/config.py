@@ -282,10 +282,8 @@ class Config(_YamlKeys):
     def data(self) -> dict[str, Any]:
         """The resolved config as plain data, its YAML keys only (the run folder's config.yaml is this without the
         secrets: providers/redact.py's `redacted_config`)."""
-        data = msgspec.to_builtins(
-            self, builtin_types=(datetime.datetime, datetime.date, bytes)
-        )  # YAML's dates, !!binary kept as read
-        return {k: v for k, v in data.items() if k not in _INTERNAL}
+        data = msgspec.to_builtins(self, builtin_types=(datetime.datetime, datetime.date, bytes))  # as YAML read them
+        return {k: data[k] for k in _YamlKeys.__struct_fields__}
 
     def entries(self) -> list[tuple[str, ModelConfig]]:
         """Every candidate and judge entry, with the key that names it (`candidates[0]`, `judges[1]`, `judge`)."""
@@ -296,9 +294,6 @@ class Config(_YamlKeys):
 
 # --------------------------------------------------------------------------------------------------
 # Loading
-
-
-_INTERNAL = ("path", "lines")  # Config fields that are not YAML keys
 
 
 def _error(file: str | None, lines: dict[str, int], key: str, message: str) -> InputError:
@@ -357,7 +352,7 @@ def _finite(value: Any, key: str, fail: Fail) -> None:
 
 # msgspec's names of YAML's types, and a step of its error's path (`.name`, `[0]`, `[...]`: a mapping's value).
 _YAML_TYPES = {"object": "a mapping", "array": "a list", "int": "an integer", "float": "a number", "str": "a string"}
-_YAML_TYPES |= {"bool": "true or false", "null": "null"}
+_YAML_TYPES |= {"bool": "true or false"}
 _STEP = re.compile(r"\.(\w+)|\[(\d+)\]|\[\.\.\.\]")
 
 
@@ -374,9 +369,9 @@ def _convert(raw: dict[str, Any], fail: Fail) -> _YamlKeys:
         return msgspec.convert(raw, _YamlKeys)
     except msgspec.ValidationError as e:
         what, at, where = str(e).rpartition(" - at `")
-    what, where = (what, where) if at else (where, "$")  # an error at the top names no place
+    what, where = (what, where) if at else (where, "")  # an error at the top names no place
     key, value, tp = "", raw, _YamlKeys
-    for name, index in _STEP.findall(where[where.index("$") + 1 :]):  # the key, its value and type, step by step
+    for name, index in _STEP.findall(where):  # the key, its value and type, step by step
         if name:
             tp = next(f.type for f in msgspec.structs.fields(_bare(tp)) if f.name == name)
             key, value = f"{key}.{name}" if key else name, value[name]
@@ -399,10 +394,11 @@ def _convert(raw: dict[str, Any], fail: Fail) -> _YamlKeys:
         if "missing" in what:
             raise fail(sub, "missing required key")
         raise fail(sub, f"unknown key (allowed: {', '.join(sorted(f.name for f in msgspec.structs.fields(tp)))})")
+    expected = what.split(", got")[0].removeprefix("Expected ")  # msgspec's "Expected `int` >= 1, got `str`"
+    expected = re.sub(r"`(.*?)`", lambda m: " or ".join(_YAML_TYPES.get(t, t) for t in m[1].split(" | ")), expected)
     if typing.get_origin(tp) is Literal:
-        what = f"Expected one of {' | '.join(repr(a) for a in typing.get_args(tp))}"
-    expected = re.sub(r"`(.*?)`", lambda m: " or ".join(_YAML_TYPES[t] for t in m[1].split(" | ")), what)
-    raise fail(key, f"e{expected.split(', got')[0][1:]}, got {'null' if value is None else repr(value)}")
+        expected = f"one of {' | '.join(repr(a) for a in typing.get_args(tp))}"
+    raise fail(key, f"expected {expected}, got {'null' if value is None else repr(value)}")
 
 
 # A config is a few hundred values; these bounds refuse a YAML alias bomb (a few lines that expand to billions of
