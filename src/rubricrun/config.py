@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import datetime
-import functools
 import math
 import os
 import re
@@ -272,8 +271,11 @@ class Config(_YamlKeys):
     lines: dict[str, int] = {}
 
     def fail(self, key: str, message: str) -> InputError:
-        """An InputError naming this config file, the key and its line."""
-        return _error(self.path or None, self.lines, key, message)
+        """An InputError naming this config file, the key and the line of the key (or of the nearest key above it)."""
+        k = key
+        while k and k not in self.lines:
+            k = k.rsplit(".", 1)[0] if "." in k else ""
+        return InputError(message, file=self.path or None, line=self.lines.get(k), key=key)
 
     @property
     def judge_pool(self) -> list[ModelConfig]:
@@ -294,14 +296,6 @@ class Config(_YamlKeys):
 
 # --------------------------------------------------------------------------------------------------
 # Loading
-
-
-def _error(file: str | None, lines: dict[str, int], key: str, message: str) -> InputError:
-    """An InputError naming the file, the key and the line of the key (or of the nearest key above it)."""
-    k = key
-    while k and k not in lines:
-        k = k.rsplit(".", 1)[0] if "." in k else ""
-    return InputError(message, file=file, line=lines.get(k), key=key)
 
 
 def _key_lines(file: str, root: yaml.Node) -> dict[str, int]:
@@ -433,7 +427,7 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise InputError("the config must be a YAML mapping at the top level", file=file)
-    fail = functools.partial(_error, file, lines)
+    fail = Config(path=file, lines=lines).fail  # names the file and the line before the config is built
     _finite(raw, "", fail)
     cfg = Config(**msgspec.structs.asdict(_convert(raw, fail)), path=file, lines=lines)
     _check(cfg)
