@@ -261,7 +261,7 @@ def test_a_replayed_candidate_names_no_model(tmp_path: Path, server: FakeOpenAIS
     entry = {"name": "f", "responses_from": str(answers), "model": "openai/x"}
     cfg = turns_config(tmp_path, server, data, candidates=[entry])
     rc, _, err = run_cli(["--config", str(cfg), "--validate"])
-    assert rc == 2 and "candidates[0].model" in err and "makes no calls" in err
+    assert rc == 2 and "candidates[0].model" in err and "not both responses_from and model" in err
 
 
 def test_the_demo_replays_an_answer_for_every_turn_of_every_example(monkeypatch) -> None:

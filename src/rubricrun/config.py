@@ -466,28 +466,22 @@ _ROLE_ONLY = {
     "responses_from": ("candidates", "a judge's verdicts are never replayed from a file"),
     "response_column": ("candidates", "a judge's verdicts are never replayed from a file"),
 }
-# Keys of an entry that a Router entry sets per deployment instead (or not at all).
-_NOT_WITH_DEPLOYMENTS = "model models api_base api_key_env rpm tpm responses_from response_column".split()
+_SOURCES = "deployments responses_from response_column model models".split()  # of an entry's answers: one
+_NOT_WITH_DEPLOYMENTS = "api_base api_key_env rpm tpm".split()  # a Router entry sets them per deployment
 _REPLAYED = "a candidate with responses_from/response_column makes no calls"
 
 
 def _check_model(cfg: Config, key: str, m: ModelConfig) -> None:
     """One candidate or judge entry."""
-    if m.replays:  # answers you already have: no model, no samples
-        if m.responses_from and m.response_column:
-            raise cfg.fail(
-                f"{key}.response_column", "give either `responses_from` (a file) or `response_column`, not both"
-            )
-        for name in ("model", "models"):
-            if getattr(m, name):
-                raise cfg.fail(f"{key}.{name}", f"{_REPLAYED}: remove it")
-        if m.samples_per_prompt != 1:
-            raise cfg.fail(f"{key}.samples_per_prompt", "a replayed candidate has one answer per turn")
     _check_deployments(cfg, key, m)
-    if not m.model and not m.models and not m.replays and not m.deployments:
-        raise cfg.fail(f"{key}.model", "missing required key (or give `models:` for weighted routing)")
-    if m.model and m.models:
-        raise cfg.fail(f"{key}.models", "give either `model` or `models`, not both")
+    given = [name for name in _SOURCES if getattr(m, name)]
+    if not given:
+        why = "missing required key (or give `models`, `deployments`, `responses_from` or `response_column`)"
+        raise cfg.fail(f"{key}.model", why)
+    if len(given) > 1:
+        raise cfg.fail(f"{key}.{given[1]}", f"give one of {', '.join(_SOURCES)}, not both {given[0]} and {given[1]}")
+    if m.replays and m.samples_per_prompt != 1:
+        raise cfg.fail(f"{key}.samples_per_prompt", "a replayed candidate has one answer per turn")
     section = "candidates" if key.startswith("candidates") else "judges"
     for name, (role, why) in _ROLE_ONLY.items():
         if role != section and f"{key}.{name}" in cfg.lines:
