@@ -458,10 +458,7 @@ def _check(cfg: Config) -> None:
 
 # Model keys that act in one role only: given in the other they would be silently ignored, so they are rejected.
 _ROLE_ONLY = {
-    "samples_per_prompt": (
-        "candidates",
-        "a judge makes one call per criterion (judging.judges_per_criterion asks more)",
-    ),
+    "samples_per_prompt": ("candidates", "a judge calls once per criterion (judging.judges_per_criterion asks more)"),
     "structured_output": ("judges", "only judge calls ask for a JSON schema"),
     "responses_from": ("candidates", "a judge's verdicts are never replayed from a file"),
     "response_column": ("candidates", "a judge's verdicts are never replayed from a file"),
@@ -675,5 +672,4 @@ def dataset_name(d: DatasetConfig) -> str:
         return d.name
     if d.hf:
         return Path(d.hf.rstrip("/")).name
-    file = Path(d.path).name
-    return Path(file[: -len(".gz")] if file.endswith(".gz") else file).stem
+    return Path(Path(d.path).name.removesuffix(".gz")).stem
