@@ -46,7 +46,7 @@ SynthItems = Annotated[int, Meta(ge=1, le=1000)]  # synthesize's subtopics and p
 class RunConfig(_Section):
     output_dir: str = "outputs"
     concurrency: Threads = 16  # threads that generate candidate responses
-    seed: Annotated[int, Meta(ge=0)] = 0  # numpy's bootstrap generator takes a non-negative seed (<= MAX_SEED: _check)
+    seed: Count = 0  # numpy's bootstrap generator takes a non-negative seed (<= MAX_SEED: _check)
     judge_parallel_workers: Threads = 8  # threads that make judge calls
     judge_rate_limit_rpm: Positive | None = None  # one bucket shared by every judge call
     max_examples: AtLeast1 | None = None  # as --max-examples: a cap of 0 would run nothing
