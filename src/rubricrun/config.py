@@ -465,7 +465,6 @@ _ROLE_ONLY = {
 }
 _SOURCES = "deployments responses_from response_column model models".split()  # of an entry's answers: one
 _NOT_WITH_DEPLOYMENTS = "api_base api_key_env rpm tpm".split()  # a Router entry sets them per deployment
-_REPLAYED = "a candidate with responses_from/response_column makes no calls"
 
 
 def _check_model(cfg: Config, key: str, m: ModelConfig) -> None:
@@ -505,7 +504,7 @@ def _check_batch(cfg: Config) -> None:
     batched = [(f"{key}.batch", m) for key, m in cfg.entries() if m.batch]
     for key, m in batched:
         if m.replays:
-            raise cfg.fail(key, f"{_REPLAYED} to batch")
+            raise cfg.fail(key, "a candidate with responses_from/response_column makes no calls to batch")
         if m.deployments:
             raise cfg.fail(key, "an entry served by a Router (`deployments:`) sends its calls online")
         if not cfg.cache.enabled:
