@@ -12,7 +12,6 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -325,23 +324,22 @@ def _key_lines(file: str, root: yaml.Node) -> dict[str, int]:
     return out
 
 
-Fail = Callable[[str, str], InputError]  # (key, message) -> the error naming the config file, the key and its line
 MAX_SEED = 2**64 - 1  # run.seed: msgspec's ranges stop at int64, so _check says this one
 
 
-def _finite(value: Any, key: str, fail: Fail) -> None:
+def _finite(value: Any, key: str, cfg: Config) -> None:
     """No NaN, infinity or integer past the largest float anywhere in a value (a NaN passes every range check: `x < 0`
     and `x > 1` are false; msgspec checks neither a float without a range nor an `Any` value)."""
     if isinstance(value, float) and not math.isfinite(value):
-        raise fail(key, f"expected a finite number, got {value!r}")
+        raise cfg.fail(key, f"expected a finite number, got {value!r}")
     if isinstance(value, int) and abs(value) > sys.float_info.max:
-        raise fail(key, f"expected a finite number, got an integer of {len(str(value))} digits")
+        raise cfg.fail(key, f"expected a finite number, got an integer of {len(str(value))} digits")
     if isinstance(value, dict):
         for k, v in value.items():
-            _finite(v, f"{key}.{k}" if key else str(k), fail)
+            _finite(v, f"{key}.{k}" if key else str(k), cfg)
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            _finite(v, f"{key}[{i}]", fail)
+            _finite(v, f"{key}[{i}]", cfg)
 
 
 # msgspec's names of YAML's types, and a step of its error's path (`.name`, `[0]`, `[...]`: a mapping's value).
@@ -357,7 +355,7 @@ def _bare(tp: Any) -> Any:
     return tp
 
 
-def _convert(raw: dict[str, Any], fail: Fail) -> _YamlKeys:
+def _convert(raw: dict[str, Any], cfg: Config) -> _YamlKeys:
     """The config's keys read by msgspec; its error said with the dotted key, what was expected and the value."""
     try:
         return msgspec.convert(raw, _YamlKeys)
@@ -381,18 +379,19 @@ def _convert(raw: dict[str, Any], fail: Fail) -> _YamlKeys:
                     break
     tp = _bare(tp)
     if where.startswith("key`"):  # a key of a mapping that is not a string
-        raise fail(key, f"expected a string for every key, got {next(k for k in value if not isinstance(k, str))!r}")
+        bad_key = next(k for k in value if not isinstance(k, str))
+        raise cfg.fail(key, f"expected a string for every key, got {bad_key!r}")
     if what.startswith("Object "):  # an unknown key of a section, or a required one missing
         name = what[what.index("`") + 1 : -1]
         sub = f"{key}.{name}" if key else name
         if "missing" in what:
-            raise fail(sub, "missing required key")
-        raise fail(sub, f"unknown key (allowed: {', '.join(sorted(f.name for f in msgspec.structs.fields(tp)))})")
+            raise cfg.fail(sub, "missing required key")
+        raise cfg.fail(sub, f"unknown key (allowed: {', '.join(sorted(f.name for f in msgspec.structs.fields(tp)))})")
     expected = what.split(", got")[0].removeprefix("Expected ")  # msgspec's "Expected `int` >= 1, got `str`"
     expected = re.sub(r"`(.*?)`", lambda m: " or ".join(_YAML_TYPES.get(t, t) for t in m[1].split(" | ")), expected)
     if typing.get_origin(tp) is Literal:
         expected = f"one of {' | '.join(repr(a) for a in typing.get_args(tp))}"
-    raise fail(key, f"expected {expected}, got {'null' if value is None else repr(value)}")
+    raise cfg.fail(key, f"expected {expected}, got {'null' if value is None else repr(value)}")
 
 
 # A config is a few hundred values; these bounds refuse a YAML alias bomb (a few lines that expand to billions of
@@ -427,9 +426,9 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise InputError("the config must be a YAML mapping at the top level", file=file)
-    fail = Config(path=file, lines=lines).fail  # names the file and the line before the config is built
-    _finite(raw, "", fail)
-    cfg = Config(**msgspec.structs.asdict(_convert(raw, fail)), path=file, lines=lines)
+    blank = Config(path=file, lines=lines)  # names the file and the line before the config is built
+    _finite(raw, "", blank)
+    cfg = Config(**msgspec.structs.asdict(_convert(raw, blank)), path=file, lines=lines)
     _check(cfg)
     return cfg
 
