@@ -5,7 +5,6 @@ links. `make test` also runs `mkdocs build --strict`, which fails on a broken li
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import types
 import typing
@@ -21,7 +20,7 @@ from rubricrun.types import Example, Judgment, PairJudgment, Response, TraceEven
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
-MISSING = dataclasses.MISSING
+MISSING = msgspec.NODEFAULT
 
 
 def _table_rows(path: Path) -> dict[str, list[str]]:
@@ -42,23 +41,27 @@ def _bare(tp: Any) -> Any:
     return tp
 
 
-def _config_keys(cls: type, prefix: str, out: dict[str, tuple[dataclasses.Field, Any]]) -> None:
+def _section(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, msgspec.Struct)
+
+
+def _config_keys(cls: type, prefix: str, out: dict[str, tuple[msgspec.structs.FieldInfo, Any]]) -> None:
     """Every YAML key under `cls` as a path (`run.seed`, `datasets[].path`); model entries are documented once,
     as `entry.<key>`."""
     hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
+    for f in msgspec.structs.fields(cls):
         if cls is C.Config and f.name in ("path", "lines"):  # not YAML keys
             continue
         tp = _bare(hints[f.name])
-        listed = typing.get_origin(tp) is list and dataclasses.is_dataclass(typing.get_args(tp)[0])
+        listed = typing.get_origin(tp) is list and _section(typing.get_args(tp)[0])
         key = prefix + f.name + ("[]" if listed else "")
         out[key] = (f, tp)
         inner = typing.get_args(tp)[0] if listed else tp
-        if dataclasses.is_dataclass(inner) and inner is not C.ModelConfig:
+        if _section(inner) and inner is not C.ModelConfig:
             _config_keys(inner, key + ".", out)
 
 
-def _default(f: dataclasses.Field) -> str | None:
+def _default(f: msgspec.structs.FieldInfo) -> str | None:
     """The default as the docs write it; None where the docs describe it in words (a section, an empty string)."""
     if f.default_factory is not MISSING:
         return "{}" if isinstance(f.default_factory(), dict) else "[]"
@@ -69,13 +72,13 @@ def _default(f: dataclasses.Field) -> str | None:
         return {None: "null", True: "true", False: "false"}[value]
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
-    if value == "" or dataclasses.is_dataclass(value):
+    if value == "" or isinstance(value, msgspec.Struct):
         return None
     return str(value)
 
 
 def test_the_config_reference_has_every_key_its_default_and_its_values() -> None:
-    keys: dict[str, tuple[dataclasses.Field, Any]] = {}
+    keys: dict[str, tuple[msgspec.structs.FieldInfo, Any]] = {}
     _config_keys(C.Config, "", keys)
     _config_keys(C.ModelConfig, "entry.", keys)
     documented = _table_rows(DOCS / "configuration.md")

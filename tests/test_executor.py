@@ -230,9 +230,9 @@ def test_a_scheduler_that_cannot_be_reached_is_one_line_and_exit_2(tmp_path: Pat
     [
         ({"engine": "threads", "workers": 4}, "executor.workers", "only applies to executor.engine: dask"),
         ({"address": "tcp://10.0.0.5:8786"}, "executor.address", "only applies to executor.engine: dask"),
-        ({"engine": "dask", "workers": 0}, "executor.workers", "at least 1"),
-        ({"engine": "dask", "workers": 5000}, "executor.workers", "at most 1024"),
-        ({"engine": "dask", "timeout_s": 0}, "executor.timeout_s", "must be positive"),
+        ({"engine": "dask", "workers": 0}, "executor.workers", "expected an integer >= 1, got 0"),
+        ({"engine": "dask", "workers": 5000}, "executor.workers", "expected an integer <= 1024, got 5000"),
+        ({"engine": "dask", "timeout_s": 0}, "executor.timeout_s", "expected a number > 0.0, got 0"),
         ({"engine": "dask", "address": "10.0.0.5"}, "executor.address", "not a scheduler address"),
         ({"engine": "ray"}, "executor.engine", "expected one of"),
     ],

@@ -6,11 +6,11 @@ Column forms checked against TRL's dataset formats page: https://huggingface.co/
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 from factories import example, response
 from oracles import build_export
@@ -154,7 +154,7 @@ JUDGMENTS = [
     _j("j6", "e2-s-0", "auto", "met", None, None),  # rubric-free auto scoring: no cache key
 ]
 CFG = ExportConfig(sft_threshold=0.7, kto_threshold=0.5, min_margin=0.1)
-STRONG_WEAK = dataclasses.replace(CFG, chosen_candidate="strong", rejected_candidate="weak")
+STRONG_WEAK = msgspec.structs.replace(CFG, chosen_candidate="strong", rejected_candidate="weak")
 
 
 def _build(fmt: str, cfg: ExportConfig = CFG):
@@ -232,9 +232,9 @@ def test_thresholds_ignore_float_noise_only():
     noisy = dict(SCORES, **{"e2-s-0": _score(0.1 + 0.6 - 1e-15)})  # 0.699999999999999
     rows, _ = build_export("sft", EXAMPLES, RESPONSES, JUDGMENTS, noisy, CFG)
     assert ["e2-s-0"] in _ids(rows)
-    rows, _ = _build("sft", dataclasses.replace(CFG, sft_threshold=0.7000001))
+    rows, _ = _build("sft", msgspec.structs.replace(CFG, sft_threshold=0.7000001))
     assert ["e2-s-0"] not in _ids(rows)
-    rows, _ = _build("kto", dataclasses.replace(CFG, kto_threshold=0.5000001))
+    rows, _ = _build("kto", msgspec.structs.replace(CFG, kto_threshold=0.5000001))
     assert {r["provenance"]["response_ids"][0]: r["label"] for r in rows}["e3-s-0"] is False
 
 
@@ -339,9 +339,9 @@ def test_dpo_pairs_unconstrained():
 
 
 def test_dpo_min_margin_edge_and_zero_margin_tie():
-    rows, stats = _build("dpo", dataclasses.replace(CFG, min_margin=0.05))
+    rows, stats = _build("dpo", msgspec.structs.replace(CFG, min_margin=0.05))
     assert ["e4-s-0", "e4-w-0"] in _ids(rows)  # 0.65 - 0.6 == 0.05 now passes
-    rows, stats = _build("dpo", dataclasses.replace(CFG, min_margin=0.0))
+    rows, stats = _build("dpo", msgspec.structs.replace(CFG, min_margin=0.0))
     assert stats["skipped_tie"] == 1  # a tie is skipped even when any margin would do
     assert not any(r["provenance"]["example_id"] == "e3" for r in rows)
 
@@ -363,14 +363,14 @@ def test_dpo_strong_vs_weak():
 
 
 def test_only_one_side_named():
-    rows, _ = _build("dpo", dataclasses.replace(CFG, chosen_candidate="weak"))
+    rows, _ = _build("dpo", msgspec.structs.replace(CFG, chosen_candidate="weak"))
     # chosen only from "weak", rejected from every other candidate
     assert all(r["provenance"]["candidates"] == ["weak", "strong"] for r in rows)
     assert ["e7-w-0", "e7-s-0"] in _ids(rows)
 
 
 def test_clipped_score_is_used_when_configured():
-    rows, _ = _build("dpo", dataclasses.replace(CFG, score="clipped"))
+    rows, _ = _build("dpo", msgspec.structs.replace(CFG, score="clipped"))
     e4 = next(r for r in rows if r["provenance"]["example_id"] == "e4")
     assert (e4["chosen_score"], e4["rejected_score"], e4["margin"]) == (0.9, 0.6, 0.3)
 

@@ -3,8 +3,7 @@ rejected, as VellumForge2 builds pairs; error, empty, truncated and refusal rule
 
 from __future__ import annotations
 
-import dataclasses
-
+import msgspec
 from conftest import DELETE, KEY_ENV, read_jsonl, run_dir, write_jsonl
 from factories import example, response
 from fakeserver import FakeOpenAIServer
@@ -54,8 +53,8 @@ def test_pairs_by_candidate_need_no_scores() -> None:
 def test_pair_by_auto_and_candidate() -> None:
     assert PAIRS.pairs_by_candidate(has_judges=False)
     assert not PAIRS.pairs_by_candidate(has_judges=True)
-    assert dataclasses.replace(PAIRS, pair_by="candidate").pairs_by_candidate(has_judges=True)
-    assert not dataclasses.replace(PAIRS, pair_by="score").pairs_by_candidate(has_judges=False)
+    assert msgspec.structs.replace(PAIRS, pair_by="candidate").pairs_by_candidate(has_judges=True)
+    assert not msgspec.structs.replace(PAIRS, pair_by="score").pairs_by_candidate(has_judges=False)
     assert not ExportConfig().pairs_by_candidate(has_judges=False)
 
 

@@ -117,4 +117,4 @@ def test_labels_nothing_could_use_are_bad_input(server, make_config, cli_main, t
     rc, _, err = cli_main(
         ["--config", str(_with_labels(make_config, server, pairs, dataset={"label_half_width": 0})), "--validate"]
     )
-    assert rc == 2 and "datasets[0].label_half_width" in err and "must be positive" in err
+    assert rc == 2 and "datasets[0].label_half_width" in err and "expected a number > 0.0, got 0" in err

@@ -5,7 +5,6 @@ call; the console lines, summary.json and report.html; --validate's count; a bad
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 from conftest import DATA, DELETE, REPO, model_entry, write_jsonl
 from factories import example, judgment, response
 from fakeserver import FakeOpenAIServer, message_text
+from msgspec.structs import replace
 
 from rubricrun.config import load_config
 from rubricrun.engine.estimate import count_calls

@@ -58,7 +58,11 @@ def router_config(tmp_path: Path, entry: dict[str, Any], n: int = 30, **extra: A
         ({"deployments": [{"api_base": "http://h/v1"}]}, "candidates[0].deployments[0].model", "missing required"),
         ({"deployments": [{"model": "x"}]}, "candidates[0].deployments[0].model", "provider prefix"),
         ({"deployments": [{"model": "local/smollm2"}]}, "candidates[0].deployments[0].model", "in-process"),
-        ({"deployments": [{"model": "openai/x", "rpm": 0}]}, "candidates[0].deployments[0].rpm", "positive"),
+        (
+            {"deployments": [{"model": "openai/x", "rpm": 0}]},
+            "candidates[0].deployments[0].rpm",
+            "expected a number > 0.0, got 0",
+        ),
         ({"deployments": [{"model": "openai/x", "colour": 1}]}, "candidates[0].deployments[0].colour", "unknown"),
         ({"model": "openai/x", "router": {"cooldown_s": 5}}, "candidates[0].router", "deployments"),
         (

@@ -8,7 +8,6 @@ server's request log (or the Hub stand-in's commit) is the positive control that
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -18,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any, get_type_hints
 
+import msgspec
 import pytest
 import yaml
 from conftest import read_jsonl, run_cli, subprocess_env, write_jsonl
@@ -239,9 +239,9 @@ def test_router_cache_key_follows_deployment_model_and_params(tmp_path: Path, fa
 
 def _numeric_fields() -> list[tuple[type, str]]:
     out = []
-    for cls in (c for c in vars(config_module).values() if dataclasses.is_dataclass(c) and isinstance(c, type)):
+    for cls in (c for c in vars(config_module).values() if isinstance(c, type) and issubclass(c, msgspec.Struct)):
         hints = get_type_hints(cls)
-        for f in dataclasses.fields(cls):
+        for f in msgspec.structs.fields(cls):
             text = str(hints[f.name])
             if f.name not in ("path", "lines") and re.search(r"\b(int|float)\b", text) and "dict" not in text:
                 out.append((cls, f.name))

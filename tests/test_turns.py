@@ -7,12 +7,12 @@ import json
 import re
 import signal
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from conftest import DEFAULT_RUBRIC, REPO, model_entry, read_jsonl, run_cli, start_cli, write_jsonl
 from fakeserver import FakeOpenAIServer, message_text
+from msgspec.structs import replace
 from oracles import load_examples
 
 from rubricrun.config import load_config
@@ -261,7 +261,7 @@ def test_a_replayed_candidate_names_no_model(tmp_path: Path, server: FakeOpenAIS
     entry = {"name": "f", "responses_from": str(answers), "model": "openai/x"}
     cfg = turns_config(tmp_path, server, data, candidates=[entry])
     rc, _, err = run_cli(["--config", str(cfg), "--validate"])
-    assert rc == 2 and "candidates[0].model" in err and "makes no calls" in err
+    assert rc == 2 and "candidates[0].model" in err and "not both responses_from and model" in err
 
 
 def test_the_demo_replays_an_answer_for_every_turn_of_every_example(monkeypatch) -> None:

@@ -5,13 +5,13 @@ fake server; each count is checked against the calls the server saw."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from conftest import DATA, DEFAULT_RUBRIC, model_entry, write_jsonl
 from factories import one_candidate
 from fakeserver import FakeOpenAIServer, default_reply, is_judge_request
+from msgspec.structs import replace
 
 from rubricrun.config import load_config
 from rubricrun.engine import estimate

@@ -5,18 +5,17 @@
 
 from __future__ import annotations
 
-import dataclasses
-import functools
+import datetime
 import math
 import os
 import re
+import sys
 import types
 import typing
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import msgspec
 import yaml
 from msgspec import Meta
 
@@ -24,9 +23,14 @@ from .errors import InputError, read_text
 from .types import rubric_weights_problem, weights_add_up
 
 # --------------------------------------------------------------------------------------------------
-# The config objects. Every number of the config has a range: msgspec's `Meta` (gt, ge, le), which _build checks as it
-# builds the value (every value is finite already: _finite); tests/test_trust.py checks that every int and
+# The config objects, read by `msgspec.convert`. Every number of the config has a range: msgspec's `Meta` (gt, ge,
+# le), checked as it is read (every value is finite already: _finite); tests/test_trust.py checks that every int and
 # float field has one.
+
+
+class _Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A mapping of the config: its keys are the fields (an unknown key is refused)."""
+
 
 MAX_THREADS = 4096  # run.concurrency, run.judge_parallel_workers: threads of one process
 Positive = Annotated[float, Meta(gt=0)]
@@ -38,11 +42,10 @@ Threads = Annotated[int, Meta(ge=1, le=MAX_THREADS)]
 SynthItems = Annotated[int, Meta(ge=1, le=1000)]  # synthesize's subtopics and prompts: items one reply lists
 
 
-@dataclass(frozen=True)
-class RunConfig:
+class RunConfig(_Section):
     output_dir: str = "outputs"
     concurrency: Threads = 16  # threads that generate candidate responses
-    seed: Annotated[int, Meta(ge=0, le=2**64 - 1)] = 0  # numpy's bootstrap generator takes a non-negative seed
+    seed: Count = 0  # numpy's bootstrap generator takes a non-negative seed (<= MAX_SEED: _check)
     judge_parallel_workers: Threads = 8  # threads that make judge calls
     judge_rate_limit_rpm: Positive | None = None  # one bucket shared by every judge call
     max_examples: AtLeast1 | None = None  # as --max-examples: a cap of 0 would run nothing
@@ -53,21 +56,18 @@ class RunConfig:
     bootstrap_samples: Annotated[int, Meta(ge=1, le=100_000)] = 1000  # each CI resamples the examples this many times
 
 
-@dataclass(frozen=True)
-class CacheConfig:
+class CacheConfig(_Section):
     dir: str = ".cache/rubricrun"
     enabled: bool = True
 
 
-@dataclass(frozen=True)
-class RetryConfig:
+class RetryConfig(_Section):
     max_attempts: AtLeast1 = 5
     max_wait_s: NotNegative = 60.0
     initial_wait_s: NotNegative = 1.0
 
 
-@dataclass(frozen=True)
-class DatasetConfig:
+class DatasetConfig(_Section):
     path: str = ""  # a local file: JSONL (.jsonl, .jsonl.gz), JSON array (.json), CSV/TSV, Parquet
     # instead of path: a Hugging Face dataset name or a local dataset folder (datasets.load_dataset)
     hf: str | None = None
@@ -75,7 +75,7 @@ class DatasetConfig:
     split: str | None = None  # the Hub dataset's split, e.g. `test`; may be left out when it has only one
     name: str = ""
     format: str = "auto"  # auto or a registered task's name (tasks.registry.check_config checks it)
-    fields: dict[str, str] = field(default_factory=dict)  # normalized field -> key in the row
+    fields: dict[str, str] = {}  # normalized field -> key in the row
     limit: AtLeast1 | None = None
     # None: detected from the rows; a registered metric's name otherwise (tasks.registry.check_config checks it, and
     # that a graded metric comes with its judging.scale).
@@ -85,8 +85,7 @@ class DatasetConfig:
     label_half_width: Positive = 0.05  # the label budget's target: labels for a 95 % anchored interval of +/- this
 
 
-@dataclass(frozen=True)
-class Price:
+class Price(_Section):
     input_per_mtok: NotNegative = 0.0  # USD per million prompt tokens
     output_per_mtok: NotNegative = 0.0  # USD per million completion tokens
     # The provider's batch prices (an entry with `batch: true`); unset, a batch entry pays LiteLLM's batch price for
@@ -95,16 +94,14 @@ class Price:
     batch_output_per_mtok: NotNegative | None = None
 
 
-@dataclass(frozen=True)
-class WeightedModel:
+class WeightedModel(_Section):
     model: str
     weight: Positive = 1.0
     api_base: str | None = None
     api_key_env: str | None = None
 
 
-@dataclass(frozen=True)
-class Deployment:
+class Deployment(_Section):
     """One server of a Router entry (`deployments:`): a LiteLLM model string and how to reach it."""
 
     model: str
@@ -113,24 +110,22 @@ class Deployment:
     rpm: Positive | None = None  # this deployment's requests per minute (the Router balances by it)
     tpm: Positive | None = None
     weight: Positive | None = None  # simple-shuffle: relative share of calls
-    params: dict[str, Any] = field(default_factory=dict)  # more LiteLLM params for this deployment only
+    params: dict[str, Any] = {}  # more LiteLLM params for this deployment only
 
 
 RouterStrategy = Literal["simple-shuffle", "least-busy", "usage-based-routing-v2", "latency-based-routing"]
 
 
-@dataclass(frozen=True)
-class RouterConfig:
+class RouterConfig(_Section):
     """How `litellm.Router` spreads an entry's calls over its deployments (providers/router.py)."""
 
     strategy: RouterStrategy = "usage-based-routing-v2"
     allowed_fails: Count = 3  # failures in a minute before a deployment is cooled down
     cooldown_s: NotNegative = 30.0  # how long a cooled-down deployment gets no calls
-    fallbacks: list[str] = field(default_factory=list)  # names of other entries tried when every deployment fails
+    fallbacks: list[str] = []  # names of other entries tried when every deployment fails
 
 
-@dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(_Section, dict=True):  # a __dict__ for memos: providers/routing.py's deployments_key
     """A candidate or a judge: one LiteLLM model string and how to call it."""
 
     name: str
@@ -140,11 +135,11 @@ class ModelConfig:
     rpm: Positive | None = None  # requests per minute of the provider account (model, api_base, api_key_env)
     tpm: Positive | None = None  # tokens per minute of the account: prompt estimate + max_tokens, corrected by usage
     timeout_s: Positive = 120.0
-    params: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = {}
     system_prompt: str | None = None  # candidates: before each example's messages; judges: before the judge prompt
     samples_per_prompt: AtLeast1 = 1  # candidates only
-    models: list[WeightedModel] = field(default_factory=list)  # weighted routing; replaces `model`
-    deployments: list[Deployment] = field(default_factory=list)  # served by a litellm.Router; replaces `model`
+    models: list[WeightedModel] = []  # weighted routing; replaces `model`
+    deployments: list[Deployment] = []  # served by a litellm.Router; replaces `model`
     router: RouterConfig | None = None  # with `deployments`: strategy, cooldowns, fallbacks
     # Judges only. auto: json_schema where the provider takes one; on (= json_schema): OpenAI `response_format`;
     # guided_json: vLLM's `guided_json` in extra_body (vLLM servers older than response_format support); off: text.
@@ -166,8 +161,7 @@ class ModelConfig:
         return f"router/{self.name}" if self.deployments else None
 
 
-@dataclass(frozen=True)
-class BatchConfig:
+class BatchConfig(_Section):
     """How entries with `batch: true` are sent: the provider's limits per batch job, and what to do with a request
     that a batch failed or let expire."""
 
@@ -179,17 +173,15 @@ class BatchConfig:
     max_batch_attempts: AtLeast1 = 2  # with on_failed: batch, batches a request is sent in before it goes online
 
 
-@dataclass(frozen=True)
-class CriterionConfig:
+class CriterionConfig(_Section):
     text: str
     id: str = ""
     weight: float = 1.0  # any finite number: a negative weight is a penalty
-    tags: list[str] = field(default_factory=list)
+    tags: list[str] = []
     category: str | None = None
 
 
-@dataclass(frozen=True)
-class PairwiseConfig:
+class PairwiseConfig(_Section):
     """judging.pairwise: each candidate against `baseline`, or every pair of candidates (`all_pairs`)."""
 
     baseline: str | None = None
@@ -197,8 +189,7 @@ class PairwiseConfig:
     prompt_template: str | None = None  # a text file with {question}, {answer_a}, {answer_b}
 
 
-@dataclass(frozen=True)
-class JudgingConfig:
+class JudgingConfig(_Section):
     pass_threshold: Fraction = 0.5  # normalized scores are in [0, 1]
     default_rubric: list[CriterionConfig] | None = None  # applied to examples that have no rubric
     judges_per_criterion: AtLeast1 = 1
@@ -215,8 +206,7 @@ class JudgingConfig:
     reference: Literal["auto", "always", "never"] = "auto"
 
 
-@dataclass(frozen=True)
-class SynthesizeConfig:
+class SynthesizeConfig(_Section):
     main_topic: str
     model: str = ""  # name of a candidate or judge entry; default: the first candidate
     num_subtopics: SynthItems = 4
@@ -228,9 +218,8 @@ class SynthesizeConfig:
     dataset_name: str = "synthesized"
 
 
-@dataclass(frozen=True)
-class ExportConfig:
-    formats: list[Literal["sft", "dpo", "kto", "reward", "hybrid", "prompts"]] = field(default_factory=list)
+class ExportConfig(_Section):
+    formats: list[Literal["sft", "dpo", "kto", "reward", "hybrid", "prompts"]] = []
     score: Literal["normalized", "clipped"] = "normalized"
     sft_threshold: Fraction = 0.7
     kto_threshold: Fraction = 0.5
@@ -247,8 +236,7 @@ class ExportConfig:
         return self.pair_by == "candidate" or (self.pair_by == "auto" and not has_judges and named)
 
 
-@dataclass(frozen=True)
-class ExecutorConfig:
+class ExecutorConfig(_Section):
     """Who makes the provider attempts (providers/executor.py): the run's own threads, or the workers of a Dask
     cluster (a local one the run starts with `workers` processes, or the scheduler at `address`)."""
 
@@ -260,12 +248,11 @@ class ExecutorConfig:
     timeout_s: Positive = 30.0  # dask: how long to wait for the scheduler and its workers before giving up (exit 2)
 
 
-@dataclass(frozen=True)
-class Config:
+class _YamlKeys(_Section):
     # Required unless every row is answered by its task (a judge meta-evaluation): tasks.registry.check_example.
-    candidates: list[ModelConfig] = field(default_factory=list)
-    datasets: list[DatasetConfig] = field(default_factory=list)
-    judges: list[ModelConfig] = field(default_factory=list)
+    candidates: list[ModelConfig] = []
+    datasets: list[DatasetConfig] = []
+    judges: list[ModelConfig] = []
     judge: ModelConfig | None = None  # a single judge, accepted for convenience
     run: RunConfig = RunConfig()
     cache: CacheConfig = CacheConfig()
@@ -275,13 +262,19 @@ class Config:
     export: ExportConfig | None = None
     batch: BatchConfig = BatchConfig()
     executor: ExecutorConfig = ExecutorConfig()
+
+
+class Config(_YamlKeys):
     # Not YAML keys: where the config came from, and the line of every dotted key in it (for error messages).
     path: str = ""
-    lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+    lines: dict[str, int] = {}
 
     def fail(self, key: str, message: str) -> InputError:
-        """An InputError naming this config file, the key and its line."""
-        return _error(self.path or None, self.lines, key, message)
+        """An InputError naming this config file, the key and the line of the key (or of the nearest key above it)."""
+        k = key
+        while k and k not in self.lines:
+            k = k.rsplit(".", 1)[0] if "." in k else ""
+        return InputError(message, file=self.path or None, line=self.lines.get(k), key=key)
 
     @property
     def judge_pool(self) -> list[ModelConfig]:
@@ -290,7 +283,8 @@ class Config:
     def data(self) -> dict[str, Any]:
         """The resolved config as plain data, its YAML keys only (the run folder's config.yaml is this without the
         secrets: providers/redact.py's `redacted_config`)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in _INTERNAL}
+        data = msgspec.to_builtins(self, builtin_types=(datetime.datetime, datetime.date, bytes))  # as YAML read them
+        return {k: data[k] for k in _YamlKeys.__struct_fields__}
 
     def entries(self) -> list[tuple[str, ModelConfig]]:
         """Every candidate and judge entry, with the key that names it (`candidates[0]`, `judges[1]`, `judge`)."""
@@ -301,17 +295,6 @@ class Config:
 
 # --------------------------------------------------------------------------------------------------
 # Loading
-
-
-_INTERNAL = ("path", "lines")  # Config fields that are not YAML keys
-
-
-def _error(file: str | None, lines: dict[str, int], key: str, message: str) -> InputError:
-    """An InputError naming the file, the key and the line of the key (or of the nearest key above it)."""
-    k = key
-    while k and k not in lines:
-        k = k.rsplit(".", 1)[0] if "." in k else ""
-    return InputError(message, file=file, line=lines.get(k), key=key)
 
 
 def _key_lines(file: str, root: yaml.Node) -> dict[str, int]:
@@ -341,97 +324,74 @@ def _key_lines(file: str, root: yaml.Node) -> dict[str, int]:
     return out
 
 
-def _type_name(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        return " | ".join(repr(a) for a in typing.get_args(tp))
-    if dataclasses.is_dataclass(tp) or origin is dict:
-        return "a mapping"
-    if origin is list:
-        return "a list"
-    return getattr(tp, "__name__", str(tp))
+MAX_SEED = 2**64 - 1  # run.seed: msgspec's ranges stop at int64, so _check says this one
 
 
-_SCALARS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
-Fail = Callable[[str, str], InputError]  # (key, message) -> the error naming the config file, the key and its line
-
-
-def _build(tp: Any, value: Any, key: str, fail: Fail) -> Any:
-    """A config object (or a value of one) built from YAML data by its type hints, each value checked against its
-    type (and its range, its `Meta`) as it is built."""
-    origin = typing.get_origin(tp)
-    if tp is Any:
-        _finite(value, key, fail)
-        return value
-    if origin in (typing.Union, types.UnionType):  # every union of the config is `X | None`
-        if value is None:
-            return None
-        (inner,) = (a for a in typing.get_args(tp) if a is not type(None))
-        return _build(inner, value, key, fail)
-    if origin is Annotated:  # a number and its range
-        inner, meta = typing.get_args(tp)
-        number = _build(inner, value, key, fail)
-        if meta.gt is not None and number <= meta.gt:
-            raise fail(key, "must be positive" if meta.gt == 0 else f"must be more than {meta.gt}")
-        if meta.ge is not None and number < meta.ge:
-            raise fail(key, f"must be at least {meta.ge}")
-        if meta.le is not None and number > meta.le:
-            raise fail(key, f"must be at most {meta.le}")
-        return number
-    if value is None:
-        raise fail(key, f"expected {_type_name(tp)}, got null")
-    if origin is Literal:
-        if value not in typing.get_args(tp):
-            raise fail(key, f"expected one of {_type_name(tp)}, got {value!r}")
-        return value
-    if dataclasses.is_dataclass(tp):
-        return _build_dataclass(tp, value, key, fail)
-    if origin in (list, dict):
-        if not isinstance(value, origin):
-            raise fail(key, f"expected {_type_name(tp)}, got {type(value).__name__} {value!r}")
-        if origin is list:
-            return [_build(typing.get_args(tp)[0], v, f"{key}[{i}]", fail) for i, v in enumerate(value)]
-        return {str(k): _build(typing.get_args(tp)[1], v, f"{key}.{k}", fail) for k, v in value.items()}
-    if isinstance(value, bool) != (tp is bool) or not isinstance(value, (int, float) if tp is float else tp):
-        raise fail(key, f"expected {_SCALARS[tp]}, got {value!r}")
-    if tp is not float:
-        return value
-    try:
-        number = float(value)
-    except OverflowError:  # an integer past the largest float
-        raise fail(key, f"expected a finite number, got an integer of {len(str(value))} digits") from None
-    _finite(number, key, fail)
-    return number
-
-
-def _finite(value: Any, key: str, fail: Fail) -> None:
-    """No NaN or infinity anywhere in a value (a NaN passes every range check: `x < 0` and `x > 1` are false)."""
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise fail(key, f"expected a finite number, got {value!r}")
-    elif isinstance(value, dict):
+def _finite(value: Any, key: str, cfg: Config) -> None:
+    """No NaN, infinity or integer past the largest float anywhere in a value (a NaN passes every range check: `x < 0`
+    and `x > 1` are false; msgspec checks neither a float without a range nor an `Any` value)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise cfg.fail(key, f"expected a finite number, got {value!r}")
+    if isinstance(value, int) and abs(value) > sys.float_info.max:
+        raise cfg.fail(key, f"expected a finite number, got an integer of {len(str(value))} digits")
+    if isinstance(value, dict):
         for k, v in value.items():
-            _finite(v, f"{key}.{k}", fail)
+            _finite(v, f"{key}.{k}" if key else str(k), cfg)
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            _finite(v, f"{key}[{i}]", fail)
+            _finite(v, f"{key}[{i}]", cfg)
 
 
-def _build_dataclass(cls: Any, value: Any, key: str, fail: Fail) -> Any:
-    if not isinstance(value, dict):
-        raise fail(key, f"expected a mapping, got {type(value).__name__} {value!r}")
-    hints = typing.get_type_hints(cls, include_extras=True)
-    fields = {f.name: f for f in dataclasses.fields(cls) if cls is not Config or f.name not in _INTERNAL}
-    kwargs = {}
-    for k, v in value.items():
-        sub = f"{key}.{k}" if key else str(k)
-        if k not in fields:
-            raise fail(sub, f"unknown key (allowed: {', '.join(sorted(fields))})")
-        kwargs[k] = _build(hints[k], v, sub, fail)
-    for name, f in fields.items():
-        if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise fail(f"{key}.{name}" if key else name, "missing required key")
-    return cls(**kwargs)
+# msgspec's names of YAML's types, and a step of its error's path (`.name`, `[0]`, `[...]`: a mapping's value).
+_YAML_TYPES = {"object": "a mapping", "array": "a list", "int": "an integer", "float": "a number", "str": "a string"}
+_YAML_TYPES |= {"bool": "true or false"}
+_STEP = re.compile(r"\.(\w+)|\[(\d+)\]|\[\.\.\.\]")
+
+
+def _bare(tp: Any) -> Any:
+    """A type without its `| None` (every union of the config is one)."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        (tp,) = (a for a in typing.get_args(tp) if a is not type(None))
+    return tp
+
+
+def _convert(raw: dict[str, Any], cfg: Config) -> _YamlKeys:
+    """The config's keys read by msgspec; its error said with the dotted key, what was expected and the value."""
+    try:
+        return msgspec.convert(raw, _YamlKeys)
+    except msgspec.ValidationError as e:
+        what, at, where = str(e).rpartition(" - at `")
+    what, where = (what, where) if at else (where, "")  # an error at the top names no place
+    key, value, tp = "", raw, _YamlKeys
+    for name, index in _STEP.findall(where):  # the key, its value and type, step by step
+        if name:
+            tp = next(f.type for f in msgspec.structs.fields(_bare(tp)) if f.name == name)
+            key, value = f"{key}.{name}" if key else name, value[name]
+        elif index:
+            tp, key, value = typing.get_args(_bare(tp))[0], f"{key}[{index}]", value[int(index)]
+        else:  # a mapping's value: the first that msgspec refuses
+            tp = typing.get_args(_bare(tp))[1]
+            for k, v in value.items():
+                try:
+                    msgspec.convert(v, tp)
+                except msgspec.ValidationError:
+                    key, value = f"{key}.{k}", v
+                    break
+    tp = _bare(tp)
+    if where.startswith("key`"):  # a key of a mapping that is not a string
+        bad_key = next(k for k in value if not isinstance(k, str))
+        raise cfg.fail(key, f"expected a string for every key, got {bad_key!r}")
+    if what.startswith("Object "):  # an unknown key of a section, or a required one missing
+        name = what[what.index("`") + 1 : -1]
+        sub = f"{key}.{name}" if key else name
+        if "missing" in what:
+            raise cfg.fail(sub, "missing required key")
+        raise cfg.fail(sub, f"unknown key (allowed: {', '.join(sorted(f.name for f in msgspec.structs.fields(tp)))})")
+    expected = what.split(", got")[0].removeprefix("Expected ")  # msgspec's "Expected `int` >= 1, got `str`"
+    expected = re.sub(r"`(.*?)`", lambda m: " or ".join(_YAML_TYPES.get(t, t) for t in m[1].split(" | ")), expected)
+    if typing.get_origin(tp) is Literal:
+        expected = f"one of {' | '.join(repr(a) for a in typing.get_args(tp))}"
+    raise cfg.fail(key, f"expected {expected}, got {'null' if value is None else repr(value)}")
 
 
 # A config is a few hundred values; these bounds refuse a YAML alias bomb (a few lines that expand to billions of
@@ -466,8 +426,9 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise InputError("the config must be a YAML mapping at the top level", file=file)
-    cfg: Config = _build_dataclass(Config, raw, "", functools.partial(_error, file, lines))
-    cfg = dataclasses.replace(cfg, path=file, lines=lines)
+    blank = Config(path=file, lines=lines)  # names the file and the line before the config is built
+    _finite(raw, "", blank)
+    cfg = Config(**msgspec.structs.asdict(_convert(raw, blank)), path=file, lines=lines)
     _check(cfg)
     return cfg
 
@@ -480,6 +441,8 @@ def _check(cfg: Config) -> None:
     """Cross-field checks that types alone cannot express."""
     if not cfg.datasets and cfg.synthesize is None:
         raise cfg.fail("datasets", "no datasets and no synthesize section: nothing to run on")
+    if cfg.run.seed > MAX_SEED:
+        raise cfg.fail("run.seed", f"expected an integer <= {MAX_SEED}, got {cfg.run.seed}")
     seen: set[tuple[bool, str]] = set()  # (a candidate?, name): a name is used once per role
     for key, m in cfg.entries():
         _check_model(cfg, key, m)
@@ -494,36 +457,26 @@ def _check(cfg: Config) -> None:
 
 # Model keys that act in one role only: given in the other they would be silently ignored, so they are rejected.
 _ROLE_ONLY = {
-    "samples_per_prompt": (
-        "candidates",
-        "a judge makes one call per criterion (judging.judges_per_criterion asks more)",
-    ),
+    "samples_per_prompt": ("candidates", "a judge calls once per criterion (judging.judges_per_criterion asks more)"),
     "structured_output": ("judges", "only judge calls ask for a JSON schema"),
     "responses_from": ("candidates", "a judge's verdicts are never replayed from a file"),
     "response_column": ("candidates", "a judge's verdicts are never replayed from a file"),
 }
-# Keys of an entry that a Router entry sets per deployment instead (or not at all).
-_NOT_WITH_DEPLOYMENTS = "model models api_base api_key_env rpm tpm responses_from response_column".split()
-_REPLAYED = "a candidate with responses_from/response_column makes no calls"
+_SOURCES = "deployments responses_from response_column model models".split()  # of an entry's answers: one
+_NOT_WITH_DEPLOYMENTS = "api_base api_key_env rpm tpm".split()  # a Router entry sets them per deployment
 
 
 def _check_model(cfg: Config, key: str, m: ModelConfig) -> None:
     """One candidate or judge entry."""
-    if m.replays:  # answers you already have: no model, no samples
-        if m.responses_from and m.response_column:
-            raise cfg.fail(
-                f"{key}.response_column", "give either `responses_from` (a file) or `response_column`, not both"
-            )
-        for name in ("model", "models"):
-            if getattr(m, name):
-                raise cfg.fail(f"{key}.{name}", f"{_REPLAYED}: remove it")
-        if m.samples_per_prompt != 1:
-            raise cfg.fail(f"{key}.samples_per_prompt", "a replayed candidate has one answer per turn")
     _check_deployments(cfg, key, m)
-    if not m.model and not m.models and not m.replays and not m.deployments:
-        raise cfg.fail(f"{key}.model", "missing required key (or give `models:` for weighted routing)")
-    if m.model and m.models:
-        raise cfg.fail(f"{key}.models", "give either `model` or `models`, not both")
+    given = [name for name in _SOURCES if getattr(m, name)]
+    if not given:
+        why = "missing required key (or give `models`, `deployments`, `responses_from` or `response_column`)"
+        raise cfg.fail(f"{key}.model", why)
+    if len(given) > 1:
+        raise cfg.fail(f"{key}.{given[1]}", f"give one of {', '.join(_SOURCES)}, not both {given[0]} and {given[1]}")
+    if m.replays and m.samples_per_prompt != 1:
+        raise cfg.fail(f"{key}.samples_per_prompt", "a replayed candidate has one answer per turn")
     section = "candidates" if key.startswith("candidates") else "judges"
     for name, (role, why) in _ROLE_ONLY.items():
         if role != section and f"{key}.{name}" in cfg.lines:
@@ -550,7 +503,7 @@ def _check_batch(cfg: Config) -> None:
     batched = [(f"{key}.batch", m) for key, m in cfg.entries() if m.batch]
     for key, m in batched:
         if m.replays:
-            raise cfg.fail(key, f"{_REPLAYED} to batch")
+            raise cfg.fail(key, "a candidate with responses_from/response_column makes no calls to batch")
         if m.deployments:
             raise cfg.fail(key, "an entry served by a Router (`deployments:`) sends its calls online")
         if not cfg.cache.enabled:
@@ -717,5 +670,4 @@ def dataset_name(d: DatasetConfig) -> str:
         return d.name
     if d.hf:
         return Path(d.hf.rstrip("/")).name
-    file = Path(d.path).name
-    return Path(file[: -len(".gz")] if file.endswith(".gz") else file).stem
+    return Path(Path(d.path).name.removesuffix(".gz")).stem

@@ -48,7 +48,7 @@ def deployments_key(m: ModelConfig) -> tuple[str, ...]:
     if key is None:
         rows = {canonical_json(_ints([d.model, d.params])) for d in m.deployments}
         key = tuple(sorted(rows))
-        object.__setattr__(m, "_deployments_key", key)  # frozen dataclass: memo outside its fields
+        m.__dict__["_deployments_key"] = key  # a memo outside the frozen fields (ModelConfig has dict=True)
     return key
 
 
