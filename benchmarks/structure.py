@@ -6,6 +6,8 @@ entry point go, how far the config travels from the run's entry, and how large s
 
 Figures, per tree:
 - `lines`, `files`, `top`: lines of Python under src/, its .py files, and the modules at the package's top level.
+  `counted` and `features`: the lines issue 29 counts (src/ without the feature modules of the round that added the
+  viewer, the Dask engine and the anchored scores, FEATURES) and the lines of those feature modules, apart.
 - `chain`: the longest chain of imports from `rubricrun.cli`, counted in modules (cli itself is 1), over every
   import of the package's own modules, at module level or inside a function (a lazy import is still a step a run
   takes); imports under `if TYPE_CHECKING:` are left out (they never run). `chain (eager)`: the same over module-level imports only
@@ -28,6 +30,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PKG = "rubricrun"
+# Issue 29's feature modules, counted apart (paths under src/rubricrun; a folder ends with /).
+FEATURES = ("viewer/", "providers/executor.py", "providers/dask_executor.py", "results/ppi.py", "results/anchor.py")
+FEATURES += ("data/labels.py", "results/label_sheet.py")
 
 
 def modules(src: Path) -> dict[str, Path]:
@@ -122,14 +127,17 @@ def measure(tree: Path) -> dict[str, object]:
         lazy[name], config_names[name] = imports(name, path, known, eager=False)
         eager[name], _ = imports(name, path, known, eager=True)
     files = list((src / PKG).rglob("*.py"))
-    lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in files)
+    size = {p.relative_to(src / PKG).as_posix(): len(p.read_text(encoding="utf-8").splitlines()) for p in files}
+    features = sum(n for rel, n in size.items() if rel.startswith(FEATURES))
     top = sorted(p.stem for p in (src / PKG).glob("*.py"))
     chain = longest_chain(f"{PKG}.cli", lazy)
     reach = closure(f"{PKG}.engine.runner", lazy)
     cfg_files = sorted(m for m in reach if config_names[m])
     Cfg_files = sorted(m for m in reach if "Config" in config_names[m])
     return {
-        "lines": lines,
+        "lines": sum(size.values()),
+        "counted": sum(size.values()) - features,
+        "features": features,
         "files": len(files),
         "top": len(top),
         "top modules": " ".join(top),
