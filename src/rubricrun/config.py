@@ -450,9 +450,9 @@ def _check(cfg: Config) -> None:
         if role in seen:
             raise cfg.fail(f"{key}.name", f"duplicate name '{m.name}'")
         seen.add(role)
-    for check in (_check_routers, _check_judging, _check_export, _check_synthesize, _check_datasets, _check_batch):
+    checks = (_check_routers, _check_judging, _check_export, _check_synthesize, _check_datasets, _check_batch)
+    for check in (*checks, _check_executor):
         check(cfg)
-    _check_executor(cfg)
 
 
 # Model keys that act in one role only: given in the other they would be silently ignored, so they are rejected.

@@ -19,7 +19,7 @@ from ..judging.protocol import JUDGE_PARSE_ATTEMPTS
 from ..judging.rubric import JudgeItem, tie_breaker
 from ..providers.base import BaseProvider
 from ..providers.cache import ResponseCache, cache_key
-from ..providers.pricing import call_cost, estimate_prompt_tokens, max_tokens_of, price_table, unit_prices
+from ..providers.pricing import call_cost, estimate_prompt_tokens, max_tokens_of, price_table, price_terms, unit_prices
 from ..providers.stack import open_cache
 from ..tasks import registry
 from ..types import Example, LLMRequest, LLMResponse
@@ -236,11 +236,6 @@ class InlineDriver:
             pool = self.cfg.judge_pool
             breaker = pool[tie_breaker(item.judges, len(pool))]
             self.counts.priced(self.stages.judging.request(breaker, item, 0), JUDGE_PARSE_ATTEMPTS)
-
-
-def price_terms(request: LLMRequest) -> tuple[str, int, int]:
-    """What an uncached call is priced by: its model, its prompt's estimated tokens, its max_tokens."""
-    return request.model, estimate_prompt_tokens(list(request.messages)), max_tokens_of(request.params)
 
 
 def only_leaves(cfg: Config, ex: Example, convs: list[tuple[ModelConfig, int]]) -> bool:

@@ -810,7 +810,7 @@ def _relay(address: str, plugin: str, timeout_s: str, direct: str) -> None:
 def _serve(argv: list[str]) -> None:
     """`python -m rubricrun.providers.dask_executor scheduler|worker ARGS`: Dask's own command, ended at once when
     its stdin closes (LocalProcesses holds the other end: closed at the end of the run, or by the kernel when the
-    run's process is gone)."""
+    run's process is gone); `relay ARGS`: the run's relay (`_relay`)."""
     if argv[0] == "relay":
         _relay(*argv[1:])
         return

@@ -92,9 +92,14 @@ def max_tokens_of(params: Mapping[str, Any]) -> int:
     return int(params.get("max_tokens") or params.get("max_completion_tokens") or DEFAULT_MAX_TOKENS)
 
 
+def price_terms(request: LLMRequest) -> tuple[str, int, int]:
+    """What an uncached call is priced by: its model, its prompt's estimated tokens, its max_tokens (the budget's
+    upper bound and `--validate`'s estimate)."""
+    return request.model, estimate_prompt_tokens(list(request.messages)), max_tokens_of(request.params)
+
+
 def upper_bound(request: LLMRequest, prices: Mapping[str, Price]) -> float:
-    c = call_cost(request.model, estimate_prompt_tokens(list(request.messages)), max_tokens_of(request.params), prices)
-    return c or 0.0
+    return call_cost(*price_terms(request), prices) or 0.0
 
 
 class Budget(BaseProvider):

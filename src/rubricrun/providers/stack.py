@@ -87,23 +87,23 @@ class RetryingProvider(BaseProvider):
             if self.stop.is_set():
                 raise Cancelled("run is stopping")
             start = time.perf_counter()
-            fields: dict[str, object]
+            error = usage = status_code = retry_in = None
             try:
                 resp = self.inner.generate(request)
-                status, fields = "ok", {"usage": resp.usage, "deployment": resp.deployment, "worker": resp.worker}
+                usage, deployment, worker = resp.usage, resp.deployment, resp.worker
             except (Cancelled, InputError):
                 raise
             except Exception as exc:  # noqa: BLE001
                 err = classify_error(exc, request.model)
-                retry_in = None
                 if err.retryable and n < self.cfg.max_attempts:
                     retry_in = delays[n] = backoff_delay(err, n, self.cfg, self._rng)
-                status, fields = "error", {"error": str(err), "status_code": err.status_code, "retry_in_s": retry_in,
-                                           "deployment": err.deployment, "worker": err.worker}  # fmt: skip
+                error, status_code, deployment, worker = str(err), err.status_code, err.deployment, err.worker
             latency_ms = (time.perf_counter() - start) * 1000
             self.tracer.emit(role=request.role, model=request.model, key=key, cache_hit=False, attempt=n,
-                             latency_ms=latency_ms, status=status, **fields)  # type: ignore[arg-type]  # fmt: skip
-            if status == "error":
+                             latency_ms=latency_ms, status="ok" if error is None else "error", error=error,
+                             usage=usage, status_code=status_code, retry_in_s=retry_in, deployment=deployment,
+                             worker=worker)  # fmt: skip
+            if error is not None:
                 raise err from None
             return resp
 

@@ -83,8 +83,11 @@ def _check_secrets(files: list[tuple[str, bytes]], token_env: str) -> None:
     names = [n for n in os.environ if n.upper().endswith(_SECRET_SUFFIXES) or n == token_env]
     for name in sorted(names):
         value = os.environ.get(name, "")
+        if len(value) < _MIN_SECRET_LEN:
+            continue
+        needle = value.encode()
         for path, data in files:
-            if len(value) >= _MIN_SECRET_LEN and value.encode() in data:
+            if needle in data:
                 raise InputError(f"refusing to upload: it contains the value of ${name}", file=path)
     for path, data in files:
         label = redact.found_in(data)

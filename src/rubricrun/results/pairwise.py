@@ -40,8 +40,8 @@ def pair_outcome(cfg: Config, a: str, b: str, rows: Sequence[PairJudgment], text
     """a against b: counts, and rates as means over examples (an example's turns averaged) with bootstrap CIs;
     beside them AlpacaEval 2's length-controlled win rate (`text_len`: response id -> characters of its text)."""
     per_example: dict[str, list[float]] = defaultdict(list)
-    for r in rows:
-        s = _score(r)
+    prefs = [_score(r) for r in rows]
+    for r, s in zip(rows, prefs, strict=True):
         if s is not None:
             per_example[r.example_id].append(s)
     rates: dict[str, Any] = {}
@@ -53,7 +53,7 @@ def pair_outcome(cfg: Config, a: str, b: str, rows: Sequence[PairJudgment], text
     # The length-controlled fields over the same comparisons, one per row (the GLM is fitted per comparison, as
     # AlpacaEval fits per instruction): a's preference and the two answers' lengths (response_ids: a's, b's).
     lc = length_controlled(
-        [_score(r) for r in rows],
+        prefs,
         [text_len.get(r.response_ids[0], 0) for r in rows],
         [text_len.get(r.response_ids[1], 0) for r in rows],
     )

@@ -195,8 +195,8 @@ class AgreementCounts:
     one criterion of one response that two or more judges voted on (`Judgment.votes`); a criterion is identified by
     its text (per-example rubrics, HealthBench's, reuse ids such as `c1` for different texts). Fed judgments as they
     come and kept as counts (issue 13): memory depends on the judges, compositions and criterion texts seen, not on
-    the number of judgments. `per_judge`: judge -> met / judged / errors, over every vote (a judgment without votes: its own verdict; judge-free `auto:` verdicts left out). Of
-    the judgments that carry votes: `units`, their valid verdicts as a composition (a judgment whose votes all
+    the number of judgments. `per_judge`: judge -> met / judged / errors, over every vote (a judgment without votes:
+    its own verdict; judge-free `auto:` verdicts left out). Of the judgments that carry votes: `units`, their valid verdicts as a composition (a judgment whose votes all
     failed counts too, with an empty one); `ties_to_error`, those whose combined verdict is error; `pairs`: (judge
     a, judge b) -> (verdict a, verdict b) -> units; `criteria`: criterion text -> composition -> units with >= 2
     valid votes, and `first_id` the first criterion id seen for each text."""

@@ -180,8 +180,9 @@ class MetaEvalAcc:
             if j.judge.startswith("auto:"):
                 continue
             for v in j.votes or ({"judge": j.judge, "verdict": j.verdict},):
-                column = self.verdicts.setdefault(v["judge"], [None] * (rows - 1))  # every column is rows - 1 long
-                column[rows - 1 :] = [_VERDICT.get(v["verdict"])]
+                column = self.verdicts.setdefault(v["judge"], [])
+                column.extend([None] * (rows - len(column)))  # a judge first seen here: None for the rows before
+                column[-1] = _VERDICT.get(v["verdict"])
         for column in self.verdicts.values():
             column.extend([None] * (rows - len(column)))
 
